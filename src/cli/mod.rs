@@ -1,0 +1,49 @@
+//! The `descl` command line: one file per subcommand.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod bench;
+mod extract;
+mod matches;
+mod models;
+mod sfm;
+
+#[derive(Parser)]
+#[command(name = "descl", version, about = "Learned local features: extract, match, export to COLMAP, benchmark")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Detect keypoints and compute descriptors; writes one .npz features file per image.
+    Extract(extract::Args),
+    /// Match image pairs (images or .npz features files), verify geometry, draw matches.
+    Match(matches::Args),
+    /// Extract, match and verify a folder of images into a COLMAP database (and reconstruct).
+    Sfm(sfm::Args),
+    /// Run benchmarks (HPatches, Oxford, UBC PhotoTour, relative pose, speed).
+    Bench(bench::Args),
+    /// List the models in models/.
+    Models(models::Args),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Extract(a) => extract::run(a),
+        Command::Match(a) => matches::run(a),
+        Command::Sfm(a) => sfm::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Models(a) => models::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The result of extracting one image: frames, detector scores, descriptors and provenance.
+
+use crate::describe::Descriptors;
+use crate::frame::Frame;
+use serde::{Deserialize, Serialize};
+
+/// Where a set of features came from; stored as `meta` in features files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeatureMeta {
+    /// Model name (from its card) or the ONNX file for an uncarded model.
+    pub model: String,
+    /// Detector name, e.g. `"dog"` or `"harris-affine"`.
+    pub detector: String,
+    /// Image width and height in pixels.
+    pub image_width: u32,
+    pub image_height: u32,
+    /// The image file the features were extracted from.
+    pub image: String,
+}
+
+/// Features of one image. `frames`, `scores` and `descriptors` have the same length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Features {
+    pub frames: Vec<Frame>,
+    pub scores: Vec<f32>,
+    pub descriptors: Descriptors,
+    pub meta: FeatureMeta,
+}

@@ -1,0 +1,3 @@
+//! Files in and out: atomic writes, `.npz` features files, matches, COLMAP databases, pictures.
+
+pub mod atomic;
