@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use image::{DynamicImage, ImageReader, Limits};
 use opencv::prelude::*;
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Smallest accepted width and height in pixels: below this no detector finds anything stable
 /// and a 32×32 patch would be mostly border.
@@ -390,11 +390,6 @@ pub fn gaussian_kernel(sigma: f32) -> Vec<f32> {
     let s: f32 = k.iter().sum();
     k.iter_mut().for_each(|v| *v /= s);
     k
-}
-
-/// Path helper for errors about in-memory images.
-pub fn memory_path() -> PathBuf {
-    PathBuf::from("<memory>")
 }
 
 #[cfg(test)]
