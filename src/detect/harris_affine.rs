@@ -418,7 +418,8 @@ fn adapt(pyr: &[GrayImage], inh: &[f32], c: &Candidate) -> Result<(f32, f32, M2,
         let win = sample_window(pyr, inh, c.x, c.y, c.sigma_i, &u);
         let mu = second_moment(&win, &wi);
         let (l1, l2) = sym_eigenvalues(&mu);
-        if !(l1 > 0.0) {
+        // NaN-safe: anything but a positive smallest eigenvalue is degenerate.
+        if l1.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return Err(Reject::Degenerate);
         }
         if l1 / l2 > ISOTROPY_CONVERGED {
@@ -430,7 +431,9 @@ fn adapt(pyr: &[GrayImage], inh: &[f32], c: &Candidate) -> Result<(f32, f32, M2,
             .sqrt();
         u = next.map(|r| r.map(|v| v / det));
         let (smin, smax) = singular_values(&u);
-        if !(smin > 0.0) || smax / smin > MAX_ELONGATION {
+        if smin.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+            || smax / smin > MAX_ELONGATION
+        {
             return Err(Reject::Elongated);
         }
     }
