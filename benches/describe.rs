@@ -7,7 +7,8 @@
 
 use criterion::{Criterion, Throughput};
 use descl::model::engine::{ort_environment, MAX_CHUNK};
-use descl::model::{resolve, Device, Engine, DEFAULT_MODEL, PATCH_SIDE};
+use descl::model::{resolve, Device, Engine, DEFAULT_MODEL};
+use descl::patch::PATCH_SIZE;
 use ndarray::Array3;
 use ort::session::Session;
 use ort::value::TensorRef;
@@ -21,7 +22,7 @@ const RATIO_REPS: usize = 7;
 
 fn patches() -> Array3<f32> {
     let mut s = 12345u64;
-    Array3::from_shape_simple_fn((N_PATCHES, PATCH_SIDE, PATCH_SIDE), || {
+    Array3::from_shape_simple_fn((N_PATCHES, PATCH_SIZE, PATCH_SIZE), || {
         s = s
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
@@ -32,11 +33,11 @@ fn patches() -> Array3<f32> {
 /// The raw peer: one ort session, same chunks, outputs copied out and nothing else.
 fn raw_run(session: &mut Session, flat: &[f32], out: &mut Vec<f32>) {
     out.clear();
-    let per_patch = PATCH_SIDE * PATCH_SIDE;
+    let per_patch = PATCH_SIZE * PATCH_SIZE;
     for chunk in flat.chunks(MAX_CHUNK * per_patch) {
         let m = chunk.len() / per_patch;
         let t =
-            TensorRef::from_array_view(([m, 1, PATCH_SIDE, PATCH_SIDE], chunk)).expect("tensor");
+            TensorRef::from_array_view(([m, 1, PATCH_SIZE, PATCH_SIZE], chunk)).expect("tensor");
         let outputs = session.run(ort::inputs![t]).expect("run");
         let (_, data) = outputs[0].try_extract_tensor::<f32>().expect("extract");
         out.extend_from_slice(data);

@@ -20,7 +20,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::atomic::write_bytes_atomic;
-use crate::model::PATCH_SIDE;
+use crate::patch::PATCH_SIZE;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -129,9 +129,9 @@ impl ModelCard {
                 self.sha256
             ));
         }
-        if self.input.size != PATCH_SIDE || self.patch.size != PATCH_SIDE {
+        if self.input.size != PATCH_SIZE || self.patch.size != PATCH_SIZE {
             return Err(format!(
-                "model card: input.size and patch.size must be {PATCH_SIDE}, got {} and {}",
+                "model card: input.size and patch.size must be {PATCH_SIZE}, got {} and {}",
                 self.input.size, self.patch.size
             ));
         }

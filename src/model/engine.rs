@@ -4,7 +4,8 @@
 use crate::describe::{binarize, l2_normalize_rows, Descriptors};
 use crate::error::{Error, Result};
 use crate::model::card::OutputKind;
-use crate::model::{ResolvedModel, PATCH_SIDE};
+use crate::model::ResolvedModel;
+use crate::patch::PATCH_SIZE;
 use ndarray::{Array2, ArrayView3, Axis};
 use ort::environment::Environment;
 use ort::session::Session;
@@ -242,9 +243,9 @@ impl Engine {
     /// L2-normalises float rows or packs binary ones (bit i = output_i > 0).
     pub fn describe(&self, patches: ArrayView3<f32>) -> Result<Descriptors> {
         let (n, h, w) = patches.dim();
-        if (h, w) != (PATCH_SIDE, PATCH_SIDE) {
+        if (h, w) != (PATCH_SIZE, PATCH_SIZE) {
             return Err(Error::InvalidInput(format!(
-                "patches must be N×{PATCH_SIDE}×{PATCH_SIDE}, got {n}×{h}×{w}"
+                "patches must be N×{PATCH_SIZE}×{PATCH_SIZE}, got {n}×{h}×{w}"
             )));
         }
         let patches = patches.as_standard_layout();
@@ -253,7 +254,7 @@ impl Engine {
             let flat = patches
                 .as_slice()
                 .ok_or_else(|| Error::InvalidInput("patches are not contiguous".into()))?;
-            let per_patch = PATCH_SIDE * PATCH_SIDE;
+            let per_patch = PATCH_SIZE * PATCH_SIZE;
             let mut session = self
                 .session
                 .lock()
@@ -324,7 +325,7 @@ fn check_declared_io(session: &Session) -> std::result::Result<(), String> {
             inputs[0].dtype()
         )
     })?;
-    let side = PATCH_SIDE as i64;
+    let side = PATCH_SIZE as i64;
     let ok = input_shape.len() == 4
         && input_shape[0] < 1
         && [1, side, side]
@@ -368,8 +369,8 @@ fn float_tensor_shape(t: &ValueType) -> Option<Vec<i64>> {
 /// and check that the batch dimension really follows the input.
 fn probe_output_dim(session: &mut Session) -> std::result::Result<usize, String> {
     const PROBE: usize = 2;
-    let input = vec![0.5f32; PROBE * PATCH_SIDE * PATCH_SIDE];
-    let tensor = TensorRef::from_array_view(([PROBE, 1, PATCH_SIDE, PATCH_SIDE], &input[..]))
+    let input = vec![0.5f32; PROBE * PATCH_SIZE * PATCH_SIZE];
+    let tensor = TensorRef::from_array_view(([PROBE, 1, PATCH_SIZE, PATCH_SIZE], &input[..]))
         .map_err(|e| e.to_string())?;
     let outputs = session
         .run(ort::inputs![tensor])
@@ -393,7 +394,7 @@ fn run_chunk(
     m: usize,
     target: &mut [f32],
 ) -> std::result::Result<(), String> {
-    let tensor = TensorRef::from_array_view(([m, 1, PATCH_SIDE, PATCH_SIDE], chunk))
+    let tensor = TensorRef::from_array_view(([m, 1, PATCH_SIZE, PATCH_SIZE], chunk))
         .map_err(|e| e.to_string())?;
     let outputs = session
         .run(ort::inputs![tensor])

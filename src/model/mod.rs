@@ -16,9 +16,6 @@ pub const DEFAULT_MODEL: &str = "descl-tfeat-hardnet";
 /// Environment variable that overrides [`models_dir`].
 pub const MODELS_ENV: &str = "DESCL_MODELS";
 
-/// Side of the square patches every model takes (N×1×32×32 input).
-pub const PATCH_SIDE: usize = 32;
-
 /// The folder of shipped models: `$DESCL_MODELS`, else `<repo>/models`.
 pub fn models_dir() -> PathBuf {
     match std::env::var_os(MODELS_ENV) {
