@@ -1,3 +1,5 @@
 //! Files in and out: atomic writes, `.npz` features files, matches, COLMAP databases, pictures.
 
 pub mod atomic;
+pub mod features;
+pub mod npz;
