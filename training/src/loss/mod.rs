@@ -2,6 +2,12 @@
 //! `hardnet` (hardest-in-batch triplet), `cdf` (CDF dynamic soft margin, float and binary),
 //! `adasample` (AdaSample angular hinge), `active` (active margin), `sdgm` (SDGMNet).
 
+pub mod active;
+pub mod adasample;
+pub mod cdf;
+pub mod mining;
+pub mod sdgm;
+
 use tch::Tensor;
 
 /// A training loss over one batch of descriptors.
