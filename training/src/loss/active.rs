@@ -242,8 +242,7 @@ mod tests {
         let x = batch(&[0.0, 60.0, 90.0, 0.0]);
         let eps = crate::loss::mining::L2_SQRT_EPS;
         let l = |t: f64| {
-            (((2.0 - 2.0 * t.to_radians().cos() + eps) as f64).sqrt() - (2.0 + eps).sqrt() + 1.0)
-                .max(0.0)
+            ((2.0 - 2.0 * t.to_radians().cos() + eps).sqrt() - (2.0 + eps).sqrt() + 1.0).max(0.0)
         };
         let mut loss = ActiveLoss::new(3);
         // Easy phase, b = 2: the two non-zero losses (60°, 90°), mean over b.

@@ -307,7 +307,7 @@ mod tests {
             let mut best: Option<(f64, usize, bool)> = None;
             for j in (0..3).filter(|&j| j != i) {
                 for (t, in_row) in [(ang(a, row(j, 1)), true), (ang(row(j, 0), p), false)] {
-                    if t >= ANTI_NOISE_ANGLE && best.map_or(true, |b| t < b.0) {
+                    if t >= ANTI_NOISE_ANGLE && best.is_none_or(|b| t < b.0) {
                         best = Some((t, j, in_row));
                     }
                 }
