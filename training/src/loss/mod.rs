@@ -28,3 +28,19 @@ pub trait Loss: Send {
         Vec::new()
     }
 }
+
+pub mod hardnet;
+
+use anyhow::{bail, Result};
+
+/// The loss named by a run config's `loss` object: `{"name": "hardnet", ...parameters}`.
+pub fn from_config(config: &serde_json::Value) -> Result<Box<dyn Loss>> {
+    let name = config
+        .get("name")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    match name {
+        "hardnet" => Ok(Box::new(hardnet::HardNetLoss::from_config(config)?)),
+        other => bail!("unknown loss {other:?} (known: hardnet)"),
+    }
+}

@@ -1,1 +1,341 @@
-//! (in progress)
+//! Descriptor networks as flat layer lists.
+//!
+//! A network is a `Vec<Layer>` plus its weights in a tch `VarStore`. The same list drives the
+//! tch forward pass (training) and the ONNX export ([`crate::onnx`]), so the two cannot drift
+//! apart. Every network starts with [`Layer::PatchNorm`] (per-patch normalisation, DESIGN) and
+//! float networks end with [`Layer::L2Norm`].
+
+pub mod l2net;
+pub mod tfeat;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use tch::{nn, Device, Kind, Tensor};
+
+/// Epsilon of the per-patch normalisation: (x − mean) / sqrt(var + ε), biased variance — the
+/// definition of PyTorch's `InstanceNorm2d(1, affine=False)` that the official TFeat uses.
+pub const PATCH_NORM_EPS: f64 = 1e-5;
+/// Epsilon of batch normalisation (PyTorch default, used by L2-Net/HardNet).
+pub const BATCH_NORM_EPS: f64 = 1e-5;
+/// Running-statistics momentum of batch normalisation (PyTorch default).
+pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
+/// ε inside the square root of the final L2 normalisation (HardNet's `L2Norm`).
+pub const L2_NORM_EPS: f64 = 1e-10;
+/// Side of the input patches (DESIGN: 32×32).
+pub const INPUT_SIZE: i64 = 32;
+
+/// One layer. Parametric layers carry the state-dict prefix of their weights (PyTorch naming,
+/// e.g. `features.1` → `features.1.weight`, `features.1.bias`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Layer {
+    /// Per-patch normalisation: (x − mean) / sqrt(var + [`PATCH_NORM_EPS`]) over each patch.
+    PatchNorm,
+    /// 2-D convolution, square kernel.
+    Conv {
+        name: String,
+        cin: i64,
+        cout: i64,
+        kernel: i64,
+        stride: i64,
+        pad: i64,
+        bias: bool,
+    },
+    /// Batch normalisation without affine parameters (L2-Net); running statistics in the state dict.
+    BatchNorm {
+        name: String,
+        channels: i64,
+    },
+    Tanh,
+    Relu,
+    /// Max pooling, square kernel, no padding.
+    MaxPool {
+        kernel: i64,
+        stride: i64,
+    },
+    /// Dropout (training only; absent from the exported graph).
+    Dropout {
+        p: f64,
+    },
+    /// (N, C, H, W) → (N, C·H·W).
+    Flatten,
+    /// Fully connected layer with bias.
+    Linear {
+        name: String,
+        cin: i64,
+        cout: i64,
+    },
+    /// Row-wise unit length: x / sqrt(Σx² + [`L2_NORM_EPS`]).
+    L2Norm,
+}
+
+/// The architectures descl trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// TFeat (Balntas et al. 2016) with descl's final L2 normalisation.
+    Tfeat,
+    /// L2-Net as used by HardNet (Tian et al. 2017; Mishchuk et al. 2017).
+    L2net,
+}
+
+impl Arch {
+    pub fn parse(s: &str) -> Result<Arch> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "tfeat" => Ok(Arch::Tfeat),
+            "l2net" => Ok(Arch::L2net),
+            other => bail!("unknown architecture {other:?} (known: tfeat, l2net)"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Tfeat => "tfeat",
+            Arch::L2net => "l2net",
+        }
+    }
+
+    /// The layer list; `width` scales the channel counts (1.0 = the paper's network).
+    pub fn layers(self, width: f64) -> Vec<Layer> {
+        match self {
+            Arch::Tfeat => tfeat::layers(width),
+            Arch::L2net => l2net::layers(width),
+        }
+    }
+}
+
+/// Scales a channel count by `width`, at least 1.
+pub(crate) fn scaled(channels: i64, width: f64) -> i64 {
+    ((channels as f64 * width).round() as i64).max(1)
+}
+
+/// The var-store path of a dotted state-dict prefix (`features.1` → sub("features").sub("1")).
+fn sub_path<'a>(root: &nn::Path<'a>, name: &str) -> nn::Path<'a> {
+    let mut parts = name.split('.');
+    let first = root.sub(parts.next().unwrap_or_default());
+    parts.fold(first, |p, part| p.sub(part))
+}
+
+/// A network: its layers and their weights.
+pub struct Net {
+    pub arch: Arch,
+    pub width: f64,
+    pub layers: Vec<Layer>,
+    pub vs: nn::VarStore,
+}
+
+impl Net {
+    /// A freshly initialised network on `device` (PyTorch's default initialisations: Kaiming
+    /// uniform weights, uniform biases in ±1/sqrt(fan_in)).
+    pub fn new(arch: Arch, width: f64, device: Device) -> Result<Net> {
+        let vs = nn::VarStore::new(device);
+        let layers = arch.layers(width);
+        let root = vs.root();
+        for layer in &layers {
+            match layer {
+                Layer::Conv {
+                    name,
+                    cin,
+                    cout,
+                    kernel,
+                    bias,
+                    ..
+                } => {
+                    let p = sub_path(&root, name);
+                    let fan_in = cin * kernel * kernel;
+                    let _ = p.f_kaiming_uniform("weight", &[*cout, *cin, *kernel, *kernel])?;
+                    if *bias {
+                        let bound = 1.0 / (fan_in as f64).sqrt();
+                        let _ = p.f_uniform("bias", &[*cout], -bound, bound)?;
+                    }
+                }
+                Layer::BatchNorm { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_zeros_no_train("running_mean", &[*channels])?;
+                    let _ = p.f_ones_no_train("running_var", &[*channels])?;
+                    let _ = p.f_zeros_no_train("num_batches_tracked", &[])?;
+                }
+                Layer::Linear { name, cin, cout } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_kaiming_uniform("weight", &[*cout, *cin])?;
+                    let bound = 1.0 / (*cin as f64).sqrt();
+                    let _ = p.f_uniform("bias", &[*cout], -bound, bound)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(Net {
+            arch,
+            width,
+            layers,
+            vs,
+        })
+    }
+
+    /// A network whose weights come from a safetensors state dict (PyTorch naming).
+    /// Every tensor of the network must be present with the right shape.
+    pub fn load(arch: Arch, width: f64, weights: &Path, device: Device) -> Result<Net> {
+        let net = Net::new(arch, width, device)?;
+        let tensors = Tensor::read_safetensors(weights)
+            .with_context(|| format!("{}: cannot read safetensors", weights.display()))?;
+        let file: std::collections::HashMap<String, Tensor> = tensors.into_iter().collect();
+        let _guard = tch::no_grad_guard();
+        for (name, mut var) in net.vs.variables() {
+            let src = match file.get(&name) {
+                Some(t) => t,
+                None if name.ends_with("num_batches_tracked") => continue,
+                None => bail!("{}: tensor {name:?} missing", weights.display()),
+            };
+            if src.size() != var.size() {
+                bail!(
+                    "{}: tensor {name:?} has shape {:?}, {} {} expects {:?}",
+                    weights.display(),
+                    src.size(),
+                    arch.name(),
+                    width,
+                    var.size()
+                );
+            }
+            var.f_copy_(&src.f_to_kind(var.kind())?)?;
+        }
+        Ok(net)
+    }
+
+    /// The tensor `name` of the state dict.
+    pub fn param(&self, name: &str) -> Result<Tensor> {
+        self.vs
+            .variables()
+            .remove(name)
+            .with_context(|| format!("no parameter {name:?}"))
+    }
+
+    /// Output dimension (channels of the last parametric layer).
+    pub fn output_dim(&self) -> i64 {
+        self.layers
+            .iter()
+            .rev()
+            .find_map(|l| match l {
+                Layer::Conv { cout, .. } | Layer::Linear { cout, .. } => Some(*cout),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    /// Forward pass: patches (N, 1, 32, 32) in [0, 1] → descriptors (N, D).
+    /// `train` switches batch statistics and dropout on.
+    pub fn forward_t(&self, patches: &Tensor, train: bool) -> Result<Tensor> {
+        let vars = self.vs.variables();
+        let get = |prefix: &str, suffix: &str| -> Result<&Tensor> {
+            let key = format!("{prefix}.{suffix}");
+            vars.get(&key)
+                .with_context(|| format!("no parameter {key:?}"))
+        };
+        let mut x = patches.shallow_clone();
+        for layer in &self.layers {
+            x = match layer {
+                Layer::PatchNorm => {
+                    let n = x.size().first().copied().unwrap_or(0);
+                    let flat = x.f_reshape([n, -1])?;
+                    let mean = flat.f_mean_dim(1, true, Kind::Float)?;
+                    let centred = flat.f_sub(&mean)?;
+                    let var = centred.f_square()?.f_mean_dim(1, true, Kind::Float)?;
+                    let out = centred.f_div(&var.f_add_scalar(PATCH_NORM_EPS)?.f_sqrt()?)?;
+                    out.f_reshape(x.size())?
+                }
+                Layer::Conv {
+                    name,
+                    stride,
+                    pad,
+                    bias,
+                    ..
+                } => {
+                    let w = get(name, "weight")?;
+                    let b = if *bias {
+                        Some(get(name, "bias")?)
+                    } else {
+                        None
+                    };
+                    x.f_conv2d(w, b, [*stride, *stride], [*pad, *pad], [1, 1], 1)?
+                }
+                Layer::BatchNorm { name, .. } => {
+                    let rm = get(name, "running_mean")?;
+                    let rv = get(name, "running_var")?;
+                    x.f_batch_norm(
+                        None::<&Tensor>,
+                        None::<&Tensor>,
+                        Some(rm),
+                        Some(rv),
+                        train,
+                        BATCH_NORM_MOMENTUM,
+                        BATCH_NORM_EPS,
+                        false,
+                    )?
+                }
+                Layer::Tanh => x.f_tanh()?,
+                Layer::Relu => x.f_relu()?,
+                Layer::MaxPool { kernel, stride } => x.f_max_pool2d(
+                    [*kernel, *kernel],
+                    [*stride, *stride],
+                    [0, 0],
+                    [1, 1],
+                    false,
+                )?,
+                Layer::Dropout { p } => x.f_dropout(*p, train)?,
+                Layer::Flatten => x.f_flatten(1, -1)?,
+                Layer::Linear { name, .. } => {
+                    x.f_linear(get(name, "weight")?, Some(get(name, "bias")?))?
+                }
+                Layer::L2Norm => {
+                    let norm = x.f_square()?.f_sum_dim_intlist(1, true, Kind::Float)?;
+                    x.f_div(&norm.f_add_scalar(L2_NORM_EPS)?.f_sqrt()?)?
+                }
+            };
+        }
+        Ok(x)
+    }
+
+    /// Saves the state dict as safetensors (PyTorch naming).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        self.vs
+            .save(path)
+            .with_context(|| format!("{}: cannot save weights", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_names_parse() {
+        assert_eq!(Arch::parse("L2-Net").unwrap(), Arch::L2net);
+        assert_eq!(Arch::parse("tfeat").unwrap(), Arch::Tfeat);
+        assert!(Arch::parse("sift").is_err());
+    }
+
+    #[test]
+    fn output_is_unit_length_and_shapes_hold() {
+        for arch in [Arch::Tfeat, Arch::L2net] {
+            let net = Net::new(arch, 0.25, Device::Cpu).unwrap();
+            let x = Tensor::rand([3, 1, 32, 32], (Kind::Float, Device::Cpu));
+            let y = net.forward_t(&x, false).unwrap();
+            assert_eq!(y.size(), vec![3, net.output_dim()]);
+            let norms =
+                Vec::<f32>::try_from(y.square().sum_dim_intlist(1, false, Kind::Float)).unwrap();
+            for n in norms {
+                assert!((n - 1.0).abs() < 1e-4, "{arch:?}: squared norm {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn patch_norm_is_invariant_to_affine_intensity_change() {
+        // (x − mean)/std is unchanged by x → a·x + b (a > 0), up to the ε.
+        let net = Net::new(Arch::Tfeat, 0.25, Device::Cpu).unwrap();
+        let x = Tensor::rand([2, 1, 32, 32], (Kind::Float, Device::Cpu));
+        let y1 = net.forward_t(&x, false).unwrap();
+        let y2 = net.forward_t(&(x * 0.5 + 0.2), false).unwrap();
+        let d = f64::try_from((y1 - y2).abs().max()).unwrap();
+        assert!(d < 1e-3, "max difference {d}");
+    }
+}
