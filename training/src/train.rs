@@ -265,7 +265,14 @@ pub fn train_until(
     tch::manual_seed(config.seed as i64);
     let mut net = Net::new(config.net.arch, config.net.width, device)?;
     let mut optimizer = Optimizer::new(&net.vs, config.optimizer)?;
-    let mut loss_fn = loss::from_config(&config.loss)?;
+    // Losses that sample (AdaSample, active learning) draw from the run seed unless their own is given.
+    let mut loss_config = config.loss.clone();
+    if let Some(obj) = loss_config.as_object_mut() {
+        obj.entry("seed").or_insert(config.seed.into());
+    }
+    let mut loss_fn = loss::from_config(&loss_config)?;
+    // One epoch = one pass over the training classes (end_epoch drives Alg. 1/2 of active learning).
+    let steps_per_epoch = (tracks.header.classes / config.batch).max(1);
 
     let meta_path = config.out.join(CHECKPOINT_META);
     let (start, mut wall_before) = if resume && meta_path.exists() {
@@ -333,6 +340,9 @@ pub fn train_until(
         loss.f_backward()?;
         let lr = config.schedule.lr(config.lr, step, config.iterations);
         optimizer.step(lr)?;
+        if (step + 1) % steps_per_epoch == 0 {
+            loss_fn.end_epoch();
+        }
 
         recent.push(value);
         if recent.len() > LOSS_WINDOW {

@@ -5,6 +5,7 @@
 //! apart. Every network starts with [`Layer::PatchNorm`] (per-patch normalisation, DESIGN) and
 //! float networks end with [`Layer::L2Norm`].
 
+pub mod hynet;
 pub mod l2net;
 pub mod tfeat;
 
@@ -22,6 +23,10 @@ pub const BATCH_NORM_EPS: f64 = 1e-5;
 pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
 /// ε inside the square root of the final L2 normalisation (HardNet's `L2Norm`).
 pub const L2_NORM_EPS: f64 = 1e-10;
+/// ε of Filter Response Normalisation (HyNet's `FRN(eps=1e-6)`, not learned).
+pub const FRN_EPS: f64 = 1e-6;
+/// Initial TLU threshold τ (HyNet's reference initialisation).
+pub const TLU_INIT: f64 = -1.0;
 /// Side of the input patches (DESIGN: 32×32).
 pub const INPUT_SIZE: i64 = 32;
 
@@ -67,6 +72,11 @@ pub enum Layer {
     },
     /// Row-wise unit length: x / sqrt(Σx² + [`L2_NORM_EPS`]).
     L2Norm,
+    /// Filter Response Normalisation (Singh & Krishnan 2020): γ · x / sqrt(mean_{h,w}(x²) + ε) + β,
+    /// per sample and channel; `weight` = γ, `bias` = β, shape (1, C, 1, 1).
+    Frn { name: String, channels: i64 },
+    /// Thresholded Linear Unit: max(x, τ), `tau` of shape (1, C, 1, 1).
+    Tlu { name: String, channels: i64 },
 }
 
 /// The architectures descl trains.
@@ -77,6 +87,8 @@ pub enum Arch {
     Tfeat,
     /// L2-Net as used by HardNet (Tian et al. 2017; Mishchuk et al. 2017).
     L2net,
+    /// HyNet (Tian et al. 2020): L2-Net with FRN + TLU, the network of SDGMNet.
+    Hynet,
 }
 
 impl Arch {
@@ -84,7 +96,8 @@ impl Arch {
         match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
             "tfeat" => Ok(Arch::Tfeat),
             "l2net" => Ok(Arch::L2net),
-            other => bail!("unknown architecture {other:?} (known: tfeat, l2net)"),
+            "hynet" => Ok(Arch::Hynet),
+            other => bail!("unknown architecture {other:?} (known: tfeat, l2net, hynet)"),
         }
     }
 
@@ -92,6 +105,7 @@ impl Arch {
         match self {
             Arch::Tfeat => "tfeat",
             Arch::L2net => "l2net",
+            Arch::Hynet => "hynet",
         }
     }
 
@@ -100,6 +114,7 @@ impl Arch {
         match self {
             Arch::Tfeat => tfeat::layers(width),
             Arch::L2net => l2net::layers(width),
+            Arch::Hynet => hynet::layers(width),
         }
     }
 }
@@ -160,6 +175,15 @@ impl Net {
                     let _ = p.f_kaiming_uniform("weight", &[*cout, *cin])?;
                     let bound = 1.0 / (*cin as f64).sqrt();
                     let _ = p.f_uniform("bias", &[*cout], -bound, bound)?;
+                }
+                Layer::Frn { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_ones("weight", &[1, *channels, 1, 1])?;
+                    let _ = p.f_zeros("bias", &[1, *channels, 1, 1])?;
+                }
+                Layer::Tlu { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_var("tau", &[1, *channels, 1, 1], nn::Init::Const(TLU_INIT))?;
                 }
                 _ => {}
             }
@@ -289,6 +313,12 @@ impl Net {
                     let norm = x.f_square()?.f_sum_dim_intlist(1, true, Kind::Float)?;
                     x.f_div(&norm.f_add_scalar(L2_NORM_EPS)?.f_sqrt()?)?
                 }
+                Layer::Frn { name, .. } => {
+                    let nu2 = x.f_square()?.f_mean_dim([2i64, 3].as_slice(), true, Kind::Float)?;
+                    let normed = x.f_mul(&nu2.f_add_scalar(FRN_EPS)?.f_rsqrt()?)?;
+                    normed.f_mul(get(name, "weight")?)?.f_add(get(name, "bias")?)?
+                }
+                Layer::Tlu { name, .. } => x.f_maximum(get(name, "tau")?)?,
             };
         }
         Ok(x)
