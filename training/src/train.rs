@@ -40,6 +40,9 @@ pub struct NetConfig {
     /// Channel multiplier (1.0 = the paper's network).
     #[serde(default = "one")]
     pub width: f64,
+    /// Binary descriptors of this many bits (CDF §3.2: tanh head, 256 bits); absent = float.
+    #[serde(default)]
+    pub bits: Option<i64>,
 }
 
 fn one() -> f64 {
@@ -263,7 +266,10 @@ pub fn train_until(
     }
 
     tch::manual_seed(config.seed as i64);
-    let mut net = Net::new(config.net.arch, config.net.width, device)?;
+    let mut net = match config.net.bits {
+        Some(bits) => Net::new_binary(config.net.arch, config.net.width, bits, device)?,
+        None => Net::new(config.net.arch, config.net.width, device)?,
+    };
     let mut optimizer = Optimizer::new(&net.vs, config.optimizer)?;
     // Losses that sample (AdaSample, active learning) draw from the run seed unless their own is given.
     let mut loss_config = config.loss.clone();
@@ -600,7 +606,7 @@ fn model_card(
             (arch, w) => format!("{}-w{w}", arch.name()),
         },
         "input": {"size": PATCH_SIDE, "range": [0.0, 1.0]},
-        "output": {"dim": net.output_dim(), "kind": "float"},
+        "output": {"dim": net.output_dim(), "kind": if net.is_binary() { "binary" } else { "float" }},
         "patch": {"size": PATCH_SIDE, "magnification": MAGNIFICATION},
         "training": {
             "method": config.loss.get("name").cloned().unwrap_or(serde_json::Value::Null),

@@ -147,3 +147,11 @@ fn hynet_onnx_matches_tch_with_nontrivial_frn_tlu_and_batch_norm() {
     });
     check(&net, "hynet");
 }
+
+#[test]
+fn binary_l2net_onnx_matches_tch() {
+    tch::manual_seed(5);
+    let net = Net::new_binary(Arch::L2net, 0.5, 256, Device::Cpu).unwrap();
+    assert!(net.is_binary());
+    check(&net, "l2net-binary");
+}

@@ -74,9 +74,15 @@ pub enum Layer {
     L2Norm,
     /// Filter Response Normalisation (Singh & Krishnan 2020): γ · x / sqrt(mean_{h,w}(x²) + ε) + β,
     /// per sample and channel; `weight` = γ, `bias` = β, shape (1, C, 1, 1).
-    Frn { name: String, channels: i64 },
+    Frn {
+        name: String,
+        channels: i64,
+    },
     /// Thresholded Linear Unit: max(x, τ), `tau` of shape (1, C, 1, 1).
-    Tlu { name: String, channels: i64 },
+    Tlu {
+        name: String,
+        channels: i64,
+    },
 }
 
 /// The architectures descl trains.
@@ -119,6 +125,53 @@ impl Arch {
     }
 }
 
+/// The binary-descriptor version of a float network (CDF §3.2): the last projection outputs
+/// `bits` channels (256 in the paper) and the final L2 normalisation becomes tanh, the
+/// differentiable proxy of sign used in training; descl binarises the outputs by sign.
+pub fn binary_head(layers: Vec<Layer>, bits: i64) -> Vec<Layer> {
+    let last_proj = layers
+        .iter()
+        .rposition(|l| matches!(l, Layer::Conv { .. } | Layer::Linear { .. }));
+    let mut out: Vec<Layer> = Vec::with_capacity(layers.len());
+    for (i, layer) in layers.into_iter().enumerate() {
+        let after = last_proj.is_some_and(|p| i > p);
+        let layer = match layer {
+            Layer::Conv {
+                name,
+                cin,
+                kernel,
+                stride,
+                pad,
+                bias,
+                ..
+            } if Some(i) == last_proj => Layer::Conv {
+                name,
+                cin,
+                cout: bits,
+                kernel,
+                stride,
+                pad,
+                bias,
+            },
+            Layer::Linear { name, cin, .. } if Some(i) == last_proj => Layer::Linear {
+                name,
+                cin,
+                cout: bits,
+            },
+            Layer::BatchNorm { name, .. } if after => Layer::BatchNorm {
+                name,
+                channels: bits,
+            },
+            // TFeat already ends in tanh: drop the L2 norm rather than apply tanh twice.
+            Layer::L2Norm if matches!(out.last(), Some(Layer::Tanh)) => continue,
+            Layer::L2Norm => Layer::Tanh,
+            other => other,
+        };
+        out.push(layer);
+    }
+    out
+}
+
 /// Scales a channel count by `width`, at least 1.
 pub(crate) fn scaled(channels: i64, width: f64) -> i64 {
     ((channels as f64 * width).round() as i64).max(1)
@@ -143,8 +196,22 @@ impl Net {
     /// A freshly initialised network on `device` (PyTorch's default initialisations: Kaiming
     /// uniform weights, uniform biases in ±1/sqrt(fan_in)).
     pub fn new(arch: Arch, width: f64, device: Device) -> Result<Net> {
+        Net::from_layers(arch, width, arch.layers(width), device)
+    }
+
+    /// A freshly initialised binary-descriptor network: `arch` with [`binary_head`].
+    pub fn new_binary(arch: Arch, width: f64, bits: i64, device: Device) -> Result<Net> {
+        Net::from_layers(arch, width, binary_head(arch.layers(width), bits), device)
+    }
+
+    /// Whether the network outputs binary-descriptor logits (ends in tanh, not L2 norm).
+    pub fn is_binary(&self) -> bool {
+        matches!(self.layers.last(), Some(Layer::Tanh))
+    }
+
+    /// A freshly initialised network with an explicit layer list (see [`Net::new`]).
+    pub fn from_layers(arch: Arch, width: f64, layers: Vec<Layer>, device: Device) -> Result<Net> {
         let vs = nn::VarStore::new(device);
-        let layers = arch.layers(width);
         let root = vs.root();
         for layer in &layers {
             match layer {
@@ -314,9 +381,13 @@ impl Net {
                     x.f_div(&norm.f_add_scalar(L2_NORM_EPS)?.f_sqrt()?)?
                 }
                 Layer::Frn { name, .. } => {
-                    let nu2 = x.f_square()?.f_mean_dim([2i64, 3].as_slice(), true, Kind::Float)?;
+                    let nu2 = x
+                        .f_square()?
+                        .f_mean_dim([2i64, 3].as_slice(), true, Kind::Float)?;
                     let normed = x.f_mul(&nu2.f_add_scalar(FRN_EPS)?.f_rsqrt()?)?;
-                    normed.f_mul(get(name, "weight")?)?.f_add(get(name, "bias")?)?
+                    normed
+                        .f_mul(get(name, "weight")?)?
+                        .f_add(get(name, "bias")?)?
                 }
                 Layer::Tlu { name, .. } => x.f_maximum(get(name, "tau")?)?,
             };
@@ -367,5 +438,32 @@ mod tests {
         let y2 = net.forward_t(&(x * 0.5 + 0.2), false).unwrap();
         let d = f64::try_from((y1 - y2).abs().max()).unwrap();
         assert!(d < 1e-3, "max difference {d}");
+    }
+
+    #[test]
+    fn binary_head_outputs_bits_through_a_single_tanh() {
+        for arch in [Arch::Tfeat, Arch::L2net, Arch::Hynet] {
+            let net = Net::new_binary(arch, 0.25, 256, Device::Cpu).unwrap();
+            assert!(net.is_binary() && !Net::new(arch, 0.25, Device::Cpu).unwrap().is_binary());
+            assert_eq!(net.output_dim(), 256, "{arch:?}");
+            let tail: Vec<&Layer> = net.layers.iter().rev().take(2).collect();
+            assert!(
+                matches!(tail[0], Layer::Tanh) && !matches!(tail[1], Layer::Tanh),
+                "{arch:?}: {tail:?}"
+            );
+            assert!(!net.layers.iter().any(|l| matches!(l, Layer::L2Norm)));
+            let y = net
+                .forward_t(
+                    &Tensor::rand([2, 1, 32, 32], (Kind::Float, Device::Cpu)),
+                    false,
+                )
+                .unwrap();
+            assert_eq!(y.size(), vec![2, 256]);
+            let max = f64::try_from(y.abs().max()).unwrap();
+            assert!(
+                max < 1.0,
+                "{arch:?}: tanh outputs must lie in (−1, 1), max |y| = {max}"
+            );
+        }
     }
 }
