@@ -210,6 +210,9 @@ struct CheckpointMeta {
     wall_time_s: f64,
     seed: u64,
     last_loss: f64,
+    /// The loss's running state ([`loss::Loss::state`]).
+    #[serde(default)]
+    loss_state: serde_json::Value,
 }
 
 /// What a finished run reports.
@@ -298,6 +301,9 @@ pub fn train_until(
             &mut optimizer,
             meta.step as i64,
         )?;
+        loss_fn
+            .restore(&meta.loss_state)
+            .with_context(|| format!("{}: loss state", meta_path.display()))?;
         (meta.step, meta.wall_time_s)
     } else {
         (0, 0.0)
@@ -386,6 +392,7 @@ pub fn train_until(
                     wall_time_s: wall_before,
                     seed: config.seed,
                     last_loss: mean(&recent),
+                    loss_state: loss_fn.state(),
                 },
             )?;
         }
@@ -400,6 +407,7 @@ pub fn train_until(
                     wall_time_s: wall_before,
                     seed: config.seed,
                     last_loss: mean(&recent),
+                    loss_state: loss_fn.state(),
                 },
             )?;
             bar.abandon_with_message("stopped");

@@ -7,6 +7,7 @@ use super::mining::{to_vec, Metric};
 use super::Loss;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 /// Initial margin m (§3: "initial margin value is set as m = 1").
@@ -17,9 +18,12 @@ pub const MARGIN_STEP: f64 = 0.5;
 pub const ZERO_LOSS_SHARE: f64 = 0.7;
 /// Epochs f of easy sampling before hard sampling (§3: "switched … after f = 2 epochs").
 pub const EASY_EPOCHS: usize = 2;
+/// Mixes the call count into the sampling seed (SplitMix64 increment): a resumed run draws the
+/// same triplets.
+const CALL_SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Alg. 1: the margin and the epoch's count of zero-loss triplets.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MarginSchedule {
     pub margin: f64,
     pub step: f64,
@@ -90,6 +94,8 @@ pub struct ActiveLoss {
     schedule: MarginSchedule,
     easy_epochs: usize,
     epoch: usize,
+    seed: u64,
+    calls: u64,
     rng: StdRng,
     last: Vec<(&'static str, f64)>,
 }
@@ -108,6 +114,8 @@ impl ActiveLoss {
             schedule,
             easy_epochs,
             epoch: 0,
+            seed,
+            calls: 0,
             rng: StdRng::seed_from_u64(seed),
             last: Vec::new(),
         }
@@ -144,6 +152,8 @@ impl Loss for ActiveLoss {
         let (n, k, d) = (size[0], size[1], size[2]);
         let device = descriptors.device();
         let flat = descriptors.view([n * k, d]);
+        self.rng = StdRng::seed_from_u64(self.seed ^ self.calls.wrapping_mul(CALL_SEED_MIX));
+        self.calls += 1;
         let neg_idx = Tensor::from_slice(&self.negatives(n, k)).to_device(device);
         let a = descriptors.select(1, 0);
         let p = descriptors.select(1, 1);
@@ -182,6 +192,24 @@ impl Loss for ActiveLoss {
 
     fn stats(&self) -> Vec<(&'static str, f64)> {
         self.last.clone()
+    }
+
+    fn state(&self) -> serde_json::Value {
+        serde_json::json!({"schedule": self.schedule, "epoch": self.epoch, "calls": self.calls})
+    }
+
+    fn restore(&mut self, state: &serde_json::Value) -> anyhow::Result<()> {
+        let bad = || anyhow::anyhow!("active: bad loss state {state}");
+        self.schedule = serde_json::from_value(state.get("schedule").cloned().ok_or_else(bad)?)?;
+        self.epoch = state
+            .get("epoch")
+            .and_then(|v| v.as_u64())
+            .ok_or_else(bad)? as usize;
+        self.calls = state
+            .get("calls")
+            .and_then(|v| v.as_u64())
+            .ok_or_else(bad)?;
+        Ok(())
     }
 }
 

@@ -17,6 +17,9 @@ pub const MARGIN: f64 = 1.0;
 /// Decay of the moving average L_avg of the batch loss. The paper says "moving average of
 /// history loss" without a constant; 0.99 averages over about the last hundred batches.
 pub const LOSS_AVERAGE_DECAY: f64 = 0.99;
+/// Mixes the call count into the sampling seed (SplitMix64 increment), so the sampling of any
+/// batch depends only on (seed, batch number) and a resumed run draws the same samples.
+const CALL_SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Sampling probabilities p_i ∝ d_i^e over the candidate positives (eq. 13, e = λ/L_avg),
 /// computed in log space so large exponents do not overflow. e = 0 gives the uniform
@@ -69,6 +72,8 @@ pub struct AdaSampleLoss {
     lambda: f64,
     margin: f64,
     loss_average: Option<f64>,
+    seed: u64,
+    calls: u64,
     rng: StdRng,
     last: Vec<(&'static str, f64)>,
 }
@@ -80,6 +85,8 @@ impl AdaSampleLoss {
             lambda,
             margin: MARGIN,
             loss_average: None,
+            seed,
+            calls: 0,
             rng: StdRng::seed_from_u64(seed),
             last: Vec::new(),
         }
@@ -162,6 +169,8 @@ impl Loss for AdaSampleLoss {
     fn forward(&mut self, descriptors: &Tensor, _progress: f64) -> Tensor {
         let size = descriptors.size();
         let exponent = self.exponent();
+        self.rng = StdRng::seed_from_u64(self.seed ^ self.calls.wrapping_mul(CALL_SEED_MIX));
+        self.calls += 1;
         let (anchors, positives, d_pos) = self.sample_pairs(descriptors);
         let flat = descriptors.view([size[0] * size[1], size[2]]);
         let device = descriptors.device();
@@ -194,6 +203,19 @@ impl Loss for AdaSampleLoss {
 
     fn stats(&self) -> Vec<(&'static str, f64)> {
         self.last.clone()
+    }
+
+    fn state(&self) -> serde_json::Value {
+        serde_json::json!({"loss_average": self.loss_average, "calls": self.calls})
+    }
+
+    fn restore(&mut self, state: &serde_json::Value) -> anyhow::Result<()> {
+        self.loss_average = state.get("loss_average").and_then(|v| v.as_f64());
+        self.calls = state
+            .get("calls")
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| anyhow::anyhow!("adasample: loss state without \"calls\": {state}"))?;
+        Ok(())
     }
 }
 

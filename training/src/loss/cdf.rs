@@ -8,6 +8,7 @@
 
 use super::mining::{anchor_positive, to_vec, Metric, Negatives, HARDNET_MIN_NEGATIVE_L2};
 use super::Loss;
+use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 /// Weight of each new batch in the moving histogram (§4.2: "a weight of 0.1 on each new batch").
@@ -44,7 +45,7 @@ impl CdfVariant {
 
 /// An exponentially decaying histogram on [lo, hi] with linear allocation of every value into
 /// its two neighbouring bins (§4.2). Bin i is centred at lo + i·(hi − lo)/(bins − 1).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MovingHistogram {
     lo: f64,
     hi: f64,
@@ -109,7 +110,7 @@ impl MovingHistogram {
 }
 
 /// Running mean and variance with the same decay as the histogram (Table 4, "Gaussian").
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MovingGaussian {
     pub mean: f64,
     pub var: f64,
@@ -140,6 +141,7 @@ pub fn normal_cdf(z: &Tensor) -> Tensor {
     ((z / std::f64::consts::SQRT_2).erf() + 1.0) * 0.5
 }
 
+#[derive(Serialize, Deserialize)]
 enum Pdf {
     Histogram(MovingHistogram),
     Gaussian(MovingGaussian),
@@ -249,6 +251,22 @@ impl Loss for CdfLoss {
 
     fn stats(&self) -> Vec<(&'static str, f64)> {
         self.last.clone()
+    }
+
+    fn state(&self) -> serde_json::Value {
+        serde_json::to_value(&self.pdf).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn restore(&mut self, state: &serde_json::Value) -> anyhow::Result<()> {
+        let pdf: Pdf = serde_json::from_value(state.clone())
+            .map_err(|e| anyhow::anyhow!("{}: bad loss state: {e}", self.name()))?;
+        match (&pdf, &self.pdf) {
+            (Pdf::Histogram(a), Pdf::Histogram(b)) if a.mass.len() == b.mass.len() => {}
+            (Pdf::Gaussian(_), Pdf::Gaussian(_)) => {}
+            _ => anyhow::bail!("{}: loss state is of another variant", self.name()),
+        }
+        self.pdf = pdf;
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@
 use super::cdf::normal_cdf;
 use super::mining::{anchor_positive, to_vec, Metric, Negatives};
 use super::Loss;
+use serde::{Deserialize, Serialize};
 use std::f64::consts::PI;
 use tch::{Kind, Tensor};
 
@@ -29,7 +30,7 @@ pub const ANTI_NOISE_ANGLE: f64 = 0.6;
 pub const BLUR_FLOOR: f64 = PI / 6.0;
 
 /// The statistics vector β of eq. 14.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Statistics {
     pub mean_pos: f64,
     pub std_pos: f64,
@@ -188,6 +189,16 @@ impl Loss for SdgmLoss {
 
     fn stats(&self) -> Vec<(&'static str, f64)> {
         self.last.clone()
+    }
+
+    fn state(&self) -> serde_json::Value {
+        serde_json::to_value(&self.stats).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn restore(&mut self, state: &serde_json::Value) -> anyhow::Result<()> {
+        self.stats = serde_json::from_value(state.clone())
+            .map_err(|e| anyhow::anyhow!("{}: bad loss state: {e}", self.name()))?;
+        Ok(())
     }
 }
 
