@@ -9,10 +9,10 @@
 
 pub mod brute;
 pub mod filters;
-//pub mod guided;
+pub mod guided;
 pub mod hamming;
-//pub mod kdtree;
-//pub mod speed;
+pub mod kdtree;
+pub mod speed;
 
 pub use filters::MatchConfig;
 
