@@ -1,3 +1,5 @@
 //! Files in and out: atomic writes, `.npz` features files, matches, COLMAP databases, pictures.
 
 pub mod atomic;
+pub mod colmap;
+pub mod colmap_model;
