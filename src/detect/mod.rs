@@ -3,6 +3,7 @@
 //! [`harris_affine`]). Both express their frames in the DESIGN conventions ([`Frame`]).
 
 pub mod dog;
+pub mod harris_affine;
 
 use crate::error::{Error, Result};
 use crate::frame::Detection;

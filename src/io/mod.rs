@@ -3,3 +3,5 @@
 pub mod atomic;
 pub mod colmap;
 pub mod colmap_model;
+pub mod features;
+pub mod npz;
