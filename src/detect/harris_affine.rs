@@ -43,7 +43,6 @@ pub const ISOTROPY_CONVERGED: f32 = 0.95;
 pub const MAX_ADAPT_ITERATIONS: usize = 12;
 /// Regions whose U has singular-value ratio above this are rejected as too elongated.
 pub const MAX_ELONGATION: f32 = 6.0;
-const RELOCALISE: bool = false;
 /// Window pixels per σ_I in the normalised frame.
 const WIN_SIGMA_I: f32 = 4.0;
 /// Orientation histogram bins (Lowe 2004 §5: 36).
@@ -289,7 +288,8 @@ struct Window {
     gy: Vec<f32>,
 }
 
-const WIN_RADIUS: usize = 23; // ⌈3·WIN_SIGMA_I + 3·s·WIN_SIGMA_I⌉ + 2
+/// Window radius: the orientation histogram's 3·1.5·σ_I = 18 px plus the σ_D blur support.
+const WIN_RADIUS: usize = 23;
 
 fn sample_window(pyr: &[GrayImage], inh: &[f32], x: f32, y: f32, sigma_i: f32, u: &M2) -> Window {
     let step = sigma_i / WIN_SIGMA_I;
@@ -324,56 +324,25 @@ fn sample_window(pyr: &[GrayImage], inh: &[f32], x: f32, y: f32, sigma_i: f32, u
         height: size,
         data: raw,
     };
-    let l = convolve_local(&win, &kern);
+    let l = win.convolve_separable_seq(&kern);
     let (gx, gy) = gradients(&l);
     Window { size, gx, gy }
 }
 
-/// Sequential separable convolution (windows are small and already processed in parallel).
-fn convolve_local(img: &GrayImage, kernel: &[f32]) -> GrayImage {
-    let r = (kernel.len() / 2) as isize;
-    let (w, h) = (img.width, img.height);
-    let mut tmp = vec![0.0f32; w * h];
-    for y in 0..h {
-        for x in 0..w {
-            tmp[y * w + x] = kernel
-                .iter()
-                .enumerate()
-                .map(|(t, &kv)| kv * img.data[y * w + reflect101(x as isize + t as isize - r, w)])
-                .sum();
-        }
-    }
-    let mut out = vec![0.0f32; w * h];
-    for y in 0..h {
-        for x in 0..w {
-            out[y * w + x] = kernel
-                .iter()
-                .enumerate()
-                .map(|(t, &kv)| kv * tmp[reflect101(y as isize + t as isize - r, h) * w + x])
-                .sum();
-        }
-    }
-    GrayImage {
-        width: w,
-        height: h,
-        data: out,
-    }
-}
-
-/// Second moment matrix in window coordinates at window offset (cx, cy) from the centre.
-fn second_moment(win: &Window, weights: &[f32], cx: isize, cy: isize) -> M2 {
-    let rw = (((weights.len() as f64).sqrt() as usize) / 2) as isize;
-    let c = (win.size / 2) as isize;
+/// Second moment matrix in window coordinates at the window centre, integration weights
+/// `weights` (a square Gaussian).
+fn second_moment(win: &Window, weights: &[f32]) -> M2 {
+    let side = (weights.len() as f64).sqrt() as usize;
+    let off = win.size / 2 - side / 2;
     let (mut a, mut b, mut d) = (0.0, 0.0, 0.0);
-    for dy in -rw..=rw {
-        let y = (c + cy + dy).clamp(0, win.size as isize - 1) as usize;
-        for dx in -rw..=rw {
-            let x = (c + cx + dx).clamp(0, win.size as isize - 1) as usize;
-            let wgt = weights[((dy + rw) * (2 * rw + 1) + dx + rw) as usize];
-            let (gx, gy) = (win.gx[y * win.size + x], win.gy[y * win.size + x]);
-            a += wgt * gx * gx;
-            b += wgt * gx * gy;
-            d += wgt * gy * gy;
+    for (wy, wrow) in weights.chunks_exact(side).enumerate() {
+        let base = (off + wy) * win.size + off;
+        let gx = &win.gx[base..base + side];
+        let gy = &win.gy[base..base + side];
+        for ((&wgt, &x), &y) in wrow.iter().zip(gx).zip(gy) {
+            a += wgt * x * x;
+            b += wgt * x * y;
+            d += wgt * y * y;
         }
     }
     [[a, b], [b, d]]
@@ -384,10 +353,6 @@ fn gaussian_weights_2d(sigma: f32) -> Vec<f32> {
     k.iter()
         .flat_map(|&a| k.iter().map(move |&b| a * b))
         .collect()
-}
-
-fn harris_of(m: &M2) -> f32 {
-    m[0][0] * m[1][1] - m[0][1] * m[1][0] - HARRIS_ALPHA * (m[0][0] + m[1][1]).powi(2)
 }
 
 /// Dominant gradient direction (radians, window coordinates: x right, y down).
@@ -439,56 +404,26 @@ fn dominant_orientation(win: &Window) -> f32 {
 enum Reject {
     Degenerate,
     Elongated,
-    Drifted,
     NotConverged,
 }
 
-/// Iterative shape adaptation of one point; returns (x, y, U, θ).
+/// Iterative shape adaptation of one point (eq. 7–9); returns (x, y, U, θ). The point stays at
+/// its sub-pixel Harris-Laplace location: re-localising at the Harris maximum of each normalised
+/// window (as the paper does) made points drift to neighbouring structures here and cost
+/// repeatability.
 fn adapt(pyr: &[GrayImage], inh: &[f32], c: &Candidate) -> Result<(f32, f32, M2, f32), Reject> {
     let wi = gaussian_weights_2d(WIN_SIGMA_I);
-    let (mut x, mut y) = (c.x, c.y);
     let mut u: M2 = [[1.0, 0.0], [0.0, 1.0]];
-    let step = c.sigma_i / WIN_SIGMA_I;
     for _ in 0..MAX_ADAPT_ITERATIONS {
-        let win = sample_window(pyr, inh, x, y, c.sigma_i, &u);
-        // Re-localise: the Harris maximum among the centre and its 8 neighbours (window px).
-        let mut rs = [[0.0f32; 3]; 3];
-        for (iy, row) in rs.iter_mut().enumerate() {
-            for (ix, v) in row.iter_mut().enumerate() {
-                *v = harris_of(&second_moment(&win, &wi, ix as isize - 1, iy as isize - 1));
-            }
-        }
-        let (mut bx, mut by) = (1usize, 1usize);
-        for iy in 0..3 {
-            for ix in 0..3 {
-                if rs[iy][ix] > rs[by][bx] {
-                    (bx, by) = (ix, iy);
-                }
-            }
-        }
-        let mu = second_moment(&win, &wi, 0, 0);
+        let win = sample_window(pyr, inh, c.x, c.y, c.sigma_i, &u);
+        let mu = second_moment(&win, &wi);
         let (l1, l2) = sym_eigenvalues(&mu);
         if !(l1 > 0.0) {
             return Err(Reject::Degenerate);
         }
-        if !RELOCALISE {
-            (bx, by) = (1, 1);
+        if l1 / l2 > ISOTROPY_CONVERGED {
+            return Ok((c.x, c.y, u, dominant_orientation(&win)));
         }
-        if (bx, by) == (1, 1) && l1 / l2 > ISOTROPY_CONVERGED {
-            let ox = parabola_peak(rs[1][0], rs[1][1], rs[1][2]);
-            let oy = parabola_peak(rs[0][1], rs[1][1], rs[2][1]);
-            let (p, q) = if RELOCALISE {
-                (ox * step, oy * step)
-            } else {
-                (0.0, 0.0)
-            };
-            x += u[0][0] * p + u[0][1] * q;
-            y += u[1][0] * p + u[1][1] * q;
-            return Ok((x, y, u, dominant_orientation(&win)));
-        }
-        let (p, q) = ((bx as f32 - 1.0) * step, (by as f32 - 1.0) * step);
-        x += u[0][0] * p + u[0][1] * q;
-        y += u[1][0] * p + u[1][1] * q;
         let next = mul(&u, &inv_sqrt(&mu).ok_or(Reject::Degenerate)?);
         let det = (next[0][0] * next[1][1] - next[0][1] * next[1][0])
             .abs()
@@ -497,9 +432,6 @@ fn adapt(pyr: &[GrayImage], inh: &[f32], c: &Candidate) -> Result<(f32, f32, M2,
         let (smin, smax) = singular_values(&u);
         if !(smin > 0.0) || smax / smin > MAX_ELONGATION {
             return Err(Reject::Elongated);
-        }
-        if (x - c.x).hypot(y - c.y) > c.sigma_i {
-            return Err(Reject::Drifted); // drifted away from the detected point
         }
     }
     Err(Reject::NotConverged)
@@ -658,48 +590,5 @@ mod tests {
             "{}",
             ang.to_degrees()
         );
-    }
-}
-
-#[cfg(test)]
-mod diag {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn diag_counts() {
-        let root = crate::data::data_root().unwrap();
-        let img = crate::image::load_gray(&root.join("oxford/graf/img1.png")).unwrap();
-        let pyr = img.pyramid();
-        let inh = inherent_blur(pyr.len());
-        let max_sigma = MAX_SCALE_FRACTION * img.width.min(img.height) as f32;
-        let mut levels = Vec::new();
-        let mut sigma_i = FIRST_INTEGRATION_SCALE;
-        let t = std::time::Instant::now();
-        while sigma_i <= max_sigma {
-            let sd = DIFFERENTIATION_RATIO * sigma_i;
-            let octave = ((sd / 1.5).log2().floor().max(0.0) as usize).min(pyr.len() - 1);
-            levels.push(build_level(&pyr[octave], inh[octave], octave, sigma_i));
-            sigma_i *= SCALE_STEP;
-        }
-        eprintln!("levels {} in {:?}", levels.len(), t.elapsed());
-        for l in &levels {
-            let mut v: Vec<f32> = l.harris.data.clone();
-            v.sort_by(f32::total_cmp);
-            let mut lp: Vec<f32> = l.laplacian.data.iter().map(|x| x.abs()).collect();
-            lp.sort_by(f32::total_cmp);
-            let n = v.len();
-            eprintln!("sigma {:.2} oct {} R p50 {:.2e} p99 {:.2e} max {:.2e} | lap p50 {:.3} p99 {:.3}; above thr {}", l.sigma_i, l.octave, v[n/2], v[n*99/100], v[n-1], lp[n/2], lp[n*99/100], v.iter().filter(|&&x| x > HARRIS_THRESHOLD).count());
-        }
-        let t = std::time::Instant::now();
-        let c = harris_laplace(&levels);
-        eprintln!("candidates {} in {:?}", c.len(), t.elapsed());
-        let t = std::time::Instant::now();
-        let mut reasons = std::collections::BTreeMap::new();
-        for cand in c.iter().take(3000) {
-            *reasons
-                .entry(format!("{:?}", adapt(&pyr, &inh, cand).map(|_| ())))
-                .or_insert(0) += 1;
-        }
-        eprintln!("adapted {:?} in {:?}", reasons, t.elapsed());
     }
 }
