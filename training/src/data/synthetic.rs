@@ -83,11 +83,11 @@ impl Default for SyntheticConfig {
             max_side: 1024,
             groups: 8,
             views: 3,
-            max_keypoints: 2048,
+            max_keypoints: 4000,
             max_rotation_deg: 180.0,
-            scale: [0.6, 1.5],
-            max_tilt: 1.8,
-            max_perspective: 0.25,
+            scale: [0.7, 1.4],
+            max_tilt: 1.5,
+            max_perspective: 0.15,
             gamma: [0.6, 1.6],
             contrast: [0.6, 1.4],
             brightness: 0.15,
@@ -96,9 +96,9 @@ impl Default for SyntheticConfig {
             max_noise: 0.02,
             jpeg_prob: 0.5,
             jpeg_quality: [30, 95],
-            position_tolerance: 0.1,
+            position_tolerance: 0.15,
             scale_tolerance: 1.3,
-            angle_tolerance_deg: 20.0,
+            angle_tolerance_deg: 30.0,
             jitter_rotation_deg: 3.0,
             jitter_scale: 0.03,
             jitter_shift: 0.02,
@@ -524,14 +524,20 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let groups: Vec<Vec<Vec<f32>>> = jobs
+    // Each group is quantised to u8 as soon as it is rendered, so memory stays at the file size.
+    let groups: Vec<TrackSet> = jobs
         .par_iter()
         .map(|&(i, g)| {
             let seed = cfg.seed ^ ((i as u64) << 32 | g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let out = render_group(cfg, &sources[i], seed)
-                .with_context(|| format!("{}", photos[i].display()));
+            let classes = render_group(cfg, &sources[i], seed)
+                .with_context(|| format!("{}", photos[i].display()))?;
+            let mut set = TrackSet::new(cfg.views, serde_json::Value::Null);
+            for class in &classes {
+                let views: Vec<&[f32]> = class.chunks(PATCH_PIXELS).collect();
+                set.push_class(&views)?;
+            }
             bar.inc(1);
-            out
+            Ok(set)
         })
         .collect::<Result<_>>()?;
     bar.finish();
@@ -550,9 +556,9 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
         cfg.views,
         serde_json::json!({"generator": "synthetic", "config": cfg, "photos": names}),
     );
-    for class in groups.iter().flatten() {
-        let views: Vec<&[f32]> = class.chunks(PATCH_PIXELS).collect();
-        set.push_class(&views)?;
+    for group in groups {
+        set.header.classes += group.header.classes;
+        set.pixels.extend_from_slice(&group.pixels);
     }
     Ok(set)
 }

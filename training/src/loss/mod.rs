@@ -1,6 +1,8 @@
 //! Training losses behind one trait. Each paper's method is one file:
 //! `hardnet` (hardest-in-batch triplet), `cdf` (CDF dynamic soft margin, float and binary),
-//! `adasample` (AdaSample angular hinge), `active` (active margin), `sdgm` (SDGMNet).
+//! `adasample` (AdaSample angular hinge), `active` (active margin), `sdgm` (SDGMNet);
+//! `mining` holds the distances and HardNet negative mining the papers' losses share.
+//! Losses that keep running statistics save them in checkpoints ([`Loss::state`]).
 
 pub mod active;
 pub mod adasample;
