@@ -104,7 +104,12 @@ fn build_level(img: &GrayImage, inh: f32, octave: usize, sigma_i: f32) -> ScaleL
     let ld = blur_to(img, sd, inh);
     let (gx, gy) = gradients(&ld);
     let prod = |f: &dyn Fn(usize) -> f32| {
-        GrayImage { width: w, height: h, data: (0..w * h).map(f).collect() }.gaussian_blur(si)
+        GrayImage {
+            width: w,
+            height: h,
+            data: (0..w * h).map(f).collect(),
+        }
+        .gaussian_blur(si)
     };
     let xx = prod(&|i| gx[i] * gx[i]);
     let xy = prod(&|i| gx[i] * gy[i]);
@@ -132,8 +137,16 @@ fn build_level(img: &GrayImage, inh: f32, octave: usize, sigma_i: f32) -> ScaleL
     ScaleLevel {
         sigma_i,
         octave,
-        harris: GrayImage { width: w, height: h, data: harris },
-        laplacian: GrayImage { width: w, height: h, data: lap },
+        harris: GrayImage {
+            width: w,
+            height: h,
+            data: harris,
+        },
+        laplacian: GrayImage {
+            width: w,
+            height: h,
+            data: lap,
+        },
     }
 }
 
@@ -175,7 +188,8 @@ fn harris_laplace(levels: &[ScaleLevel]) -> Vec<Candidate> {
                     'n: for dy in -1isize..=1 {
                         for dx in -1isize..=1 {
                             if (dx, dy) != (0, 0) {
-                                let u = r.get((x as isize + dx) as usize, (y as isize + dy) as usize);
+                                let u =
+                                    r.get((x as isize + dx) as usize, (y as isize + dy) as usize);
                                 if u > v || (u == v && (dy, dx) < (0, 0)) {
                                     is_max = false;
                                     break 'n;
@@ -198,7 +212,12 @@ fn harris_laplace(levels: &[ScaleLevel]) -> Vec<Candidate> {
                         l.laplacian.bilinear(x0 / kk, y0 / kk).abs()
                     };
                     if lap > at(&levels[n - 1]) && lap > at(&levels[n + 1]) {
-                        row.push(Candidate { x: x0, y: y0, sigma_i: lv.sigma_i, score: v });
+                        row.push(Candidate {
+                            x: x0,
+                            y: y0,
+                            sigma_i: lv.sigma_i,
+                            score: v,
+                        });
                     }
                 }
                 row
@@ -213,8 +232,14 @@ type M2 = [[f32; 2]; 2];
 
 fn mul(a: &M2, b: &M2) -> M2 {
     [
-        [a[0][0] * b[0][0] + a[0][1] * b[1][0], a[0][0] * b[0][1] + a[0][1] * b[1][1]],
-        [a[1][0] * b[0][0] + a[1][1] * b[1][0], a[1][0] * b[0][1] + a[1][1] * b[1][1]],
+        [
+            a[0][0] * b[0][0] + a[0][1] * b[1][0],
+            a[0][0] * b[0][1] + a[0][1] * b[1][1],
+        ],
+        [
+            a[1][0] * b[0][0] + a[1][1] * b[1][0],
+            a[1][0] * b[0][1] + a[1][1] * b[1][1],
+        ],
     ]
 }
 
@@ -269,7 +294,11 @@ fn sample_window(pyr: &[GrayImage], inh: &[f32], x: f32, y: f32, sigma_i: f32, u
     let step = sigma_i / WIN_SIGMA_I;
     let (_, smax) = singular_values(u);
     let img_step = step * smax;
-    let level = if img_step > 1.0 { (img_step.log2().floor() as usize).min(pyr.len() - 1) } else { 0 };
+    let level = if img_step > 1.0 {
+        (img_step.log2().floor() as usize).min(pyr.len() - 1)
+    } else {
+        0
+    };
     let img = &pyr[level];
     let k = 1.0 / (1u32 << level) as f32;
     let size = 2 * WIN_RADIUS + 1;
@@ -289,7 +318,11 @@ fn sample_window(pyr: &[GrayImage], inh: &[f32], x: f32, y: f32, sigma_i: f32, u
     let want = DIFFERENTIATION_RATIO * WIN_SIGMA_I;
     let sd = (want * want - have * have).max(0.25).sqrt();
     let kern = gaussian_kernel(sd);
-    let win = GrayImage { width: size, height: size, data: raw };
+    let win = GrayImage {
+        width: size,
+        height: size,
+        data: raw,
+    };
     let l = convolve_local(&win, &kern);
     let (gx, gy) = gradients(&l);
     Window { size, gx, gy }
@@ -319,7 +352,11 @@ fn convolve_local(img: &GrayImage, kernel: &[f32]) -> GrayImage {
                 .sum();
         }
     }
-    GrayImage { width: w, height: h, data: out }
+    GrayImage {
+        width: w,
+        height: h,
+        data: out,
+    }
 }
 
 /// Second moment matrix in window coordinates at window offset (cx, cy) from the centre.
@@ -343,7 +380,9 @@ fn second_moment(win: &Window, weights: &[f32], cx: isize, cy: isize) -> M2 {
 
 fn gaussian_weights_2d(sigma: f32) -> Vec<f32> {
     let k = gaussian_kernel(sigma);
-    k.iter().flat_map(|&a| k.iter().map(move |&b| a * b)).collect()
+    k.iter()
+        .flat_map(|&a| k.iter().map(move |&b| a * b))
+        .collect()
 }
 
 fn harris_of(m: &M2) -> f32 {
@@ -374,7 +413,9 @@ fn dominant_orientation(win: &Window) -> f32 {
     for _ in 0..2 {
         let h0 = hist;
         for i in 0..ORI_BINS {
-            hist[i] = 0.25 * h0[(i + ORI_BINS - 1) % ORI_BINS] + 0.5 * h0[i] + 0.25 * h0[(i + 1) % ORI_BINS];
+            hist[i] = 0.25 * h0[(i + ORI_BINS - 1) % ORI_BINS]
+                + 0.5 * h0[i]
+                + 0.25 * h0[(i + 1) % ORI_BINS];
         }
     }
     let (mut best, mut bv) = (0, f32::MIN);
@@ -384,7 +425,11 @@ fn dominant_orientation(win: &Window) -> f32 {
             bv = v;
         }
     }
-    let off = parabola_peak(hist[(best + ORI_BINS - 1) % ORI_BINS], bv, hist[(best + 1) % ORI_BINS]);
+    let off = parabola_peak(
+        hist[(best + ORI_BINS - 1) % ORI_BINS],
+        bv,
+        hist[(best + 1) % ORI_BINS],
+    );
     (best as f32 + 0.5 + off) / ORI_BINS as f32 * std::f32::consts::TAU
 }
 
@@ -428,7 +473,9 @@ fn adapt(pyr: &[GrayImage], inh: &[f32], c: &Candidate) -> Option<(f32, f32, M2,
         x += u[0][0] * p + u[0][1] * q;
         y += u[1][0] * p + u[1][1] * q;
         let next = mul(&u, &inv_sqrt(&mu)?);
-        let det = (next[0][0] * next[1][1] - next[0][1] * next[1][0]).abs().sqrt();
+        let det = (next[0][0] * next[1][1] - next[0][1] * next[1][0])
+            .abs()
+            .sqrt();
         u = next.map(|r| r.map(|v| v / det));
         let (smin, smax) = singular_values(&u);
         if !(smin > 0.0) || smax / smin > MAX_ELONGATION {
@@ -456,7 +503,10 @@ fn dedup(dets: Vec<Detection>) -> Vec<Detection> {
     let mut grid: std::collections::HashMap<(i32, i32), Vec<usize>> = Default::default();
     let mut kept: Vec<Detection> = Vec::with_capacity(dets.len());
     for d in dets {
-        let (gx, gy) = ((d.frame.x / cell).floor() as i32, (d.frame.y / cell).floor() as i32);
+        let (gx, gy) = (
+            (d.frame.x / cell).floor() as i32,
+            (d.frame.y / cell).floor() as i32,
+        );
         let s = sigma(&d.frame);
         let r = d.frame.scale();
         let dup = (-1..=1).any(|oy| {
@@ -465,9 +515,13 @@ fn dedup(dets: Vec<Detection>) -> Vec<Detection> {
                     v.iter().any(|&k| {
                         let e = &kept[k].frame;
                         let t = sigma(e);
-                        let diff = ((s[0] - t[0]).powi(2) + 2.0 * (s[1] - t[1]).powi(2) + (s[2] - t[2]).powi(2)).sqrt();
+                        let diff = ((s[0] - t[0]).powi(2)
+                            + 2.0 * (s[1] - t[1]).powi(2)
+                            + (s[2] - t[2]).powi(2))
+                        .sqrt();
                         let norm = (t[0].powi(2) + 2.0 * t[1].powi(2) + t[2].powi(2)).sqrt();
-                        (d.frame.x - e.x).hypot(d.frame.y - e.y) < 0.3 * r.min(e.scale()) && diff < 0.2 * norm
+                        (d.frame.x - e.x).hypot(d.frame.y - e.y) < 0.3 * r.min(e.scale())
+                            && diff < 0.2 * norm
                     })
                 })
             })
@@ -482,7 +536,11 @@ fn dedup(dets: Vec<Detection>) -> Vec<Detection> {
 
 /// Harris-Affine detections of `img` (unsorted beyond de-duplication order), frames
 /// `a = m·σ_I·U·R(θ)`. `max_keypoints` > 0 bounds the work (see [`CANDIDATE_FACTOR`]).
-pub fn detect_harris_affine(img: &GrayImage, magnification: f32, max_keypoints: usize) -> Vec<Detection> {
+pub fn detect_harris_affine(
+    img: &GrayImage,
+    magnification: f32,
+    max_keypoints: usize,
+) -> Vec<Detection> {
     let pyr = img.pyramid();
     let inh = inherent_blur(pyr.len());
     let max_sigma = MAX_SCALE_FRACTION * img.width.min(img.height) as f32;
@@ -504,7 +562,8 @@ pub fn detect_harris_affine(img: &GrayImage, magnification: f32, max_keypoints: 
         .par_iter()
         .filter_map(|c| {
             let (x, y, u, theta) = adapt(&pyr, &inh, c)?;
-            let inside = x >= 0.0 && y >= 0.0 && x <= (img.width - 1) as f32 && y <= (img.height - 1) as f32;
+            let inside =
+                x >= 0.0 && y >= 0.0 && x <= (img.width - 1) as f32 && y <= (img.height - 1) as f32;
             if !inside {
                 return None;
             }
@@ -512,7 +571,10 @@ pub fn detect_harris_affine(img: &GrayImage, magnification: f32, max_keypoints: 
             let rot = [[co, -s], [s, co]];
             let k = magnification * c.sigma_i;
             let a = mul(&u, &rot).map(|r| r.map(|v| v * k));
-            Some(Detection { frame: Frame { x, y, a }, score: c.score })
+            Some(Detection {
+                frame: Frame { x, y, a },
+                score: c.score,
+            })
         })
         .collect();
     dedup(dets)
@@ -528,7 +590,9 @@ mod tests {
         let r = inv_sqrt(&m).unwrap();
         // r·m·r = I
         let p = mul(&mul(&r, &m), &r);
-        assert!((p[0][0] - 1.0).abs() < 1e-5 && p[0][1].abs() < 1e-5 && (p[1][1] - 1.0).abs() < 1e-5);
+        assert!(
+            (p[0][0] - 1.0).abs() < 1e-5 && p[0][1].abs() < 1e-5 && (p[1][1] - 1.0).abs() < 1e-5
+        );
         let d = inv_sqrt(&[[9.0, 0.0], [0.0, 0.25]]).unwrap();
         assert!((d[0][0] - 1.0 / 3.0).abs() < 1e-6 && (d[1][1] - 2.0).abs() < 1e-6);
     }
@@ -558,7 +622,12 @@ mod tests {
         let img = GrayImage::from_vec(w, h, data).unwrap();
         let pyr = img.pyramid();
         let inh = inherent_blur(pyr.len());
-        let cand = Candidate { x: cx + 1.0, y: cy - 1.0, sigma_i: 9.0, score: 1.0 };
+        let cand = Candidate {
+            x: cx + 1.0,
+            y: cy - 1.0,
+            sigma_i: 9.0,
+            score: 1.0,
+        };
         let (x, y, u, _) = adapt(&pyr, &inh, &cand).expect("adaptation converges");
         assert!((x - cx).hypot(y - cy) < 1.5, "{x},{y}");
         let (smin, smax) = singular_values(&u);
@@ -567,6 +636,10 @@ mod tests {
         // direction of the long axis: eigenvector of U Uᵀ
         let uu = mul(&u, &[[u[0][0], u[1][0]], [u[0][1], u[1][1]]]);
         let ang = 0.5 * (2.0 * uu[0][1]).atan2(uu[0][0] - uu[1][1]);
-        assert!((ang.to_degrees() - 30.0).abs() < 5.0, "{}", ang.to_degrees());
+        assert!(
+            (ang.to_degrees() - 30.0).abs() < 5.0,
+            "{}",
+            ang.to_degrees()
+        );
     }
 }
