@@ -18,7 +18,10 @@ const DEFAULT_N: usize = 4000;
 const SEED: u64 = 7;
 
 fn n() -> usize {
-    std::env::var("DESCL_BENCH_N").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_N)
+    std::env::var("DESCL_BENCH_N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_N)
 }
 
 fn main() {
@@ -39,7 +42,12 @@ fn main() {
         })
     });
     g.bench_function("descl_approx_pca_kdtree", |bch| {
-        bch.iter(|| black_box(approximate_match(a.view(), b.view(), &ApproxConfig::default(), &cfg).expect("approx")))
+        bch.iter(|| {
+            black_box(
+                approximate_match(a.view(), b.view(), &ApproxConfig::default(), &cfg)
+                    .expect("approx"),
+            )
+        })
     });
     g.finish();
     c.final_summary();

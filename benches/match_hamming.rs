@@ -16,7 +16,10 @@ const DEFAULT_N: usize = 4000;
 const SEED: u64 = 8;
 
 fn main() {
-    let n = std::env::var("DESCL_BENCH_N").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_N);
+    let n = std::env::var("DESCL_BENCH_N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_N);
     let mut c = Criterion::default().configure_from_args().sample_size(10);
     let (a, b) = synthetic_binary(n, n, SEED);
     let (ma, mb) = (binary_mat(&a).expect("mat"), binary_mat(&b).expect("mat"));
