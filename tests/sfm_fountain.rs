@@ -162,6 +162,14 @@ fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
         None => sift_features(p),
     };
     let summary = build_database(&images, &db, false, &cfg, extract, false).unwrap();
+    eprintln!(
+        "descl database: {} images, {} pairs, {} verified, mean {:.0} matches / {:.0} inliers per pair",
+        summary.images.len(),
+        summary.pairs,
+        summary.verified_pairs,
+        summary.mean_matches,
+        summary.mean_inliers
+    );
     // The database exists now: writing it again without overwrite is refused.
     assert!(build_database(&images, &db, false, &cfg, extract, false)
         .unwrap_err()
