@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
-use crate::io::colmap::{CameraModel, Database, TwoViewConfig};
+use crate::io::colmap::{CameraModel, Database, TwoViewConfig, TwoViewModels};
 use crate::matching::pairs::{make_pairs, PairMode};
 use crate::matching::two_view::{match_pair, PairConfig, PairResult};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -214,12 +214,31 @@ where
         if inliers.len() < cfg.min_inliers {
             continue;
         }
-        let (config, f, e, h) = match v.kind {
-            ModelKind::Fundamental => (TwoViewConfig::Uncalibrated, Some(model), None, None),
-            ModelKind::Essential => (TwoViewConfig::Calibrated, None, Some(model), None),
-            ModelKind::Homography => (TwoViewConfig::Planar, None, None, Some(model)),
+        let none = TwoViewModels::default();
+        let (config, models) = match v.kind {
+            ModelKind::Fundamental => (
+                TwoViewConfig::Uncalibrated,
+                TwoViewModels {
+                    f: Some(model),
+                    ..none
+                },
+            ),
+            ModelKind::Essential => (
+                TwoViewConfig::Calibrated,
+                TwoViewModels {
+                    e: Some(model),
+                    ..none
+                },
+            ),
+            ModelKind::Homography => (
+                TwoViewConfig::Planar,
+                TwoViewModels {
+                    h: Some(model),
+                    ..none
+                },
+            ),
         };
-        database.add_two_view_geometry(id1, id2, &inliers, config, f, e, h)?;
+        database.add_two_view_geometry(id1, id2, &inliers, config, &models)?;
         verified += 1;
     }
     let database = database.finish()?;

@@ -69,21 +69,42 @@ pub fn match_pair(
         }
     }
     let matches = match_descriptors(&a.descriptors, &b.descriptors, &cfg.matching)?;
+    verify_matches(a, b, matches, cfg, intrinsics)
+}
+
+/// Verifies given matches of `a` and `b` (from any matcher) with `cfg.geometry`.
+pub fn verify_matches(
+    a: &Features,
+    b: &Features,
+    matches: Matches,
+    cfg: &PairConfig,
+    intrinsics: Option<(&Intrinsics, &Intrinsics)>,
+) -> Result<PairResult> {
+    let position = |f: &Features, k: u32| -> Result<[f64; 2]> {
+        f.frames
+            .get(k as usize)
+            .map(|fr| [fr.x as f64, fr.y as f64])
+            .ok_or_else(|| {
+                crate::error::Error::InvalidInput(format!(
+                    "match index {k} beyond the {} frames of {}",
+                    f.frames.len(),
+                    f.meta.image
+                ))
+            })
+    };
     let verification = match cfg.geometry {
         None => None,
         Some(kind) => {
-            let pa: Vec<[f64; 2]> = matches
+            let pa = matches
                 .pairs
                 .iter()
-                .map(|p| a.frames[p[0] as usize])
-                .map(|f| [f.x as f64, f.y as f64])
-                .collect();
-            let pb: Vec<[f64; 2]> = matches
+                .map(|p| position(a, p[0]))
+                .collect::<Result<Vec<_>>>()?;
+            let pb = matches
                 .pairs
                 .iter()
-                .map(|p| b.frames[p[1] as usize])
-                .map(|f| [f.x as f64, f.y as f64])
-                .collect();
+                .map(|p| position(b, p[1]))
+                .collect::<Result<Vec<_>>>()?;
             Some(verify(&pa, &pb, kind, &cfg.ransac, intrinsics)?)
         }
     };
