@@ -171,7 +171,7 @@ impl RunConfig {
         if self.iterations == 0 || self.batch < 2 || self.views < 2 {
             bail!("need iterations ≥ 1, batch ≥ 2 classes and views ≥ 2");
         }
-        if !(self.lr > 0.0) {
+        if self.lr.is_nan() || self.lr <= 0.0 {
             bail!("lr must be > 0");
         }
         if self.name.is_empty() || self.name.contains(['/', '\\']) {
