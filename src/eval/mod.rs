@@ -1,1 +1,3 @@
-//! (in progress)
+//! Benchmarks and evaluation protocols.
+
+pub mod overlap;

@@ -5,7 +5,7 @@
 //! Field numbers are those of onnx/onnx.proto (IR version 8). `oneof` members are written as
 //! optional fields with the same tags, which is the same wire format.
 
-use crate::net::{Layer, Net, BATCH_NORM_EPS, INPUT_SIZE, L2_NORM_EPS, PATCH_NORM_EPS};
+use crate::net::{Layer, Net, BATCH_NORM_EPS, FRN_EPS, INPUT_SIZE, L2_NORM_EPS, PATCH_NORM_EPS};
 use anyhow::{Context, Result};
 use prost::Message;
 use std::path::Path;
@@ -328,6 +328,30 @@ pub fn model(net: &Net, doc: &str) -> Result<ModelProto> {
                 ],
             ),
             Layer::Dropout { .. } => {}
+            Layer::Frn { name, .. } => {
+                // γ · x / sqrt(mean_{h,w}(x²) + ε) + β, as the tch forward.
+                let x = g.current.clone();
+                g.node("Mul", vec![x.clone()], vec![]);
+                g.node("ReduceMean", vec![], vec![attr_ints("axes", &[2, 3]), attr_int("keepdims", 1)]);
+                let eps = g.weight(&format!("{name}.eps"), &[], &[FRN_EPS as f32]);
+                g.node("Add", vec![eps], vec![]);
+                g.node("Sqrt", vec![], vec![]);
+                let norm = g.current.clone();
+                g.current = x;
+                g.node("Div", vec![norm], vec![]);
+                let (shape, values) = param(net, &format!("{name}.weight"))?;
+                let gamma = g.weight(&format!("{name}.weight"), &shape, &values);
+                g.node("Mul", vec![gamma], vec![]);
+                let (shape, values) = param(net, &format!("{name}.bias"))?;
+                let beta = g.weight(&format!("{name}.bias"), &shape, &values);
+                g.node("Add", vec![beta], vec![]);
+            }
+            Layer::Tlu { name, .. } => {
+                // max(x, τ), τ broadcast over (1, C, 1, 1).
+                let (shape, values) = param(net, &format!("{name}.tau"))?;
+                let tau = g.weight(&format!("{name}.tau"), &shape, &values);
+                g.node("Max", vec![tau], vec![]);
+            }
             Layer::Flatten => g.node("Flatten", vec![], vec![attr_int("axis", 1)]),
             Layer::Linear { name, .. } => {
                 let (shape, values) = param(net, &format!("{name}.weight"))?;

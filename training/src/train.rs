@@ -40,6 +40,9 @@ pub struct NetConfig {
     /// Channel multiplier (1.0 = the paper's network).
     #[serde(default = "one")]
     pub width: f64,
+    /// Binary descriptors of this many bits (CDF §3.2: tanh head, 256 bits); absent = float.
+    #[serde(default)]
+    pub bits: Option<i64>,
 }
 
 fn one() -> f64 {
@@ -207,6 +210,9 @@ struct CheckpointMeta {
     wall_time_s: f64,
     seed: u64,
     last_loss: f64,
+    /// The loss's running state ([`loss::Loss::state`]).
+    #[serde(default)]
+    loss_state: serde_json::Value,
 }
 
 /// What a finished run reports.
@@ -263,9 +269,19 @@ pub fn train_until(
     }
 
     tch::manual_seed(config.seed as i64);
-    let mut net = Net::new(config.net.arch, config.net.width, device)?;
+    let mut net = match config.net.bits {
+        Some(bits) => Net::new_binary(config.net.arch, config.net.width, bits, device)?,
+        None => Net::new(config.net.arch, config.net.width, device)?,
+    };
     let mut optimizer = Optimizer::new(&net.vs, config.optimizer)?;
-    let mut loss_fn = loss::from_config(&config.loss)?;
+    // Losses that sample (AdaSample, active learning) draw from the run seed unless their own is given.
+    let mut loss_config = config.loss.clone();
+    if let Some(obj) = loss_config.as_object_mut() {
+        obj.entry("seed").or_insert(config.seed.into());
+    }
+    let mut loss_fn = loss::from_config(&loss_config)?;
+    // One epoch = one pass over the training classes (end_epoch drives Alg. 1/2 of active learning).
+    let steps_per_epoch = (tracks.header.classes / config.batch).max(1);
 
     let meta_path = config.out.join(CHECKPOINT_META);
     let (start, mut wall_before) = if resume && meta_path.exists() {
@@ -285,6 +301,9 @@ pub fn train_until(
             &mut optimizer,
             meta.step as i64,
         )?;
+        loss_fn
+            .restore(&meta.loss_state)
+            .with_context(|| format!("{}: loss state", meta_path.display()))?;
         (meta.step, meta.wall_time_s)
     } else {
         (0, 0.0)
@@ -333,6 +352,9 @@ pub fn train_until(
         loss.f_backward()?;
         let lr = config.schedule.lr(config.lr, step, config.iterations);
         optimizer.step(lr)?;
+        if (step + 1) % steps_per_epoch == 0 {
+            loss_fn.end_epoch();
+        }
 
         recent.push(value);
         if recent.len() > LOSS_WINDOW {
@@ -370,6 +392,7 @@ pub fn train_until(
                     wall_time_s: wall_before,
                     seed: config.seed,
                     last_loss: mean(&recent),
+                    loss_state: loss_fn.state(),
                 },
             )?;
         }
@@ -384,6 +407,7 @@ pub fn train_until(
                     wall_time_s: wall_before,
                     seed: config.seed,
                     last_loss: mean(&recent),
+                    loss_state: loss_fn.state(),
                 },
             )?;
             bar.abandon_with_message("stopped");
@@ -590,7 +614,7 @@ fn model_card(
             (arch, w) => format!("{}-w{w}", arch.name()),
         },
         "input": {"size": PATCH_SIDE, "range": [0.0, 1.0]},
-        "output": {"dim": net.output_dim(), "kind": "float"},
+        "output": {"dim": net.output_dim(), "kind": if net.is_binary() { "binary" } else { "float" }},
         "patch": {"size": PATCH_SIDE, "magnification": MAGNIFICATION},
         "training": {
             "method": config.loss.get("name").cloned().unwrap_or(serde_json::Value::Null),

@@ -122,3 +122,36 @@ fn export_command_writes_a_runnable_model() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent/w.safetensors"));
 }
+
+#[test]
+fn hynet_onnx_matches_tch_with_nontrivial_frn_tlu_and_batch_norm() {
+    tch::manual_seed(9);
+    let net = Net::new(Arch::Hynet, 1.0, Device::Cpu).unwrap();
+    // Fresh FRN/TLU parameters are 1/0/−1 and BN statistics 0/1; randomise them all so the FRN
+    // scale and shift, the TLU threshold and the batch norm are each really exercised.
+    tch::no_grad(|| {
+        for (name, mut t) in net.vs.variables() {
+            let r = |s: f64, o: f64| Tensor::randn(t.size(), (Kind::Float, Device::Cpu)) * s + o;
+            if name.ends_with("running_mean") {
+                t.copy_(&r(0.3, 0.0));
+            } else if name.ends_with("running_var") {
+                t.copy_(&(Tensor::rand(t.size(), (Kind::Float, Device::Cpu)) + 0.5));
+            } else if name.ends_with(".tau") {
+                t.copy_(&r(0.3, -0.2));
+            } else if name.ends_with(".bias") && t.dim() == 4 {
+                t.copy_(&r(0.2, 0.0));
+            } else if name.ends_with(".weight") && t.dim() == 4 && t.size()[0] == 1 {
+                t.copy_(&r(0.2, 1.0));
+            }
+        }
+    });
+    check(&net, "hynet");
+}
+
+#[test]
+fn binary_l2net_onnx_matches_tch() {
+    tch::manual_seed(5);
+    let net = Net::new_binary(Arch::L2net, 0.5, 256, Device::Cpu).unwrap();
+    assert!(net.is_binary());
+    check(&net, "l2net-binary");
+}

@@ -5,6 +5,7 @@
 //! apart. Every network starts with [`Layer::PatchNorm`] (per-patch normalisation, DESIGN) and
 //! float networks end with [`Layer::L2Norm`].
 
+pub mod hynet;
 pub mod l2net;
 pub mod tfeat;
 
@@ -22,6 +23,10 @@ pub const BATCH_NORM_EPS: f64 = 1e-5;
 pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
 /// ε inside the square root of the final L2 normalisation (HardNet's `L2Norm`).
 pub const L2_NORM_EPS: f64 = 1e-10;
+/// ε of Filter Response Normalisation (HyNet's `FRN(eps=1e-6)`, not learned).
+pub const FRN_EPS: f64 = 1e-6;
+/// Initial TLU threshold τ (HyNet's reference initialisation).
+pub const TLU_INIT: f64 = -1.0;
 /// Side of the input patches (DESIGN: 32×32).
 pub const INPUT_SIZE: i64 = 32;
 
@@ -67,6 +72,17 @@ pub enum Layer {
     },
     /// Row-wise unit length: x / sqrt(Σx² + [`L2_NORM_EPS`]).
     L2Norm,
+    /// Filter Response Normalisation (Singh & Krishnan 2020): γ · x / sqrt(mean_{h,w}(x²) + ε) + β,
+    /// per sample and channel; `weight` = γ, `bias` = β, shape (1, C, 1, 1).
+    Frn {
+        name: String,
+        channels: i64,
+    },
+    /// Thresholded Linear Unit: max(x, τ), `tau` of shape (1, C, 1, 1).
+    Tlu {
+        name: String,
+        channels: i64,
+    },
 }
 
 /// The architectures descl trains.
@@ -77,6 +93,8 @@ pub enum Arch {
     Tfeat,
     /// L2-Net as used by HardNet (Tian et al. 2017; Mishchuk et al. 2017).
     L2net,
+    /// HyNet (Tian et al. 2020): L2-Net with FRN + TLU, the network of SDGMNet.
+    Hynet,
 }
 
 impl Arch {
@@ -84,7 +102,8 @@ impl Arch {
         match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
             "tfeat" => Ok(Arch::Tfeat),
             "l2net" => Ok(Arch::L2net),
-            other => bail!("unknown architecture {other:?} (known: tfeat, l2net)"),
+            "hynet" => Ok(Arch::Hynet),
+            other => bail!("unknown architecture {other:?} (known: tfeat, l2net, hynet)"),
         }
     }
 
@@ -92,6 +111,7 @@ impl Arch {
         match self {
             Arch::Tfeat => "tfeat",
             Arch::L2net => "l2net",
+            Arch::Hynet => "hynet",
         }
     }
 
@@ -100,8 +120,56 @@ impl Arch {
         match self {
             Arch::Tfeat => tfeat::layers(width),
             Arch::L2net => l2net::layers(width),
+            Arch::Hynet => hynet::layers(width),
         }
     }
+}
+
+/// The binary-descriptor version of a float network (CDF §3.2): the last projection outputs
+/// `bits` channels (256 in the paper) and the final L2 normalisation becomes tanh, the
+/// differentiable proxy of sign used in training; descl binarises the outputs by sign.
+pub fn binary_head(layers: Vec<Layer>, bits: i64) -> Vec<Layer> {
+    let last_proj = layers
+        .iter()
+        .rposition(|l| matches!(l, Layer::Conv { .. } | Layer::Linear { .. }));
+    let mut out: Vec<Layer> = Vec::with_capacity(layers.len());
+    for (i, layer) in layers.into_iter().enumerate() {
+        let after = last_proj.is_some_and(|p| i > p);
+        let layer = match layer {
+            Layer::Conv {
+                name,
+                cin,
+                kernel,
+                stride,
+                pad,
+                bias,
+                ..
+            } if Some(i) == last_proj => Layer::Conv {
+                name,
+                cin,
+                cout: bits,
+                kernel,
+                stride,
+                pad,
+                bias,
+            },
+            Layer::Linear { name, cin, .. } if Some(i) == last_proj => Layer::Linear {
+                name,
+                cin,
+                cout: bits,
+            },
+            Layer::BatchNorm { name, .. } if after => Layer::BatchNorm {
+                name,
+                channels: bits,
+            },
+            // TFeat already ends in tanh: drop the L2 norm rather than apply tanh twice.
+            Layer::L2Norm if matches!(out.last(), Some(Layer::Tanh)) => continue,
+            Layer::L2Norm => Layer::Tanh,
+            other => other,
+        };
+        out.push(layer);
+    }
+    out
 }
 
 /// Scales a channel count by `width`, at least 1.
@@ -128,8 +196,22 @@ impl Net {
     /// A freshly initialised network on `device` (PyTorch's default initialisations: Kaiming
     /// uniform weights, uniform biases in ±1/sqrt(fan_in)).
     pub fn new(arch: Arch, width: f64, device: Device) -> Result<Net> {
+        Net::from_layers(arch, width, arch.layers(width), device)
+    }
+
+    /// A freshly initialised binary-descriptor network: `arch` with [`binary_head`].
+    pub fn new_binary(arch: Arch, width: f64, bits: i64, device: Device) -> Result<Net> {
+        Net::from_layers(arch, width, binary_head(arch.layers(width), bits), device)
+    }
+
+    /// Whether the network outputs binary-descriptor logits (ends in tanh, not L2 norm).
+    pub fn is_binary(&self) -> bool {
+        matches!(self.layers.last(), Some(Layer::Tanh))
+    }
+
+    /// A freshly initialised network with an explicit layer list (see [`Net::new`]).
+    pub fn from_layers(arch: Arch, width: f64, layers: Vec<Layer>, device: Device) -> Result<Net> {
         let vs = nn::VarStore::new(device);
-        let layers = arch.layers(width);
         let root = vs.root();
         for layer in &layers {
             match layer {
@@ -160,6 +242,15 @@ impl Net {
                     let _ = p.f_kaiming_uniform("weight", &[*cout, *cin])?;
                     let bound = 1.0 / (*cin as f64).sqrt();
                     let _ = p.f_uniform("bias", &[*cout], -bound, bound)?;
+                }
+                Layer::Frn { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_ones("weight", &[1, *channels, 1, 1])?;
+                    let _ = p.f_zeros("bias", &[1, *channels, 1, 1])?;
+                }
+                Layer::Tlu { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_var("tau", &[1, *channels, 1, 1], nn::Init::Const(TLU_INIT))?;
                 }
                 _ => {}
             }
@@ -289,6 +380,16 @@ impl Net {
                     let norm = x.f_square()?.f_sum_dim_intlist(1, true, Kind::Float)?;
                     x.f_div(&norm.f_add_scalar(L2_NORM_EPS)?.f_sqrt()?)?
                 }
+                Layer::Frn { name, .. } => {
+                    let nu2 = x
+                        .f_square()?
+                        .f_mean_dim([2i64, 3].as_slice(), true, Kind::Float)?;
+                    let normed = x.f_mul(&nu2.f_add_scalar(FRN_EPS)?.f_rsqrt()?)?;
+                    normed
+                        .f_mul(get(name, "weight")?)?
+                        .f_add(get(name, "bias")?)?
+                }
+                Layer::Tlu { name, .. } => x.f_maximum(get(name, "tau")?)?,
             };
         }
         Ok(x)
@@ -337,5 +438,32 @@ mod tests {
         let y2 = net.forward_t(&(x * 0.5 + 0.2), false).unwrap();
         let d = f64::try_from((y1 - y2).abs().max()).unwrap();
         assert!(d < 1e-3, "max difference {d}");
+    }
+
+    #[test]
+    fn binary_head_outputs_bits_through_a_single_tanh() {
+        for arch in [Arch::Tfeat, Arch::L2net, Arch::Hynet] {
+            let net = Net::new_binary(arch, 0.25, 256, Device::Cpu).unwrap();
+            assert!(net.is_binary() && !Net::new(arch, 0.25, Device::Cpu).unwrap().is_binary());
+            assert_eq!(net.output_dim(), 256, "{arch:?}");
+            let tail: Vec<&Layer> = net.layers.iter().rev().take(2).collect();
+            assert!(
+                matches!(tail[0], Layer::Tanh) && !matches!(tail[1], Layer::Tanh),
+                "{arch:?}: {tail:?}"
+            );
+            assert!(!net.layers.iter().any(|l| matches!(l, Layer::L2Norm)));
+            let y = net
+                .forward_t(
+                    &Tensor::rand([2, 1, 32, 32], (Kind::Float, Device::Cpu)),
+                    false,
+                )
+                .unwrap();
+            assert_eq!(y.size(), vec![2, 256]);
+            let max = f64::try_from(y.abs().max()).unwrap();
+            assert!(
+                max < 1.0,
+                "{arch:?}: tanh outputs must lie in (−1, 1), max |y| = {max}"
+            );
+        }
     }
 }
