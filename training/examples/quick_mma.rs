@@ -7,13 +7,14 @@
 //! cargo run -p descl-training --example quick_mma -- tfeat:W1.safetensors tfeat:W2.safetensors
 
 use anyhow::{Context, Result};
-use descl_training::data::frames;
+use descl::detect::{detect, DetectorConfig};
+use descl::patch::PatchSampler;
 use descl_training::net::{Arch, Net};
 use descl_training::train::describe;
 use tch::Device;
 
 const MAX_KEYPOINTS: usize = 2048;
-const MAGNIFICATION: f64 = 6.0;
+const MAGNIFICATION: f32 = 6.0;
 const THRESHOLD_PX: f64 = 3.0;
 
 fn read_h(path: &std::path::Path) -> Result<[[f64; 3]; 3]> {
@@ -76,9 +77,18 @@ fn main() -> Result<()> {
         let feats: Vec<_> = images
             .iter()
             .map(|p| -> Result<_> {
-                let img = frames::load_gray(p)?;
-                let fr = frames::detect(&img, MAX_KEYPOINTS, MAGNIFICATION)?;
-                let patches = frames::sample(&img, &fr)?;
+                let img = descl::image::load_gray(p)?;
+                let cfg = DetectorConfig {
+                    max_keypoints: MAX_KEYPOINTS,
+                    magnification: MAGNIFICATION,
+                    ..DetectorConfig::default()
+                };
+                let fr: Vec<_> = detect(&img, &cfg)?.into_iter().map(|d| d.frame).collect();
+                let patches: Vec<f32> = PatchSampler::new(&img)
+                    .sample(&fr)
+                    .iter()
+                    .copied()
+                    .collect();
                 Ok((fr, patches))
             })
             .collect::<Result<_>>()?;

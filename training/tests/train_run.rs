@@ -14,7 +14,7 @@ fn toy_tracks(path: &Path, classes: usize) {
         let (a, b, c) = (
             rng.gen_range(1.0..6.0f32),
             rng.gen_range(1.0..6.0f32),
-            rng.gen_range(0.0..6.28f32),
+            rng.gen_range(0.0..std::f32::consts::TAU),
         );
         let views: Vec<Vec<f32>> = (0..3)
             .map(|_| {
