@@ -1,3 +1,9 @@
 //! Files in and out: atomic writes, `.npz` features files, matches, COLMAP databases, pictures.
 
 pub mod atomic;
+pub mod colmap;
+pub mod colmap_model;
+pub mod features;
+pub mod matches;
+pub mod npz;
+pub mod viz;
