@@ -41,12 +41,25 @@ fn image_err(path: &Path, reason: impl Into<String>) -> Error {
 /// gray image. Rejects with [`Error::Image`] naming the file: missing or unreadable, empty, not an
 /// image, truncated, smaller than [`MIN_IMAGE_SIDE`] or larger than [`MAX_IMAGE_PIXELS`].
 pub fn load_gray(path: &Path) -> Result<GrayImage> {
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+    let not_found = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => image_err(path, "no such file"),
         _ => Error::io(path, e),
-    })?;
+    };
+    // No file holding an image within the pixel limit is larger than its raw 16-bit RGBA
+    // pixels plus headers: refuse to read more than that into memory.
+    let len = std::fs::metadata(path).map_err(not_found)?.len();
+    if len > MAX_IMAGE_FILE_BYTES {
+        return Err(image_err(
+            path,
+            format!("file of {len} bytes is larger than any image within the pixel limit ({MAX_IMAGE_FILE_BYTES} bytes)"),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(not_found)?;
     decode_gray(&bytes, path)
 }
+
+/// Largest file [`load_gray`] reads: [`MAX_IMAGE_PIXELS`] of uncompressed 16-bit RGBA plus 1 MiB.
+pub const MAX_IMAGE_FILE_BYTES: u64 = MAX_IMAGE_PIXELS * 8 + (1 << 20);
 
 /// [`load_gray`] on bytes already in memory; `path` only names the source in errors.
 pub fn decode_gray(bytes: &[u8], path: &Path) -> Result<GrayImage> {
