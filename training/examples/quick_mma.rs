@@ -92,15 +92,18 @@ fn main() -> Result<()> {
                 Ok((fr, patches))
             })
             .collect::<Result<_>>()?;
+        // Descriptors once per image and model.
+        let descs: Vec<Vec<tch::Tensor>> = models
+            .iter()
+            .map(|(_, net)| feats.iter().map(|(_, p)| describe(net, p, Device::Cpu)).collect::<Result<_>>())
+            .collect::<Result<_>>()?;
         let mut line = format!("{name:12}");
         for (k, hpath) in hs.iter().enumerate() {
             let h = read_h(hpath)?;
-            let (f1, p1) = &feats[0];
-            let (f2, p2) = &feats[k + 1];
-            for (m, (_, net)) in models.iter().enumerate() {
-                let d1 = describe(net, p1, Device::Cpu)?;
-                let d2 = describe(net, p2, Device::Cpu)?;
-                let dist = descl_training::loss::hardnet::distance_matrix(&d1, &d2);
+            let f1 = &feats[0].0;
+            let f2 = &feats[k + 1].0;
+            for (m, d) in descs.iter().enumerate() {
+                let dist = descl_training::loss::hardnet::distance_matrix(&d[0], &d[k + 1]);
                 let nn12 = Vec::<i64>::try_from(dist.argmin(1, false))?;
                 let nn21 = Vec::<i64>::try_from(dist.argmin(0, false))?;
                 let (mut matches, mut correct) = (0usize, 0usize);
@@ -113,18 +116,12 @@ fn main() -> Result<()> {
                     let w = h[2][0] * x + h[2][1] * y + h[2][2];
                     let u = (h[0][0] * x + h[0][1] * y + h[0][2]) / w;
                     let v = (h[1][0] * x + h[1][1] * y + h[1][2]) / w;
-                    let e = ((u - f2[j as usize].x as f64).powi(2)
-                        + (v - f2[j as usize].y as f64).powi(2))
-                    .sqrt();
+                    let e = ((u - f2[j as usize].x as f64).powi(2) + (v - f2[j as usize].y as f64).powi(2)).sqrt();
                     if e < THRESHOLD_PX {
                         correct += 1;
                     }
                 }
-                let mma = if matches > 0 {
-                    correct as f64 / matches as f64
-                } else {
-                    0.0
-                };
+                let mma = if matches > 0 { correct as f64 / matches as f64 } else { 0.0 };
                 sums[m] += mma;
                 line += &format!(" {:.3}", mma);
             }
