@@ -12,6 +12,9 @@ pub fn data_root() -> Option<PathBuf> {
         let p = PathBuf::from(p);
         return p.is_dir().then_some(p);
     }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("data");
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("shared")
+        .join("data");
     p.is_dir().then_some(p)
 }

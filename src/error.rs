@@ -46,11 +46,17 @@ pub enum Error {
 impl Error {
     /// An [`Error::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
     /// An [`Error::Format`] for `path`.
     pub fn format(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::Format { path: path.into(), reason: reason.into() }
+        Error::Format {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 }
 

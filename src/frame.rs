@@ -16,17 +16,30 @@ pub struct Frame {
 impl Frame {
     /// The 6 numbers stored per frame in features files and COLMAP keypoints: x, y, a11, a12, a21, a22.
     pub fn to_row(&self) -> [f32; 6] {
-        [self.x, self.y, self.a[0][0], self.a[0][1], self.a[1][0], self.a[1][1]]
+        [
+            self.x,
+            self.y,
+            self.a[0][0],
+            self.a[0][1],
+            self.a[1][0],
+            self.a[1][1],
+        ]
     }
 
     /// Inverse of [`Frame::to_row`].
     pub fn from_row(r: [f32; 6]) -> Self {
-        Frame { x: r[0], y: r[1], a: [[r[2], r[3]], [r[4], r[5]]] }
+        Frame {
+            x: r[0],
+            y: r[1],
+            a: [[r[2], r[3]], [r[4], r[5]]],
+        }
     }
 
     /// The frame's scale: sqrt(|det a|), the radius in pixels of a circle of equal area.
     pub fn scale(&self) -> f32 {
-        (self.a[0][0] * self.a[1][1] - self.a[0][1] * self.a[1][0]).abs().sqrt()
+        (self.a[0][0] * self.a[1][1] - self.a[0][1] * self.a[1][0])
+            .abs()
+            .sqrt()
     }
 }
 

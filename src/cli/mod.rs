@@ -10,7 +10,11 @@ mod models;
 mod sfm;
 
 #[derive(Parser)]
-#[command(name = "descl", version, about = "Learned local features: extract, match, export to COLMAP, benchmark")]
+#[command(
+    name = "descl",
+    version,
+    about = "Learned local features: extract, match, export to COLMAP, benchmark"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

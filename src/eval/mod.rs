@@ -1,1 +1,6 @@
-//! (in progress)
+//! Benchmarks with the published protocols: HPatches patches, homography sequences (HPatches,
+//! Oxford), Oxford matching score, UBC PhotoTour, relative pose; their metrics and reports.
+
+pub mod distance;
+pub mod hpatches;
+pub mod metrics;

@@ -40,7 +40,9 @@ mod tests {
 
     #[test]
     fn failed_write_leaves_no_file() {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("tmp", e)).unwrap();
+        let dir = tempfile::tempdir()
+            .map_err(|e| Error::io("tmp", e))
+            .unwrap();
         let target = dir.path().join("out.bin");
         let r = write_atomic(&target, |w| {
             w.write_all(b"partial").map_err(|e| Error::io("x", e))?;
@@ -48,7 +50,11 @@ mod tests {
         });
         assert!(r.is_err());
         assert!(!target.exists());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "temporary file left behind");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "temporary file left behind"
+        );
         write_bytes_atomic(&target, b"ok").unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"ok");
     }
@@ -57,6 +63,9 @@ mod tests {
     fn unwritable_folder_is_an_error_naming_the_file() {
         let target = Path::new("/nonexistent-descl-dir/out.npz");
         let e = write_bytes_atomic(target, b"x").unwrap_err();
-        assert!(e.to_string().contains("/nonexistent-descl-dir/out.npz"), "{e}");
+        assert!(
+            e.to_string().contains("/nonexistent-descl-dir/out.npz"),
+            "{e}"
+        );
     }
 }
