@@ -67,8 +67,7 @@ pub fn load_patch_file(path: &Path) -> Result<Array3<f32>> {
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         ));
     }
-    let name = path.to_string_lossy().to_string();
-    let img = opencv::imgcodecs::imread(&name, opencv::imgcodecs::IMREAD_GRAYSCALE)?;
+    let img = opencv::imgcodecs::imread(path, opencv::imgcodecs::IMREAD_GRAYSCALE)?;
     if img.empty() {
         return Err(Error::Image {
             path: path.into(),

@@ -4,3 +4,6 @@
 pub mod distance;
 pub mod hpatches;
 pub mod metrics;
+pub mod phototour;
+pub mod pose;
+pub mod sequences;
