@@ -1,6 +1,7 @@
 //! Descriptors as models produce them: unit-length float vectors or 256-bit binary codes.
 
-use ndarray::Array2;
+use crate::error::{Error, Result};
+use ndarray::{Array2, ArrayView2};
 
 /// Length of float descriptors.
 pub const FLOAT_DIM: usize = 128;
@@ -36,5 +37,79 @@ impl Descriptors {
             Descriptors::Float(_) => "float",
             Descriptors::Binary(_) => "binary",
         }
+    }
+}
+
+/// Packs one binary model output into a descriptor: bit i = (output_i > 0), stored in word
+/// i / 64 at bit position i % 64. `output` must have [`BINARY_BITS`] values.
+pub fn pack_bits(output: &[f32]) -> Result<BinaryDescriptor> {
+    if output.len() != BINARY_BITS {
+        return Err(Error::InvalidInput(format!(
+            "a binary descriptor needs {BINARY_BITS} model outputs, got {}",
+            output.len()
+        )));
+    }
+    let mut d = [0u64; 4];
+    for (i, &v) in output.iter().enumerate() {
+        if v > 0.0 {
+            d[i / 64] |= 1u64 << (i % 64);
+        }
+    }
+    Ok(d)
+}
+
+/// Packs every row of an N×256 output (see [`pack_bits`]).
+pub fn binarize(outputs: ArrayView2<f32>) -> Result<Vec<BinaryDescriptor>> {
+    outputs
+        .rows()
+        .into_iter()
+        .map(|r| match r.as_slice() {
+            Some(s) => pack_bits(s),
+            None => pack_bits(&r.to_vec()),
+        })
+        .collect()
+}
+
+/// Scales every row to unit L2 length, so float descriptors compare by L2 distance whatever
+/// the model's last layer. An all-zero row stays zero (it has no direction).
+pub fn l2_normalize_rows(d: &mut Array2<f32>) {
+    for mut row in d.rows_mut() {
+        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            row.mapv_inplace(|v| v / norm);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn packing_puts_bit_i_in_word_i_div_64_at_position_i_mod_64() {
+        let mut out = vec![-1.0f32; BINARY_BITS];
+        for i in [0usize, 1, 63, 64, 130, 255] {
+            out[i] = 0.5;
+        }
+        out[2] = 0.0; // zero is not > 0
+        let d = pack_bits(&out).unwrap();
+        assert_eq!(d[0], 1 | 2 | (1u64 << 63));
+        assert_eq!(d[1], 1);
+        assert_eq!(d[2], 1u64 << 2);
+        assert_eq!(d[3], 1u64 << 63);
+        assert!(pack_bits(&out[..255]).is_err());
+    }
+
+    #[test]
+    fn binarize_rows_and_normalise() {
+        let mut m = Array2::<f32>::from_elem((2, BINARY_BITS), -1.0);
+        m[[1, 100]] = 3.0;
+        let b = binarize(m.view()).unwrap();
+        assert_eq!(b, vec![[0; 4], [0, 1u64 << 36, 0, 0]]);
+
+        let mut f = array![[3.0f32, 4.0], [0.0, 0.0]];
+        l2_normalize_rows(&mut f);
+        assert_eq!(f, array![[0.6f32, 0.8], [0.0, 0.0]]);
     }
 }

@@ -66,6 +66,9 @@ pub fn decode_gray(bytes: &[u8], path: &Path) -> Result<GrayImage> {
         .into_dimensions()
         .map_err(|e| image_err(path, format!("cannot read the image header: {e}")))?;
     check_size(path, w as usize, h as usize)?;
+    if reader()?.format() == Some(image::ImageFormat::Jpeg) {
+        check_jpeg_complete(bytes).map_err(|reason| image_err(path, reason))?;
+    }
     let mut r = reader()?;
     let mut limits = Limits::default();
     limits.max_image_width = Some(w);
@@ -77,6 +80,70 @@ pub fn decode_gray(bytes: &[u8], path: &Path) -> Result<GrayImage> {
         .decode()
         .map_err(|e| image_err(path, format!("cannot decode (truncated or corrupt?): {e}")))?;
     Ok(to_gray(&img))
+}
+
+/// The `image` crate's JPEG decoder fills missing scan data with gray instead of failing, so a
+/// truncated JPEG would load silently. This walks the marker segments (ITU-T T.81 §B.1) from SOI
+/// through every scan's entropy-coded data (stuffed `FF 00` and `RSTn` skipped) and requires
+/// the EOI marker.
+fn check_jpeg_complete(b: &[u8]) -> std::result::Result<(), String> {
+    const TRUNCATED: &str = "truncated JPEG (the data ends before the end-of-image marker)";
+    const SOI: u8 = 0xD8;
+    const EOI: u8 = 0xD9;
+    const SOS: u8 = 0xDA;
+    const TEM: u8 = 0x01;
+    const RST: std::ops::RangeInclusive<u8> = 0xD0..=0xD7;
+    if b.len() < 4 || b[0] != 0xFF || b[1] != SOI {
+        return Err("not a JPEG (no start-of-image marker)".into());
+    }
+    let mut i = 2;
+    loop {
+        while i < b.len() && b[i] == 0xFF {
+            i += 1; // fill bytes before a marker
+        }
+        if i >= b.len() {
+            return Err(TRUNCATED.into());
+        }
+        let marker = b[i];
+        if b[i - 1] != 0xFF {
+            return Err(format!("corrupt JPEG: expected a marker at byte {i}"));
+        }
+        i += 1;
+        if marker == EOI {
+            return Ok(());
+        }
+        if marker == TEM || RST.contains(&marker) {
+            continue;
+        }
+        if i + 2 > b.len() {
+            return Err(TRUNCATED.into());
+        }
+        let len = u16::from_be_bytes([b[i], b[i + 1]]) as usize;
+        if len < 2 {
+            return Err(format!("corrupt JPEG: segment length {len} at byte {i}"));
+        }
+        i += len;
+        if i > b.len() {
+            return Err(TRUNCATED.into());
+        }
+        if marker == SOS {
+            // Entropy-coded data runs to the next marker that is not stuffing or a restart.
+            loop {
+                while i < b.len() && b[i] != 0xFF {
+                    i += 1;
+                }
+                if i + 1 >= b.len() {
+                    return Err(TRUNCATED.into());
+                }
+                match b[i + 1] {
+                    0x00 => i += 2,
+                    m if RST.contains(&m) => i += 2,
+                    0xFF => i += 1,
+                    _ => break,
+                }
+            }
+        }
+    }
 }
 
 fn check_size(path: &Path, w: usize, h: usize) -> Result<()> {

@@ -1,8 +1,62 @@
-//! (in progress)
+//! `descl models`: the model cards in `models/` (or `$DESCL_MODELS`), default marked.
+
+use descl::model::{list_cards, models_dir, DEFAULT_MODEL};
+use serde_json::json;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Print the list as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let cards = list_cards()?;
+    if args.json {
+        let list: Vec<_> = cards
+            .iter()
+            .map(|(c, path)| {
+                json!({
+                    "name": c.name,
+                    "default": c.name == DEFAULT_MODEL,
+                    "architecture": c.architecture,
+                    "kind": c.output.kind.as_str(),
+                    "dim": c.output.dim,
+                    "magnification": c.patch.magnification,
+                    "training_method": c.training_method(),
+                    "metrics": c.key_metrics().into_iter().map(|(k, v)| (k, json!(v))).collect::<serde_json::Map<_, _>>(),
+                    "card": path.display().to_string(),
+                    "file": c.onnx_path(path).display().to_string(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    if cards.is_empty() {
+        println!(
+            "no models in {} (DESCL_MODELS overrides the folder)",
+            models_dir().display()
+        );
+        return Ok(());
+    }
+    println!("models in {} (* = default):", models_dir().display());
+    for (c, _) in &cards {
+        let metrics: Vec<String> = c
+            .key_metrics()
+            .iter()
+            .map(|(k, v)| format!("{k}={v:.4}"))
+            .collect();
+        println!(
+            "{} {:<28} {:<10} {:>6} {:>4}  trained: {:<12} {}",
+            if c.name == DEFAULT_MODEL { "*" } else { " " },
+            c.name,
+            c.architecture,
+            c.output.kind.as_str(),
+            c.output.dim,
+            c.training_method().unwrap_or("-"),
+            metrics.join(" ")
+        );
+    }
+    Ok(())
 }

@@ -3,7 +3,13 @@
 
 pub mod distance;
 pub mod hpatches;
+pub mod method;
 pub mod metrics;
+pub mod overlap;
+pub mod oxford;
 pub mod phototour;
+pub mod plot;
 pub mod pose;
+pub mod report;
+pub mod runner;
 pub mod sequences;

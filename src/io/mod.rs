@@ -1,3 +1,7 @@
 //! Files in and out: atomic writes, `.npz` features files, matches, COLMAP databases, pictures.
 
 pub mod atomic;
+pub mod colmap;
+pub mod colmap_model;
+pub mod features;
+pub mod npz;

@@ -1,1 +1,162 @@
-//! (in progress)
+//! Models: where they live, how a name or path becomes an ONNX file (and its card), and the
+//! ONNX Runtime engine that runs them.
+
+pub mod card;
+pub mod engine;
+
+pub use card::{ModelCard, OutputKind};
+pub use engine::{Device, Engine};
+
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// The model `descl` uses when none is named. Named here and nowhere else.
+pub const DEFAULT_MODEL: &str = "descl-tfeat-hardnet";
+
+/// Environment variable that overrides [`models_dir`].
+pub const MODELS_ENV: &str = "DESCL_MODELS";
+
+/// The folder of shipped models: `$DESCL_MODELS`, else `<repo>/models`.
+pub fn models_dir() -> PathBuf {
+    match std::env::var_os(MODELS_ENV) {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"),
+    }
+}
+
+/// A model ready to load: its ONNX file and, when there is one, its card.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedModel {
+    /// The ONNX file.
+    pub onnx: PathBuf,
+    /// The card and the path it was read from.
+    pub card: Option<(ModelCard, PathBuf)>,
+}
+
+impl ResolvedModel {
+    /// The name written into features files: the card's name, else the ONNX file's path.
+    pub fn display_name(&self) -> String {
+        match &self.card {
+            Some((c, _)) => c.name.clone(),
+            None => self.onnx.display().to_string(),
+        }
+    }
+}
+
+/// Turns `--model NAME|PATH` into a model: an existing path to an `.onnx` file (its card, if
+/// any, is the same-stem `.json` beside it) or to a card `.json`, else a model name looked up as
+/// `models_dir()/NAME.json`. A card's SHA-256 is checked here, before anything runs the model.
+pub fn resolve(name_or_path: &str) -> Result<ResolvedModel> {
+    let p = Path::new(name_or_path);
+    let is_pathlike = p.components().count() > 1
+        || matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("onnx" | "json")
+        );
+    if is_pathlike {
+        if !p.is_file() {
+            return Err(Error::Model {
+                path: p.to_path_buf(),
+                reason: "no such model file".into(),
+            });
+        }
+        if p.extension().and_then(|e| e.to_str()) == Some("json") {
+            return from_card(p);
+        }
+        let card_path = p.with_extension("json");
+        if card_path.is_file() {
+            let r = from_card(&card_path)?;
+            if !same_file(&r.onnx, p) {
+                return Err(Error::Model {
+                    path: card_path,
+                    reason: format!(
+                        "this card describes `{}`, not `{}`",
+                        r.onnx.display(),
+                        p.display()
+                    ),
+                });
+            }
+            return Ok(r);
+        }
+        return Ok(ResolvedModel {
+            onnx: p.to_path_buf(),
+            card: None,
+        });
+    }
+    let dir = models_dir();
+    let card_path = dir.join(format!("{name_or_path}.json"));
+    if !card_path.is_file() {
+        let known: Vec<String> = list_cards()
+            .map(|v| v.into_iter().map(|(c, _)| c.name).collect())
+            .unwrap_or_default();
+        return Err(Error::Model {
+            path: card_path,
+            reason: format!(
+                "no model named `{name_or_path}` in {} (known: {}); give a path to an .onnx file or a model name",
+                dir.display(),
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ),
+        });
+    }
+    from_card(&card_path)
+}
+
+fn from_card(card_path: &Path) -> Result<ResolvedModel> {
+    let card = ModelCard::load(card_path)?;
+    let onnx = card.onnx_path(card_path);
+    if !onnx.is_file() {
+        return Err(Error::Model {
+            path: onnx,
+            reason: format!(
+                "model file named by card {} is missing",
+                card_path.display()
+            ),
+        });
+    }
+    card.verify_sha256(&onnx)?;
+    Ok(ResolvedModel {
+        onnx,
+        card: Some((card, card_path.to_path_buf())),
+    })
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Every card in [`models_dir`] (sorted by name), with its path. A folder that does not exist
+/// has no cards; a card that does not parse is an error naming it.
+pub fn list_cards() -> Result<Vec<(ModelCard, PathBuf)>> {
+    let dir = models_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    let mut cards = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| Error::io(&dir, e))?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("json") && looks_like_card(&path) {
+            cards.push((ModelCard::load(&path)?, path));
+        }
+    }
+    cards.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    Ok(cards)
+}
+
+/// Other JSON files may sit in `models/` (training configs saved beside their model); a card is
+/// a JSON object with `sha256` and `architecture` keys. Anything else is not listed.
+fn looks_like_card(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return true;
+    };
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(m)) => {
+            m.contains_key("sha256") && m.contains_key("architecture")
+        }
+        _ => true, // unreadable or malformed: let ModelCard::load report it
+    }
+}

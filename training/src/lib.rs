@@ -5,5 +5,6 @@ pub mod data;
 pub mod loss;
 pub mod net;
 pub mod onnx;
+pub mod optim;
 pub mod sampler;
 pub mod train;

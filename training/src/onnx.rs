@@ -1,1 +1,428 @@
-//! (in progress)
+//! ONNX export (tch cannot export): hand-written prost messages for the subset of `onnx.proto`
+//! descl needs, and a writer that turns a [`Net`]'s layer list into an opset-17 graph with input
+//! `patches` (N×1×32×32 f32, dynamic N) and output `descriptors` (N×D).
+//!
+//! Field numbers are those of onnx/onnx.proto (IR version 8). `oneof` members are written as
+//! optional fields with the same tags, which is the same wire format.
+
+use crate::net::{Layer, Net, BATCH_NORM_EPS, FRN_EPS, INPUT_SIZE, L2_NORM_EPS, PATCH_NORM_EPS};
+use anyhow::{Context, Result};
+use prost::Message;
+use std::path::Path;
+
+/// IR version written in the model (ONNX 1.12+ understands it; opset 17 needs ≥ 8).
+pub const IR_VERSION: i64 = 8;
+/// Default-domain operator set the graph uses.
+pub const OPSET: i64 = 17;
+/// Name of the graph input (DESIGN).
+pub const INPUT_NAME: &str = "patches";
+/// Name of the graph output (DESIGN).
+pub const OUTPUT_NAME: &str = "descriptors";
+/// Symbolic batch dimension.
+const BATCH_DIM: &str = "N";
+
+/// `TensorProto.DataType.FLOAT`.
+const DT_FLOAT: i32 = 1;
+/// `TensorProto.DataType.INT64`.
+const DT_INT64: i32 = 7;
+/// `AttributeProto.AttributeType` values.
+const AT_FLOAT: i32 = 1;
+const AT_INT: i32 = 2;
+const AT_INTS: i32 = 7;
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ModelProto {
+    #[prost(int64, tag = "1")]
+    pub ir_version: i64,
+    #[prost(string, tag = "2")]
+    pub producer_name: String,
+    #[prost(string, tag = "3")]
+    pub producer_version: String,
+    #[prost(string, tag = "6")]
+    pub doc_string: String,
+    #[prost(message, optional, tag = "7")]
+    pub graph: Option<GraphProto>,
+    #[prost(message, repeated, tag = "8")]
+    pub opset_import: Vec<OperatorSetIdProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct OperatorSetIdProto {
+    #[prost(string, tag = "1")]
+    pub domain: String,
+    #[prost(int64, tag = "2")]
+    pub version: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct GraphProto {
+    #[prost(message, repeated, tag = "1")]
+    pub node: Vec<NodeProto>,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(message, repeated, tag = "5")]
+    pub initializer: Vec<TensorProto>,
+    #[prost(message, repeated, tag = "11")]
+    pub input: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "12")]
+    pub output: Vec<ValueInfoProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct NodeProto {
+    #[prost(string, repeated, tag = "1")]
+    pub input: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    pub output: Vec<String>,
+    #[prost(string, tag = "3")]
+    pub name: String,
+    #[prost(string, tag = "4")]
+    pub op_type: String,
+    #[prost(message, repeated, tag = "5")]
+    pub attribute: Vec<AttributeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct AttributeProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(float, tag = "2")]
+    pub f: f32,
+    #[prost(int64, tag = "3")]
+    pub i: i64,
+    #[prost(int64, repeated, tag = "8")]
+    pub ints: Vec<i64>,
+    #[prost(int32, tag = "20")]
+    pub r#type: i32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TensorProto {
+    #[prost(int64, repeated, tag = "1")]
+    pub dims: Vec<i64>,
+    #[prost(int32, tag = "2")]
+    pub data_type: i32,
+    #[prost(string, tag = "8")]
+    pub name: String,
+    /// Little-endian element bytes.
+    #[prost(bytes = "vec", tag = "9")]
+    pub raw_data: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ValueInfoProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub r#type: Option<TypeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TypeProto {
+    /// `oneof value { Tensor tensor_type = 1; ... }`
+    #[prost(message, optional, tag = "1")]
+    pub tensor_type: Option<TypeProtoTensor>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TypeProtoTensor {
+    #[prost(int32, tag = "1")]
+    pub elem_type: i32,
+    #[prost(message, optional, tag = "2")]
+    pub shape: Option<TensorShapeProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct TensorShapeProto {
+    #[prost(message, repeated, tag = "1")]
+    pub dim: Vec<Dimension>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Dimension {
+    /// `oneof value { int64 dim_value = 1; string dim_param = 2; }`
+    #[prost(int64, optional, tag = "1")]
+    pub dim_value: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    pub dim_param: Option<String>,
+}
+
+fn attr_int(name: &str, i: i64) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        i,
+        r#type: AT_INT,
+        ..Default::default()
+    }
+}
+
+fn attr_ints(name: &str, ints: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        ints: ints.to_vec(),
+        r#type: AT_INTS,
+        ..Default::default()
+    }
+}
+
+fn attr_float(name: &str, f: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        f,
+        r#type: AT_FLOAT,
+        ..Default::default()
+    }
+}
+
+fn float_tensor(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: DT_FLOAT,
+        name: name.into(),
+        raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+fn int64_tensor(name: &str, values: &[i64]) -> TensorProto {
+    TensorProto {
+        dims: vec![values.len() as i64],
+        data_type: DT_INT64,
+        name: name.into(),
+        raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+fn value_info(name: &str, dims: Vec<Dimension>) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: DT_FLOAT,
+                shape: Some(TensorShapeProto { dim: dims }),
+            }),
+        }),
+    }
+}
+
+fn fixed(v: i64) -> Dimension {
+    Dimension {
+        dim_value: Some(v),
+        dim_param: None,
+    }
+}
+
+fn symbolic(s: &str) -> Dimension {
+    Dimension {
+        dim_value: None,
+        dim_param: Some(s.into()),
+    }
+}
+
+/// Builds the graph node by node; each node's output is the next node's input.
+struct GraphBuilder {
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    current: String,
+}
+
+impl GraphBuilder {
+    fn node(&mut self, op: &str, extra_inputs: Vec<String>, attribute: Vec<AttributeProto>) {
+        let name = format!("{}_{}", op.to_ascii_lowercase(), self.nodes.len());
+        let mut input = vec![self.current.clone()];
+        input.extend(extra_inputs);
+        self.nodes.push(NodeProto {
+            input,
+            output: vec![name.clone()],
+            name: name.clone(),
+            op_type: op.into(),
+            attribute,
+        });
+        self.current = name;
+    }
+
+    /// Adds a float initializer and returns its name.
+    fn weight(&mut self, name: &str, dims: &[i64], values: &[f32]) -> String {
+        self.initializers.push(float_tensor(name, dims, values));
+        name.into()
+    }
+}
+
+/// The tensor `name` of `net` as (shape, f32 values).
+fn param(net: &Net, name: &str) -> Result<(Vec<i64>, Vec<f32>)> {
+    let t = net
+        .param(name)?
+        .f_to_kind(tch::Kind::Float)?
+        .f_to_device(tch::Device::Cpu)?;
+    let shape = t.size();
+    let values =
+        Vec::<f32>::try_from(t.f_flatten(0, -1)?).with_context(|| format!("parameter {name}"))?;
+    Ok((shape, values))
+}
+
+/// The ONNX model of `net` in evaluation mode (batch norm uses running statistics, no dropout).
+pub fn model(net: &Net, doc: &str) -> Result<ModelProto> {
+    let mut g = GraphBuilder {
+        nodes: Vec::new(),
+        initializers: Vec::new(),
+        current: INPUT_NAME.into(),
+    };
+    for layer in &net.layers {
+        match layer {
+            Layer::PatchNorm => {
+                // InstanceNormalization over the single channel = per-patch normalisation.
+                let scale = g.weight("patch_norm.scale", &[1], &[1.0]);
+                let bias = g.weight("patch_norm.bias", &[1], &[0.0]);
+                g.node(
+                    "InstanceNormalization",
+                    vec![scale, bias],
+                    vec![attr_float("epsilon", PATCH_NORM_EPS as f32)],
+                );
+            }
+            Layer::Conv {
+                name,
+                kernel,
+                stride,
+                pad,
+                bias,
+                ..
+            } => {
+                let (shape, values) = param(net, &format!("{name}.weight"))?;
+                let mut inputs = vec![g.weight(&format!("{name}.weight"), &shape, &values)];
+                if *bias {
+                    let (shape, values) = param(net, &format!("{name}.bias"))?;
+                    inputs.push(g.weight(&format!("{name}.bias"), &shape, &values));
+                }
+                g.node(
+                    "Conv",
+                    inputs,
+                    vec![
+                        attr_ints("kernel_shape", &[*kernel, *kernel]),
+                        attr_ints("strides", &[*stride, *stride]),
+                        attr_ints("pads", &[*pad, *pad, *pad, *pad]),
+                    ],
+                );
+            }
+            Layer::BatchNorm { name, channels } => {
+                let ones = vec![1.0f32; *channels as usize];
+                let zeros = vec![0.0f32; *channels as usize];
+                let scale = g.weight(&format!("{name}.scale"), &[*channels], &ones);
+                let bias = g.weight(&format!("{name}.shift"), &[*channels], &zeros);
+                let (shape, mean) = param(net, &format!("{name}.running_mean"))?;
+                let mean = g.weight(&format!("{name}.running_mean"), &shape, &mean);
+                let (shape, var) = param(net, &format!("{name}.running_var"))?;
+                let var = g.weight(&format!("{name}.running_var"), &shape, &var);
+                g.node(
+                    "BatchNormalization",
+                    vec![scale, bias, mean, var],
+                    vec![attr_float("epsilon", BATCH_NORM_EPS as f32)],
+                );
+            }
+            Layer::Tanh => g.node("Tanh", vec![], vec![]),
+            Layer::Relu => g.node("Relu", vec![], vec![]),
+            Layer::MaxPool { kernel, stride } => g.node(
+                "MaxPool",
+                vec![],
+                vec![
+                    attr_ints("kernel_shape", &[*kernel, *kernel]),
+                    attr_ints("strides", &[*stride, *stride]),
+                ],
+            ),
+            Layer::Dropout { .. } => {}
+            Layer::Frn { name, .. } => {
+                // γ · x / sqrt(mean_{h,w}(x²) + ε) + β, as the tch forward.
+                let x = g.current.clone();
+                g.node("Mul", vec![x.clone()], vec![]);
+                g.node("ReduceMean", vec![], vec![attr_ints("axes", &[2, 3]), attr_int("keepdims", 1)]);
+                let eps = g.weight(&format!("{name}.eps"), &[], &[FRN_EPS as f32]);
+                g.node("Add", vec![eps], vec![]);
+                g.node("Sqrt", vec![], vec![]);
+                let norm = g.current.clone();
+                g.current = x;
+                g.node("Div", vec![norm], vec![]);
+                let (shape, values) = param(net, &format!("{name}.weight"))?;
+                let gamma = g.weight(&format!("{name}.weight"), &shape, &values);
+                g.node("Mul", vec![gamma], vec![]);
+                let (shape, values) = param(net, &format!("{name}.bias"))?;
+                let beta = g.weight(&format!("{name}.bias"), &shape, &values);
+                g.node("Add", vec![beta], vec![]);
+            }
+            Layer::Tlu { name, .. } => {
+                // max(x, τ), τ broadcast over (1, C, 1, 1).
+                let (shape, values) = param(net, &format!("{name}.tau"))?;
+                let tau = g.weight(&format!("{name}.tau"), &shape, &values);
+                g.node("Max", vec![tau], vec![]);
+            }
+            Layer::Flatten => g.node("Flatten", vec![], vec![attr_int("axis", 1)]),
+            Layer::Linear { name, .. } => {
+                let (shape, values) = param(net, &format!("{name}.weight"))?;
+                let w = g.weight(&format!("{name}.weight"), &shape, &values);
+                let (shape, values) = param(net, &format!("{name}.bias"))?;
+                let b = g.weight(&format!("{name}.bias"), &shape, &values);
+                g.node("Gemm", vec![w, b], vec![attr_int("transB", 1)]);
+            }
+            Layer::L2Norm => {
+                // x / sqrt(Σx² + ε), as the tch forward.
+                let x = g.current.clone();
+                g.node(
+                    "ReduceSumSquare",
+                    vec![],
+                    vec![attr_ints("axes", &[1]), attr_int("keepdims", 1)],
+                );
+                let eps = g.weight("l2norm.eps", &[], &[L2_NORM_EPS as f32]);
+                g.node("Add", vec![eps], vec![]);
+                g.node("Sqrt", vec![], vec![]);
+                let norm = g.current.clone();
+                g.current = x;
+                g.node("Div", vec![norm], vec![]);
+            }
+        }
+    }
+    // Name the last tensor "descriptors" with an Identity so the output name is fixed.
+    let shape = int64_tensor("descriptors.shape", &[0, -1]);
+    g.initializers.push(shape);
+    g.nodes.push(NodeProto {
+        input: vec![g.current.clone(), "descriptors.shape".into()],
+        output: vec![OUTPUT_NAME.into()],
+        name: "output".into(),
+        op_type: "Reshape".into(),
+        attribute: vec![],
+    });
+    let dim = net.output_dim();
+    let graph = GraphProto {
+        node: g.nodes,
+        name: format!("descl-{}", net.arch.name()),
+        initializer: g.initializers,
+        input: vec![value_info(
+            INPUT_NAME,
+            vec![
+                symbolic(BATCH_DIM),
+                fixed(1),
+                fixed(INPUT_SIZE),
+                fixed(INPUT_SIZE),
+            ],
+        )],
+        output: vec![value_info(
+            OUTPUT_NAME,
+            vec![symbolic(BATCH_DIM), fixed(dim)],
+        )],
+    };
+    Ok(ModelProto {
+        ir_version: IR_VERSION,
+        producer_name: "descl-training".into(),
+        producer_version: env!("CARGO_PKG_VERSION").into(),
+        doc_string: doc.into(),
+        graph: Some(graph),
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: OPSET,
+        }],
+    })
+}
+
+/// Writes `net` as an ONNX file (atomically: all or nothing).
+pub fn export(net: &Net, path: &Path, doc: &str) -> Result<()> {
+    let bytes = model(net, doc)?.encode_to_vec();
+    descl::io::atomic::write_bytes_atomic(path, &bytes)
+        .with_context(|| format!("{}: cannot write ONNX model", path.display()))?;
+    Ok(())
+}

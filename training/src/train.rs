@@ -1,1 +1,685 @@
-//! (in progress)
+//! A training run: a JSON config → checkpoints, a JSON-lines log, the final weights, the ONNX
+//! model and its model card, all in the run's output folder (and optionally installed into
+//! `models/`).
+//!
+//! Resume is exact: batches and dropout masks are seeded per step from the run seed, and the
+//! checkpoint holds the weights, the optimizer state and the step, so an interrupted run
+//! continued with `--resume` follows the same trajectory as an uninterrupted one.
+
+use crate::data::{Augment, TrackSet, PATCH_SIDE};
+use crate::loss;
+use crate::net::{Arch, Net};
+use crate::optim::{OptimConfig, Optimizer};
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+/// File names inside a run's output folder.
+pub const CONFIG_FILE: &str = "config.json";
+pub const LOG_FILE: &str = "log.jsonl";
+pub const CHECKPOINT_WEIGHTS: &str = "checkpoint.safetensors";
+pub const CHECKPOINT_META: &str = "checkpoint.json";
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// Magnification of the DoG measurement region the models are trained for (DESIGN: A = 6σR).
+pub const MAGNIFICATION: f64 = 6.0;
+/// Odd constant mixing the step into the batch RNG seed (golden-ratio increment of SplitMix64).
+const STEP_SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Network of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetConfig {
+    pub arch: Arch,
+    /// Channel multiplier (1.0 = the paper's network).
+    #[serde(default = "one")]
+    pub width: f64,
+    /// Binary descriptors of this many bits (CDF §3.2: tanh head, 256 bits); absent = float.
+    #[serde(default)]
+    pub bits: Option<i64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Training data of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    /// Track file (see [`crate::data`]); generated from `synthetic` when missing.
+    pub tracks: PathBuf,
+    /// How to generate the tracks when the file does not exist.
+    #[serde(default)]
+    pub synthetic: Option<crate::data::synthetic::SyntheticConfig>,
+    #[serde(default)]
+    pub augment: Augment,
+    /// Classes held out of training to report a nearest-neighbour accuracy (training photos only).
+    #[serde(default)]
+    pub validation: usize,
+}
+
+/// Learning-rate schedule: `lr(step) = base · warm-up ramp · decay(step / iterations)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Decay {
+    Constant,
+    /// Linear decay to zero (HardNet).
+    #[default]
+    Linear,
+    /// Half-cosine decay to zero.
+    Cosine,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    #[serde(default)]
+    pub decay: Decay,
+    /// Steps of linear warm-up from 0.
+    #[serde(default)]
+    pub warmup: usize,
+}
+
+impl Schedule {
+    pub fn lr(&self, base: f64, step: usize, iterations: usize) -> f64 {
+        let ramp = if step < self.warmup {
+            (step + 1) as f64 / self.warmup as f64
+        } else {
+            1.0
+        };
+        let t = step as f64 / iterations.max(1) as f64;
+        let decay = match self.decay {
+            Decay::Constant => 1.0,
+            Decay::Linear => 1.0 - t,
+            Decay::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * t).cos()),
+        };
+        base * ramp * decay
+    }
+}
+
+/// A run config (JSON), saved beside the model it makes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Model name: `NAME.onnx`, `NAME.json`.
+    pub name: String,
+    pub net: NetConfig,
+    /// `{"name": "hardnet", ...parameters}` (see [`loss::from_config`]).
+    pub loss: serde_json::Value,
+    /// Batch sampler; absent = uniformly random classes.
+    #[serde(default)]
+    pub sampler: Option<serde_json::Value>,
+    pub data: DataConfig,
+    pub iterations: usize,
+    /// Classes per batch.
+    pub batch: usize,
+    /// Views per class in a batch (HardNet: 2).
+    #[serde(default = "two")]
+    pub views: usize,
+    pub lr: f64,
+    #[serde(default)]
+    pub schedule: Schedule,
+    pub optimizer: OptimConfig,
+    pub seed: u64,
+    /// "cpu", "cuda" or "cuda:N".
+    #[serde(default = "cpu")]
+    pub device: String,
+    /// libtorch intra-op threads (default: libtorch's choice).
+    #[serde(default)]
+    pub threads: Option<i32>,
+    /// Output folder of the run.
+    pub out: PathBuf,
+    /// Folder to install `NAME.onnx` + `NAME.json` into at the end (e.g. "models").
+    #[serde(default)]
+    pub install: Option<PathBuf>,
+    #[serde(default = "hundred")]
+    pub log_every: usize,
+    #[serde(default = "thousand")]
+    pub checkpoint_every: usize,
+}
+
+fn two() -> usize {
+    2
+}
+fn cpu() -> String {
+    "cpu".into()
+}
+fn hundred() -> usize {
+    100
+}
+fn thousand() -> usize {
+    1000
+}
+
+impl RunConfig {
+    pub fn load(path: &Path) -> Result<RunConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("{}: cannot read config", path.display()))?;
+        let config: RunConfig = serde_json::from_str(&text)
+            .with_context(|| format!("{}: bad run config", path.display()))?;
+        config
+            .validate()
+            .with_context(|| format!("{}: bad run config", path.display()))?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.iterations == 0 || self.batch < 2 || self.views < 2 {
+            bail!("need iterations ≥ 1, batch ≥ 2 classes and views ≥ 2");
+        }
+        if !(self.lr > 0.0) {
+            bail!("lr must be > 0");
+        }
+        if self.name.is_empty() || self.name.contains(['/', '\\']) {
+            bail!("name {:?} must be a plain file stem", self.name);
+        }
+        parse_device(&self.device)?;
+        Ok(())
+    }
+}
+
+/// "cpu" | "cuda" | "cuda:N" → tch device; CUDA must be available.
+pub fn parse_device(s: &str) -> Result<Device> {
+    let d = match s {
+        "cpu" => Device::Cpu,
+        "cuda" => Device::Cuda(0),
+        other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
+            Some(n) => Device::Cuda(n),
+            None => bail!("unknown device {other:?} (cpu, cuda, cuda:N)"),
+        },
+    };
+    if d != Device::Cpu && !tch::Cuda::is_available() {
+        bail!("device {s:?} requested but libtorch sees no CUDA device");
+    }
+    Ok(d)
+}
+
+/// The checkpoint's sidecar: where training stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CheckpointMeta {
+    /// Steps completed.
+    step: usize,
+    /// Training wall time so far (seconds).
+    wall_time_s: f64,
+    seed: u64,
+    last_loss: f64,
+    /// The loss's running state ([`loss::Loss::state`]).
+    #[serde(default)]
+    loss_state: serde_json::Value,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub name: String,
+    pub onnx: PathBuf,
+    pub card: PathBuf,
+    pub iterations: usize,
+    pub wall_time_s: f64,
+    pub final_loss: f64,
+    pub validation_nn_accuracy: Option<f64>,
+}
+
+/// The loss over the last steps (mean of the last `LOSS_WINDOW` logged values).
+const LOSS_WINDOW: usize = 100;
+
+/// Runs (or resumes) a training run.
+pub fn train(config: &RunConfig, resume: bool) -> Result<RunSummary> {
+    match train_until(config, resume, None)? {
+        Some(summary) => Ok(summary),
+        None => bail!("training stopped early"),
+    }
+}
+
+/// Like [`train`], but stops after a checkpoint at step `stop_at` (if given and before the end),
+/// returning `None`: a controlled interruption, used to test that `--resume` is exact.
+pub fn train_until(
+    config: &RunConfig,
+    resume: bool,
+    stop_at: Option<usize>,
+) -> Result<Option<RunSummary>> {
+    config.validate()?;
+    let device = parse_device(&config.device)?;
+    if let Some(t) = config.threads {
+        tch::set_num_threads(t);
+    }
+    std::fs::create_dir_all(&config.out)
+        .with_context(|| format!("{}: cannot create output folder", config.out.display()))?;
+    descl::io::atomic::write_bytes_atomic(
+        &config.out.join(CONFIG_FILE),
+        &serde_json::to_vec_pretty(config)?,
+    )?;
+
+    let mut tracks = load_or_generate_tracks(&config.data)?;
+    let validation = tracks.split_off(config.data.validation);
+    if tracks.header.classes < config.batch {
+        bail!(
+            "{}: {} training classes, batch needs {}",
+            config.data.tracks.display(),
+            tracks.header.classes,
+            config.batch
+        );
+    }
+
+    tch::manual_seed(config.seed as i64);
+    let mut net = match config.net.bits {
+        Some(bits) => Net::new_binary(config.net.arch, config.net.width, bits, device)?,
+        None => Net::new(config.net.arch, config.net.width, device)?,
+    };
+    let mut optimizer = Optimizer::new(&net.vs, config.optimizer)?;
+    // Losses that sample (AdaSample, active learning) draw from the run seed unless their own is given.
+    let mut loss_config = config.loss.clone();
+    if let Some(obj) = loss_config.as_object_mut() {
+        obj.entry("seed").or_insert(config.seed.into());
+    }
+    let mut loss_fn = loss::from_config(&loss_config)?;
+    // One epoch = one pass over the training classes (end_epoch drives Alg. 1/2 of active learning).
+    let steps_per_epoch = (tracks.header.classes / config.batch).max(1);
+
+    let meta_path = config.out.join(CHECKPOINT_META);
+    let (start, mut wall_before) = if resume && meta_path.exists() {
+        let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)
+            .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
+        if meta.seed != config.seed {
+            bail!(
+                "{}: checkpoint seed {} differs from config seed {}",
+                meta_path.display(),
+                meta.seed,
+                config.seed
+            );
+        }
+        load_checkpoint(
+            &config.out.join(CHECKPOINT_WEIGHTS),
+            &mut net,
+            &mut optimizer,
+            meta.step as i64,
+        )?;
+        loss_fn
+            .restore(&meta.loss_state)
+            .with_context(|| format!("{}: loss state", meta_path.display()))?;
+        (meta.step, meta.wall_time_s)
+    } else {
+        (0, 0.0)
+    };
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(start > 0)
+        .truncate(start == 0)
+        .open(config.out.join(LOG_FILE))
+        .with_context(|| format!("{}: cannot open log", config.out.join(LOG_FILE).display()))?;
+
+    let bar = ProgressBar::new(config.iterations as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}<{eta_precise}] {bar:40} {pos}/{len} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_position(start as u64);
+
+    let mut recent: Vec<f64> = Vec::new();
+    let mut clock = Instant::now();
+    let mut last_log = Instant::now();
+    for step in start..config.iterations {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(
+            config.seed ^ (step as u64).wrapping_mul(STEP_SEED_MIX),
+        );
+        tch::manual_seed((config.seed ^ (step as u64).wrapping_mul(STEP_SEED_MIX)) as i64);
+        let pixels =
+            tracks.random_batch(&mut rng, config.batch, config.views, config.data.augment)?;
+        let n = (config.batch * config.views) as i64;
+        let side = PATCH_SIDE as i64;
+        let x = Tensor::f_from_slice(&pixels)?
+            .f_reshape([n, 1, side, side])?
+            .f_to_device(device)?;
+        let desc = net.forward_t(&x, true)?;
+        let desc = desc.f_reshape([config.batch as i64, config.views as i64, -1])?;
+        let progress = step as f64 / config.iterations as f64;
+        let loss = loss_fn.forward(&desc, progress);
+        let value = loss.f_double_value(&[])?;
+        if !value.is_finite() {
+            bail!("step {step}: loss is {value}; lower lr or check the data");
+        }
+        optimizer.zero_grad();
+        loss.f_backward()?;
+        let lr = config.schedule.lr(config.lr, step, config.iterations);
+        optimizer.step(lr)?;
+        if (step + 1) % steps_per_epoch == 0 {
+            loss_fn.end_epoch();
+        }
+
+        recent.push(value);
+        if recent.len() > LOSS_WINDOW {
+            recent.remove(0);
+        }
+        bar.inc(1);
+        let done = step + 1;
+        if done % config.log_every == 0 || done == config.iterations {
+            let elapsed = clock.elapsed().as_secs_f64();
+            let mut entry = serde_json::json!({
+                "step": done,
+                "loss": value,
+                "loss_avg": mean(&recent),
+                "lr": lr,
+                "wall_time_s": wall_before + elapsed,
+                "s_per_iter": last_log.elapsed().as_secs_f64() / config.log_every.min(done - start).max(1) as f64,
+            });
+            for (k, v) in loss_fn.stats() {
+                entry[k] = serde_json::json!(v);
+            }
+            writeln!(log, "{entry}")?;
+            log.flush()?;
+            bar.set_message(format!("loss {:.4}", mean(&recent)));
+            last_log = Instant::now();
+        }
+        if done % config.checkpoint_every == 0 || done == config.iterations {
+            wall_before += clock.elapsed().as_secs_f64();
+            clock = Instant::now();
+            save_checkpoint(
+                &config.out,
+                &net,
+                &optimizer,
+                CheckpointMeta {
+                    step: done,
+                    wall_time_s: wall_before,
+                    seed: config.seed,
+                    last_loss: mean(&recent),
+                    loss_state: loss_fn.state(),
+                },
+            )?;
+        }
+        if stop_at == Some(done) && done < config.iterations {
+            wall_before += clock.elapsed().as_secs_f64();
+            save_checkpoint(
+                &config.out,
+                &net,
+                &optimizer,
+                CheckpointMeta {
+                    step: done,
+                    wall_time_s: wall_before,
+                    seed: config.seed,
+                    last_loss: mean(&recent),
+                    loss_state: loss_fn.state(),
+                },
+            )?;
+            bar.abandon_with_message("stopped");
+            return Ok(None);
+        }
+    }
+    bar.finish_with_message("done");
+    let wall_time_s = wall_before + clock.elapsed().as_secs_f64();
+    let final_loss = if recent.is_empty() {
+        last_checkpoint_loss(&config.out)?
+    } else {
+        mean(&recent)
+    };
+
+    let validation_nn_accuracy = if validation.header.classes >= 2 {
+        Some(nn_accuracy(&net, &validation, device)?)
+    } else {
+        None
+    };
+    if let Some(acc) = validation_nn_accuracy {
+        writeln!(
+            log,
+            "{}",
+            serde_json::json!({"step": config.iterations, "validation_nn_accuracy": acc})
+        )?;
+    }
+
+    net.save(&config.out.join(WEIGHTS_FILE))?;
+    let onnx_path = config.out.join(format!("{}.onnx", config.name));
+    crate::onnx::export(
+        &net,
+        &onnx_path,
+        &format!(
+            "descl model {} ({} trained by descl-train)",
+            config.name,
+            config.net.arch.name()
+        ),
+    )?;
+    let card = model_card(
+        config,
+        &net,
+        &onnx_path,
+        &tracks,
+        wall_time_s,
+        final_loss,
+        validation_nn_accuracy,
+        device,
+    )?;
+    let card_path = config.out.join(format!("{}.json", config.name));
+    descl::io::atomic::write_bytes_atomic(&card_path, &serde_json::to_vec_pretty(&card)?)?;
+    let (onnx, card_out) = match &config.install {
+        Some(dir) => install(dir, &config.name, &onnx_path, &card_path)?,
+        None => (onnx_path, card_path),
+    };
+    Ok(Some(RunSummary {
+        name: config.name.clone(),
+        onnx,
+        card: card_out,
+        iterations: config.iterations,
+        wall_time_s,
+        final_loss,
+        validation_nn_accuracy,
+    }))
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+fn last_checkpoint_loss(out: &Path) -> Result<f64> {
+    let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(out.join(CHECKPOINT_META))?)?;
+    Ok(meta.last_loss)
+}
+
+fn load_or_generate_tracks(data: &DataConfig) -> Result<TrackSet> {
+    if data.tracks.exists() {
+        return TrackSet::load(&data.tracks);
+    }
+    let Some(synthetic) = &data.synthetic else {
+        bail!(
+            "{}: track file missing and no `synthetic` generator configured",
+            data.tracks.display()
+        );
+    };
+    let set = crate::data::synthetic::generate(synthetic)?;
+    if let Some(dir) = data.tracks.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create folder", dir.display()))?;
+    }
+    set.save(&data.tracks)?;
+    Ok(set)
+}
+
+fn save_checkpoint(
+    out: &Path,
+    net: &Net,
+    optimizer: &Optimizer,
+    meta: CheckpointMeta,
+) -> Result<()> {
+    let mut tensors: Vec<(String, Tensor)> = net.vs.variables().into_iter().collect();
+    tensors.extend(optimizer.state_tensors());
+    // Write beside, then rename: a crash mid-write leaves the previous checkpoint intact.
+    let tmp = out.join(format!("{CHECKPOINT_WEIGHTS}.tmp"));
+    Tensor::write_safetensors(&tensors, &tmp)
+        .with_context(|| format!("{}: cannot write checkpoint", tmp.display()))?;
+    std::fs::rename(&tmp, out.join(CHECKPOINT_WEIGHTS))?;
+    descl::io::atomic::write_bytes_atomic(
+        &out.join(CHECKPOINT_META),
+        &serde_json::to_vec_pretty(&meta)?,
+    )?;
+    Ok(())
+}
+
+fn load_checkpoint(
+    path: &Path,
+    net: &mut Net,
+    optimizer: &mut Optimizer,
+    steps: i64,
+) -> Result<()> {
+    let saved: HashMap<String, Tensor> = Tensor::read_safetensors(path)
+        .with_context(|| format!("{}: cannot read checkpoint", path.display()))?
+        .into_iter()
+        .collect();
+    let _guard = tch::no_grad_guard();
+    for (name, mut var) in net.vs.variables() {
+        let Some(src) = saved.get(&name) else {
+            bail!("{}: checkpoint lacks {name}", path.display())
+        };
+        var.f_copy_(src)?;
+    }
+    optimizer
+        .load_state(&saved, steps)
+        .with_context(|| format!("{}: bad checkpoint", path.display()))
+}
+
+/// Descriptors of `patches` (N·32·32 f32) in evaluation mode, in chunks.
+pub fn describe(net: &Net, patches: &[f32], device: Device) -> Result<Tensor> {
+    const CHUNK: usize = 1024;
+    let _guard = tch::no_grad_guard();
+    let px = PATCH_SIDE * PATCH_SIDE;
+    let mut outs = Vec::new();
+    for chunk in patches.chunks(CHUNK * px) {
+        let n = (chunk.len() / px) as i64;
+        let x = Tensor::f_from_slice(chunk)?
+            .f_reshape([n, 1, PATCH_SIDE as i64, PATCH_SIDE as i64])?
+            .f_to_device(device)?;
+        outs.push(net.forward_t(&x, false)?.f_to_device(Device::Cpu)?);
+    }
+    Ok(Tensor::f_cat(&outs, 0)?)
+}
+
+/// Fraction of validation classes whose view-0 descriptor has its own view 1 as nearest
+/// neighbour among all view-1 descriptors (a cheap progress signal on held-out training tracks).
+pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
+    let n = set.header.classes;
+    let views = set.header.views as i64;
+    let desc = describe(net, &set.classes_f32(0..n), device)?.f_reshape([n as i64, views, -1])?;
+    let a = desc.f_select(1, 0)?;
+    let b = desc.f_select(1, 1)?;
+    let d = crate::loss::hardnet::distance_matrix(&a, &b);
+    let nearest = d.f_argmin(1, false)?;
+    let truth = Tensor::f_arange(n as i64, (Kind::Int64, Device::Cpu))?;
+    Ok(nearest
+        .f_eq_tensor(&truth)?
+        .f_to_kind(Kind::Float)?
+        .f_mean(Kind::Float)?
+        .f_double_value(&[])?)
+}
+
+fn sha256_hex(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    Ok(Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn model_card(
+    config: &RunConfig,
+    net: &Net,
+    onnx: &Path,
+    tracks: &TrackSet,
+    wall_time_s: f64,
+    final_loss: f64,
+    validation_nn_accuracy: Option<f64>,
+    device: Device,
+) -> Result<serde_json::Value> {
+    let device_name = match device {
+        Device::Cpu => format!("cpu ({} libtorch threads)", tch::get_num_threads()),
+        Device::Cuda(i) => format!("cuda:{i}"),
+        other => format!("{other:?}"),
+    };
+    Ok(serde_json::json!({
+        "name": config.name,
+        "file": format!("{}.onnx", config.name),
+        "sha256": sha256_hex(onnx)?,
+        "architecture": match (net.arch, net.width) {
+            (arch, w) if (w - 1.0).abs() < 1e-9 => arch.name().to_string(),
+            (arch, w) => format!("{}-w{w}", arch.name()),
+        },
+        "input": {"size": PATCH_SIDE, "range": [0.0, 1.0]},
+        "output": {"dim": net.output_dim(), "kind": if net.is_binary() { "binary" } else { "float" }},
+        "patch": {"size": PATCH_SIDE, "magnification": MAGNIFICATION},
+        "training": {
+            "method": config.loss.get("name").cloned().unwrap_or(serde_json::Value::Null),
+            "hyper_parameters": {
+                "loss": config.loss,
+                "sampler": config.sampler,
+                "optimizer": config.optimizer,
+                "lr": config.lr,
+                "schedule": config.schedule,
+                "views_per_class": config.views,
+                "augment": config.data.augment,
+                "width": config.net.width,
+            },
+            "data": {"tracks": tracks.header.source, "classes": tracks.header.classes, "views": tracks.header.views},
+            "iterations": config.iterations,
+            "batch": config.batch,
+            "seed": config.seed,
+            "device": device_name,
+            "wall_time_s": wall_time_s,
+            "final_loss": final_loss,
+            "validation_nn_accuracy": validation_nn_accuracy,
+            "config": config,
+        },
+        "metrics": {},
+    }))
+}
+
+/// Copies the ONNX model and its card into `dir` (atomically).
+fn install(dir: &Path, name: &str, onnx: &Path, card: &Path) -> Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{}: cannot create folder", dir.display()))?;
+    let onnx_dst = dir.join(format!("{name}.onnx"));
+    let card_dst = dir.join(format!("{name}.json"));
+    descl::io::atomic::write_bytes_atomic(&onnx_dst, &std::fs::read(onnx)?)?;
+    descl::io::atomic::write_bytes_atomic(&card_dst, &std::fs::read(card)?)?;
+    Ok((onnx_dst, card_dst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_hit_their_end_points() {
+        let s = Schedule {
+            decay: Decay::Linear,
+            warmup: 0,
+        };
+        assert_eq!(s.lr(1.0, 0, 10), 1.0);
+        assert!((s.lr(1.0, 5, 10) - 0.5).abs() < 1e-12);
+        let c = Schedule {
+            decay: Decay::Cosine,
+            warmup: 0,
+        };
+        assert!((c.lr(2.0, 5, 10) - 1.0).abs() < 1e-12);
+        let w = Schedule {
+            decay: Decay::Constant,
+            warmup: 4,
+        };
+        assert!((w.lr(1.0, 1, 10) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn devices_parse() {
+        assert_eq!(parse_device("cpu").unwrap(), Device::Cpu);
+        assert!(parse_device("tpu").is_err());
+    }
+}

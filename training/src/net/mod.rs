@@ -1,1 +1,469 @@
-//! (in progress)
+//! Descriptor networks as flat layer lists.
+//!
+//! A network is a `Vec<Layer>` plus its weights in a tch `VarStore`. The same list drives the
+//! tch forward pass (training) and the ONNX export ([`crate::onnx`]), so the two cannot drift
+//! apart. Every network starts with [`Layer::PatchNorm`] (per-patch normalisation, DESIGN) and
+//! float networks end with [`Layer::L2Norm`].
+
+pub mod hynet;
+pub mod l2net;
+pub mod tfeat;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use tch::{nn, Device, Kind, Tensor};
+
+/// Epsilon of the per-patch normalisation: (x − mean) / sqrt(var + ε), biased variance — the
+/// definition of PyTorch's `InstanceNorm2d(1, affine=False)` that the official TFeat uses.
+pub const PATCH_NORM_EPS: f64 = 1e-5;
+/// Epsilon of batch normalisation (PyTorch default, used by L2-Net/HardNet).
+pub const BATCH_NORM_EPS: f64 = 1e-5;
+/// Running-statistics momentum of batch normalisation (PyTorch default).
+pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
+/// ε inside the square root of the final L2 normalisation (HardNet's `L2Norm`).
+pub const L2_NORM_EPS: f64 = 1e-10;
+/// ε of Filter Response Normalisation (HyNet's `FRN(eps=1e-6)`, not learned).
+pub const FRN_EPS: f64 = 1e-6;
+/// Initial TLU threshold τ (HyNet's reference initialisation).
+pub const TLU_INIT: f64 = -1.0;
+/// Side of the input patches (DESIGN: 32×32).
+pub const INPUT_SIZE: i64 = 32;
+
+/// One layer. Parametric layers carry the state-dict prefix of their weights (PyTorch naming,
+/// e.g. `features.1` → `features.1.weight`, `features.1.bias`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Layer {
+    /// Per-patch normalisation: (x − mean) / sqrt(var + [`PATCH_NORM_EPS`]) over each patch.
+    PatchNorm,
+    /// 2-D convolution, square kernel.
+    Conv {
+        name: String,
+        cin: i64,
+        cout: i64,
+        kernel: i64,
+        stride: i64,
+        pad: i64,
+        bias: bool,
+    },
+    /// Batch normalisation without affine parameters (L2-Net); running statistics in the state dict.
+    BatchNorm {
+        name: String,
+        channels: i64,
+    },
+    Tanh,
+    Relu,
+    /// Max pooling, square kernel, no padding.
+    MaxPool {
+        kernel: i64,
+        stride: i64,
+    },
+    /// Dropout (training only; absent from the exported graph).
+    Dropout {
+        p: f64,
+    },
+    /// (N, C, H, W) → (N, C·H·W).
+    Flatten,
+    /// Fully connected layer with bias.
+    Linear {
+        name: String,
+        cin: i64,
+        cout: i64,
+    },
+    /// Row-wise unit length: x / sqrt(Σx² + [`L2_NORM_EPS`]).
+    L2Norm,
+    /// Filter Response Normalisation (Singh & Krishnan 2020): γ · x / sqrt(mean_{h,w}(x²) + ε) + β,
+    /// per sample and channel; `weight` = γ, `bias` = β, shape (1, C, 1, 1).
+    Frn {
+        name: String,
+        channels: i64,
+    },
+    /// Thresholded Linear Unit: max(x, τ), `tau` of shape (1, C, 1, 1).
+    Tlu {
+        name: String,
+        channels: i64,
+    },
+}
+
+/// The architectures descl trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// TFeat (Balntas et al. 2016) with descl's final L2 normalisation.
+    Tfeat,
+    /// L2-Net as used by HardNet (Tian et al. 2017; Mishchuk et al. 2017).
+    L2net,
+    /// HyNet (Tian et al. 2020): L2-Net with FRN + TLU, the network of SDGMNet.
+    Hynet,
+}
+
+impl Arch {
+    pub fn parse(s: &str) -> Result<Arch> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "tfeat" => Ok(Arch::Tfeat),
+            "l2net" => Ok(Arch::L2net),
+            "hynet" => Ok(Arch::Hynet),
+            other => bail!("unknown architecture {other:?} (known: tfeat, l2net, hynet)"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Tfeat => "tfeat",
+            Arch::L2net => "l2net",
+            Arch::Hynet => "hynet",
+        }
+    }
+
+    /// The layer list; `width` scales the channel counts (1.0 = the paper's network).
+    pub fn layers(self, width: f64) -> Vec<Layer> {
+        match self {
+            Arch::Tfeat => tfeat::layers(width),
+            Arch::L2net => l2net::layers(width),
+            Arch::Hynet => hynet::layers(width),
+        }
+    }
+}
+
+/// The binary-descriptor version of a float network (CDF §3.2): the last projection outputs
+/// `bits` channels (256 in the paper) and the final L2 normalisation becomes tanh, the
+/// differentiable proxy of sign used in training; descl binarises the outputs by sign.
+pub fn binary_head(layers: Vec<Layer>, bits: i64) -> Vec<Layer> {
+    let last_proj = layers
+        .iter()
+        .rposition(|l| matches!(l, Layer::Conv { .. } | Layer::Linear { .. }));
+    let mut out: Vec<Layer> = Vec::with_capacity(layers.len());
+    for (i, layer) in layers.into_iter().enumerate() {
+        let after = last_proj.is_some_and(|p| i > p);
+        let layer = match layer {
+            Layer::Conv {
+                name,
+                cin,
+                kernel,
+                stride,
+                pad,
+                bias,
+                ..
+            } if Some(i) == last_proj => Layer::Conv {
+                name,
+                cin,
+                cout: bits,
+                kernel,
+                stride,
+                pad,
+                bias,
+            },
+            Layer::Linear { name, cin, .. } if Some(i) == last_proj => Layer::Linear {
+                name,
+                cin,
+                cout: bits,
+            },
+            Layer::BatchNorm { name, .. } if after => Layer::BatchNorm {
+                name,
+                channels: bits,
+            },
+            // TFeat already ends in tanh: drop the L2 norm rather than apply tanh twice.
+            Layer::L2Norm if matches!(out.last(), Some(Layer::Tanh)) => continue,
+            Layer::L2Norm => Layer::Tanh,
+            other => other,
+        };
+        out.push(layer);
+    }
+    out
+}
+
+/// Scales a channel count by `width`, at least 1.
+pub(crate) fn scaled(channels: i64, width: f64) -> i64 {
+    ((channels as f64 * width).round() as i64).max(1)
+}
+
+/// The var-store path of a dotted state-dict prefix (`features.1` → sub("features").sub("1")).
+fn sub_path<'a>(root: &nn::Path<'a>, name: &str) -> nn::Path<'a> {
+    let mut parts = name.split('.');
+    let first = root.sub(parts.next().unwrap_or_default());
+    parts.fold(first, |p, part| p.sub(part))
+}
+
+/// A network: its layers and their weights.
+pub struct Net {
+    pub arch: Arch,
+    pub width: f64,
+    pub layers: Vec<Layer>,
+    pub vs: nn::VarStore,
+}
+
+impl Net {
+    /// A freshly initialised network on `device` (PyTorch's default initialisations: Kaiming
+    /// uniform weights, uniform biases in ±1/sqrt(fan_in)).
+    pub fn new(arch: Arch, width: f64, device: Device) -> Result<Net> {
+        Net::from_layers(arch, width, arch.layers(width), device)
+    }
+
+    /// A freshly initialised binary-descriptor network: `arch` with [`binary_head`].
+    pub fn new_binary(arch: Arch, width: f64, bits: i64, device: Device) -> Result<Net> {
+        Net::from_layers(arch, width, binary_head(arch.layers(width), bits), device)
+    }
+
+    /// Whether the network outputs binary-descriptor logits (ends in tanh, not L2 norm).
+    pub fn is_binary(&self) -> bool {
+        matches!(self.layers.last(), Some(Layer::Tanh))
+    }
+
+    /// A freshly initialised network with an explicit layer list (see [`Net::new`]).
+    pub fn from_layers(arch: Arch, width: f64, layers: Vec<Layer>, device: Device) -> Result<Net> {
+        let vs = nn::VarStore::new(device);
+        let root = vs.root();
+        for layer in &layers {
+            match layer {
+                Layer::Conv {
+                    name,
+                    cin,
+                    cout,
+                    kernel,
+                    bias,
+                    ..
+                } => {
+                    let p = sub_path(&root, name);
+                    let fan_in = cin * kernel * kernel;
+                    let _ = p.f_kaiming_uniform("weight", &[*cout, *cin, *kernel, *kernel])?;
+                    if *bias {
+                        let bound = 1.0 / (fan_in as f64).sqrt();
+                        let _ = p.f_uniform("bias", &[*cout], -bound, bound)?;
+                    }
+                }
+                Layer::BatchNorm { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_zeros_no_train("running_mean", &[*channels])?;
+                    let _ = p.f_ones_no_train("running_var", &[*channels])?;
+                    let _ = p.f_zeros_no_train("num_batches_tracked", &[])?;
+                }
+                Layer::Linear { name, cin, cout } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_kaiming_uniform("weight", &[*cout, *cin])?;
+                    let bound = 1.0 / (*cin as f64).sqrt();
+                    let _ = p.f_uniform("bias", &[*cout], -bound, bound)?;
+                }
+                Layer::Frn { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_ones("weight", &[1, *channels, 1, 1])?;
+                    let _ = p.f_zeros("bias", &[1, *channels, 1, 1])?;
+                }
+                Layer::Tlu { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_var("tau", &[1, *channels, 1, 1], nn::Init::Const(TLU_INIT))?;
+                }
+                _ => {}
+            }
+        }
+        Ok(Net {
+            arch,
+            width,
+            layers,
+            vs,
+        })
+    }
+
+    /// A network whose weights come from a safetensors state dict (PyTorch naming).
+    /// Every tensor of the network must be present with the right shape.
+    pub fn load(arch: Arch, width: f64, weights: &Path, device: Device) -> Result<Net> {
+        let net = Net::new(arch, width, device)?;
+        let tensors = Tensor::read_safetensors(weights)
+            .with_context(|| format!("{}: cannot read safetensors", weights.display()))?;
+        let file: std::collections::HashMap<String, Tensor> = tensors.into_iter().collect();
+        let _guard = tch::no_grad_guard();
+        for (name, mut var) in net.vs.variables() {
+            let src = match file.get(&name) {
+                Some(t) => t,
+                None if name.ends_with("num_batches_tracked") => continue,
+                None => bail!("{}: tensor {name:?} missing", weights.display()),
+            };
+            if src.size() != var.size() {
+                bail!(
+                    "{}: tensor {name:?} has shape {:?}, {} {} expects {:?}",
+                    weights.display(),
+                    src.size(),
+                    arch.name(),
+                    width,
+                    var.size()
+                );
+            }
+            var.f_copy_(&src.f_to_kind(var.kind())?)?;
+        }
+        Ok(net)
+    }
+
+    /// The tensor `name` of the state dict.
+    pub fn param(&self, name: &str) -> Result<Tensor> {
+        self.vs
+            .variables()
+            .remove(name)
+            .with_context(|| format!("no parameter {name:?}"))
+    }
+
+    /// Output dimension (channels of the last parametric layer).
+    pub fn output_dim(&self) -> i64 {
+        self.layers
+            .iter()
+            .rev()
+            .find_map(|l| match l {
+                Layer::Conv { cout, .. } | Layer::Linear { cout, .. } => Some(*cout),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    /// Forward pass: patches (N, 1, 32, 32) in [0, 1] → descriptors (N, D).
+    /// `train` switches batch statistics and dropout on.
+    pub fn forward_t(&self, patches: &Tensor, train: bool) -> Result<Tensor> {
+        let vars = self.vs.variables();
+        let get = |prefix: &str, suffix: &str| -> Result<&Tensor> {
+            let key = format!("{prefix}.{suffix}");
+            vars.get(&key)
+                .with_context(|| format!("no parameter {key:?}"))
+        };
+        let mut x = patches.shallow_clone();
+        for layer in &self.layers {
+            x = match layer {
+                Layer::PatchNorm => {
+                    let n = x.size().first().copied().unwrap_or(0);
+                    let flat = x.f_reshape([n, -1])?;
+                    let mean = flat.f_mean_dim(1, true, Kind::Float)?;
+                    let centred = flat.f_sub(&mean)?;
+                    let var = centred.f_square()?.f_mean_dim(1, true, Kind::Float)?;
+                    let out = centred.f_div(&var.f_add_scalar(PATCH_NORM_EPS)?.f_sqrt()?)?;
+                    out.f_reshape(x.size())?
+                }
+                Layer::Conv {
+                    name,
+                    stride,
+                    pad,
+                    bias,
+                    ..
+                } => {
+                    let w = get(name, "weight")?;
+                    let b = if *bias {
+                        Some(get(name, "bias")?)
+                    } else {
+                        None
+                    };
+                    x.f_conv2d(w, b, [*stride, *stride], [*pad, *pad], [1, 1], 1)?
+                }
+                Layer::BatchNorm { name, .. } => {
+                    let rm = get(name, "running_mean")?;
+                    let rv = get(name, "running_var")?;
+                    x.f_batch_norm(
+                        None::<&Tensor>,
+                        None::<&Tensor>,
+                        Some(rm),
+                        Some(rv),
+                        train,
+                        BATCH_NORM_MOMENTUM,
+                        BATCH_NORM_EPS,
+                        false,
+                    )?
+                }
+                Layer::Tanh => x.f_tanh()?,
+                Layer::Relu => x.f_relu()?,
+                Layer::MaxPool { kernel, stride } => x.f_max_pool2d(
+                    [*kernel, *kernel],
+                    [*stride, *stride],
+                    [0, 0],
+                    [1, 1],
+                    false,
+                )?,
+                Layer::Dropout { p } => x.f_dropout(*p, train)?,
+                Layer::Flatten => x.f_flatten(1, -1)?,
+                Layer::Linear { name, .. } => {
+                    x.f_linear(get(name, "weight")?, Some(get(name, "bias")?))?
+                }
+                Layer::L2Norm => {
+                    let norm = x.f_square()?.f_sum_dim_intlist(1, true, Kind::Float)?;
+                    x.f_div(&norm.f_add_scalar(L2_NORM_EPS)?.f_sqrt()?)?
+                }
+                Layer::Frn { name, .. } => {
+                    let nu2 = x
+                        .f_square()?
+                        .f_mean_dim([2i64, 3].as_slice(), true, Kind::Float)?;
+                    let normed = x.f_mul(&nu2.f_add_scalar(FRN_EPS)?.f_rsqrt()?)?;
+                    normed
+                        .f_mul(get(name, "weight")?)?
+                        .f_add(get(name, "bias")?)?
+                }
+                Layer::Tlu { name, .. } => x.f_maximum(get(name, "tau")?)?,
+            };
+        }
+        Ok(x)
+    }
+
+    /// Saves the state dict as safetensors (PyTorch naming).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        self.vs
+            .save(path)
+            .with_context(|| format!("{}: cannot save weights", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_names_parse() {
+        assert_eq!(Arch::parse("L2-Net").unwrap(), Arch::L2net);
+        assert_eq!(Arch::parse("tfeat").unwrap(), Arch::Tfeat);
+        assert!(Arch::parse("sift").is_err());
+    }
+
+    #[test]
+    fn output_is_unit_length_and_shapes_hold() {
+        for arch in [Arch::Tfeat, Arch::L2net] {
+            let net = Net::new(arch, 0.25, Device::Cpu).unwrap();
+            let x = Tensor::rand([3, 1, 32, 32], (Kind::Float, Device::Cpu));
+            let y = net.forward_t(&x, false).unwrap();
+            assert_eq!(y.size(), vec![3, net.output_dim()]);
+            let norms =
+                Vec::<f32>::try_from(y.square().sum_dim_intlist(1, false, Kind::Float)).unwrap();
+            for n in norms {
+                assert!((n - 1.0).abs() < 1e-4, "{arch:?}: squared norm {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn patch_norm_is_invariant_to_affine_intensity_change() {
+        // (x − mean)/std is unchanged by x → a·x + b (a > 0), up to the ε.
+        let net = Net::new(Arch::Tfeat, 0.25, Device::Cpu).unwrap();
+        let x = Tensor::rand([2, 1, 32, 32], (Kind::Float, Device::Cpu));
+        let y1 = net.forward_t(&x, false).unwrap();
+        let y2 = net.forward_t(&(x * 0.5 + 0.2), false).unwrap();
+        let d = f64::try_from((y1 - y2).abs().max()).unwrap();
+        assert!(d < 1e-3, "max difference {d}");
+    }
+
+    #[test]
+    fn binary_head_outputs_bits_through_a_single_tanh() {
+        for arch in [Arch::Tfeat, Arch::L2net, Arch::Hynet] {
+            let net = Net::new_binary(arch, 0.25, 256, Device::Cpu).unwrap();
+            assert!(net.is_binary() && !Net::new(arch, 0.25, Device::Cpu).unwrap().is_binary());
+            assert_eq!(net.output_dim(), 256, "{arch:?}");
+            let tail: Vec<&Layer> = net.layers.iter().rev().take(2).collect();
+            assert!(
+                matches!(tail[0], Layer::Tanh) && !matches!(tail[1], Layer::Tanh),
+                "{arch:?}: {tail:?}"
+            );
+            assert!(!net.layers.iter().any(|l| matches!(l, Layer::L2Norm)));
+            let y = net
+                .forward_t(
+                    &Tensor::rand([2, 1, 32, 32], (Kind::Float, Device::Cpu)),
+                    false,
+                )
+                .unwrap();
+            assert_eq!(y.size(), vec![2, 256]);
+            let max = f64::try_from(y.abs().max()).unwrap();
+            assert!(
+                max < 1.0,
+                "{arch:?}: tanh outputs must lie in (−1, 1), max |y| = {max}"
+            );
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Running `colmap mapper` on a database descl wrote, and reading the binary model it writes
+//! (`cameras.bin`, `images.bin`, `points3D.bin`, COLMAP's documented binary format).
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One registered image of a reconstruction: world-to-camera pose x_cam = R(q)·X + t.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RegisteredImage {
+    pub image_id: u32,
+    pub camera_id: u32,
+    pub name: String,
+    /// Quaternion (w, x, y, z).
+    pub qvec: [f64; 4],
+    pub tvec: [f64; 3],
+}
+
+impl RegisteredImage {
+    /// World-to-camera rotation.
+    pub fn rotation(&self) -> [[f64; 3]; 3] {
+        let [w, x, y, z] = self.qvec;
+        let n = (w * w + x * x + y * y + z * z).sqrt();
+        let (w, x, y, z) = (w / n, x / n, y / n, z / n);
+        [
+            [
+                1.0 - 2.0 * (y * y + z * z),
+                2.0 * (x * y - w * z),
+                2.0 * (x * z + w * y),
+            ],
+            [
+                2.0 * (x * y + w * z),
+                1.0 - 2.0 * (x * x + z * z),
+                2.0 * (y * z - w * x),
+            ],
+            [
+                2.0 * (x * z - w * y),
+                2.0 * (y * z + w * x),
+                1.0 - 2.0 * (x * x + y * y),
+            ],
+        ]
+    }
+    /// Camera centre in world coordinates: C = −Rᵀ t.
+    pub fn centre(&self) -> [f64; 3] {
+        let r = self.rotation();
+        [0, 1, 2]
+            .map(|i| -(r[0][i] * self.tvec[0] + r[1][i] * self.tvec[1] + r[2][i] * self.tvec[2]))
+    }
+}
+
+/// What a reconstruction contains, as `descl sfm --reconstruct` reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reconstruction {
+    pub path: PathBuf,
+    pub images: Vec<RegisteredImage>,
+    pub num_points: usize,
+    /// Mean over 3-D points of their mean reprojection error, pixels (COLMAP's
+    /// `ComputeMeanReprojectionError`, as printed by `colmap model_analyzer`).
+    pub mean_reprojection_error: f64,
+    pub mean_track_length: f64,
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    path: &'a Path,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let s = self
+            .data
+            .get(self.pos..self.pos + n)
+            .ok_or_else(|| Error::format(self.path, format!("truncated at byte {}", self.pos)))?;
+        self.pos += n;
+        Ok(s)
+    }
+    fn u64(&mut self) -> Result<u64> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes([
+            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+        ]))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn f64(&mut self) -> Result<f64> {
+        Ok(f64::from_bits(self.u64()?))
+    }
+    fn name(&mut self) -> Result<String> {
+        let rest = &self.data[self.pos.min(self.data.len())..];
+        let end = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| Error::format(self.path, "unterminated image name"))?;
+        let s = String::from_utf8_lossy(&rest[..end]).into_owned();
+        self.pos += end + 1;
+        Ok(s)
+    }
+    /// A count that must fit in the remaining bytes at `min_bytes` per element.
+    fn count(&mut self, min_bytes: usize) -> Result<usize> {
+        let n = self.u64()? as usize;
+        if n.saturating_mul(min_bytes) > self.data.len().saturating_sub(self.pos) {
+            return Err(Error::format(
+                self.path,
+                format!("count {n} exceeds the file size"),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(path, e))
+}
+
+/// Reads a binary COLMAP model folder (images.bin and points3D.bin).
+pub fn read_model(dir: &Path) -> Result<Reconstruction> {
+    let images_path = dir.join("images.bin");
+    let data = read_file(&images_path)?;
+    let mut r = Reader {
+        data: &data,
+        pos: 0,
+        path: &images_path,
+    };
+    let n = r.count(64)?;
+    let mut images = Vec::with_capacity(n);
+    for _ in 0..n {
+        let image_id = r.u32()?;
+        let qvec = [r.f64()?, r.f64()?, r.f64()?, r.f64()?];
+        let tvec = [r.f64()?, r.f64()?, r.f64()?];
+        let camera_id = r.u32()?;
+        let name = r.name()?;
+        let n2d = r.count(24)?;
+        r.take(n2d * 24)?;
+        images.push(RegisteredImage {
+            image_id,
+            camera_id,
+            name,
+            qvec,
+            tvec,
+        });
+    }
+    let points_path = dir.join("points3D.bin");
+    let data = read_file(&points_path)?;
+    let mut r = Reader {
+        data: &data,
+        pos: 0,
+        path: &points_path,
+    };
+    let n_points = r.count(43)?;
+    let (mut err_sum, mut track_sum) = (0.0, 0usize);
+    for _ in 0..n_points {
+        r.take(8 + 24 + 3)?; // id, xyz, rgb
+        err_sum += r.f64()?;
+        let track = r.count(8)?;
+        r.take(track * 8)?;
+        track_sum += track;
+    }
+    images.sort_by_key(|i| i.image_id);
+    Ok(Reconstruction {
+        path: dir.into(),
+        images,
+        num_points: n_points,
+        mean_reprojection_error: if n_points > 0 {
+            err_sum / n_points as f64
+        } else {
+            f64::NAN
+        },
+        mean_track_length: if n_points > 0 {
+            track_sum as f64 / n_points as f64
+        } else {
+            0.0
+        },
+    })
+}
+
+/// The `colmap` executable: `$DESCL_COLMAP` or `colmap` on PATH.
+pub fn colmap_exe() -> PathBuf {
+    std::env::var_os("DESCL_COLMAP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("colmap"))
+}
+
+/// Runs a colmap subcommand, turning failure into an error that carries its stderr tail.
+pub fn run_colmap(args: &[&std::ffi::OsStr]) -> Result<()> {
+    let exe = colmap_exe();
+    let out = Command::new(&exe).args(args).output().map_err(|e| {
+        Error::io(&exe, std::io::Error::new(e.kind(), format!("cannot run colmap ({e}); install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP")))
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: String = err
+            .lines()
+            .rev()
+            .take(15)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(Error::InvalidInput(format!(
+            "colmap {} failed ({}):\n{tail}",
+            args.first()
+                .map(|a| a.to_string_lossy())
+                .unwrap_or_default(),
+            out.status
+        )));
+    }
+    Ok(())
+}
+
+/// Options passed to `colmap mapper`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MapperOptions {
+    /// `--Mapper.num_threads` (None: all cores).
+    pub num_threads: Option<usize>,
+    /// `--Mapper.ba_refine_principal_point 1`: COLMAP keeps the principal point at the image
+    /// centre by default; a real camera's is a few pixels off, which biases rotations by
+    /// about offset / focal radians.
+    pub refine_principal_point: bool,
+}
+
+/// Runs `colmap mapper` and returns the largest model it produced (most registered images).
+pub fn run_mapper(
+    database: &Path,
+    image_dir: &Path,
+    output_dir: &Path,
+    options: &MapperOptions,
+) -> Result<Reconstruction> {
+    std::fs::create_dir_all(output_dir).map_err(|e| Error::io(output_dir, e))?;
+    let threads = options
+        .num_threads
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| "-1".into());
+    let refine_pp = if options.refine_principal_point {
+        "1"
+    } else {
+        "0"
+    };
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "mapper".as_ref(),
+        "--database_path".as_ref(),
+        database.as_os_str(),
+        "--image_path".as_ref(),
+        image_dir.as_os_str(),
+        "--output_path".as_ref(),
+        output_dir.as_os_str(),
+        "--Mapper.num_threads".as_ref(),
+        threads.as_ref(),
+        "--Mapper.ba_refine_principal_point".as_ref(),
+        refine_pp.as_ref(),
+    ];
+    run_colmap(&args)?;
+    let mut best: Option<Reconstruction> = None;
+    let entries = std::fs::read_dir(output_dir).map_err(|e| Error::io(output_dir, e))?;
+    for entry in entries {
+        let p = entry.map_err(|e| Error::io(output_dir, e))?.path();
+        if p.join("images.bin").is_file() {
+            let m = read_model(&p)?;
+            if best
+                .as_ref()
+                .is_none_or(|b| m.images.len() > b.images.len())
+            {
+                best = Some(m);
+            }
+        }
+    }
+    best.ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "colmap mapper registered no model in {}",
+            output_dir.display()
+        ))
+    })
+}

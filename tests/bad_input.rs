@@ -1,0 +1,274 @@
+//! Every kind of bad input gets a clear error naming the culprit, a non-zero exit status, no
+//! panic, and no output file (not even a partial or temporary one).
+
+mod common;
+
+use common::onnx::{identity, Dim};
+use common::{descl, files_in, gray_image, linear_model, run};
+use std::path::{Path, PathBuf};
+
+/// Runs `descl extract INPUT --out <empty dir> --model MODEL`, expects failure with every
+/// `expect` string on stderr and an output folder left empty.
+fn expect_failure(input: &Path, model: &Path, expect: &[&str]) {
+    let out = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = run(descl()
+        .arg("extract")
+        .arg(input)
+        .arg("--out")
+        .arg(out.path())
+        .arg("--model")
+        .arg(model));
+    assert!(!ok, "{} should fail", input.display());
+    for e in expect {
+        assert!(stderr.contains(e), "expected {e:?} in: {stderr}");
+    }
+    assert!(
+        files_in(out.path()).is_empty(),
+        "output left behind: {:?}",
+        files_in(out.path())
+    );
+}
+
+/// PNG CRC-32 (ISO 3309, reflected polynomial 0xEDB88320) over chunk type and data.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = 0xffff_ffffu32;
+    for &b in bytes {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// Appends a PNG chunk: length, type, data, CRC of type and data.
+fn png_chunk(v: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+    let mut chunk = kind.to_vec();
+    chunk.extend_from_slice(data);
+    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    v.extend_from_slice(&chunk);
+    v.extend_from_slice(&crc32(&chunk).to_be_bytes());
+}
+
+/// A small PNG file whose header claims `w`×`h` 8-bit gray pixels (its one IDAT holds a few
+/// bytes, far from the data such an image needs).
+fn png_claiming(w: u32, h: u32) -> Vec<u8> {
+    let mut v = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]); // bit depth 8, gray, deflate, filter 0, no interlace
+    png_chunk(&mut v, b"IHDR", &ihdr);
+    png_chunk(
+        &mut v,
+        b"IDAT",
+        &[0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01],
+    );
+    png_chunk(&mut v, b"IEND", &[]);
+    v
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    model: PathBuf,
+}
+
+fn setup(test: &str) -> Option<Setup> {
+    if !common::ort_or_skip(test) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model = linear_model(dir.path());
+    Some(Setup { dir, model })
+}
+
+impl Setup {
+    fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+    fn encoded(&self, format: image::ImageFormat) -> Vec<u8> {
+        let mut buf = std::io::Cursor::new(Vec::new());
+        gray_image(256, 192, false)
+            .write_to(&mut buf, format)
+            .unwrap();
+        buf.into_inner()
+    }
+}
+
+#[test]
+fn png_crc_matches_the_standard_check_value() {
+    assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+}
+
+#[test]
+fn missing_empty_and_non_image_files() {
+    let Some(s) = setup("missing_empty_and_non_image_files") else {
+        return;
+    };
+    expect_failure(
+        &s.dir.path().join("nope.png"),
+        &s.model,
+        &["nope.png", "no such file"],
+    );
+    expect_failure(&s.file("empty.jpg", b""), &s.model, &["empty.jpg", "empty"]);
+    expect_failure(
+        &s.file("notes.png", b"just some text, not pixels\n"),
+        &s.model,
+        &["notes.png", "not an image"],
+    );
+}
+
+#[test]
+fn truncated_jpeg_and_png() {
+    let Some(s) = setup("truncated_jpeg_and_png") else {
+        return;
+    };
+    for (name, format) in [
+        ("cut.jpg", image::ImageFormat::Jpeg),
+        ("cut.png", image::ImageFormat::Png),
+    ] {
+        let full = s.encoded(format);
+        let cut = s.file(name, &full[..full.len() / 2]);
+        expect_failure(&cut, &s.model, &[name]);
+    }
+}
+
+#[test]
+fn tiny_and_huge_images() {
+    let Some(s) = setup("tiny_and_huge_images") else {
+        return;
+    };
+    let one = s.dir.path().join("one.png");
+    image::GrayImage::from_pixel(1, 1, image::Luma([7]))
+        .save(&one)
+        .unwrap();
+    expect_failure(&one, &s.model, &["one.png", "1×1"]);
+    let huge = s.file("huge.png", &png_claiming(100_000, 100_000));
+    expect_failure(&huge, &s.model, &["huge.png", "100000×100000"]);
+}
+
+#[test]
+fn unreadable_and_mismatched_models() {
+    let Some(s) = setup("unreadable_and_mismatched_models") else {
+        return;
+    };
+    let img = s.dir.path().join("ok.png");
+    gray_image(96, 96, false).save(&img).unwrap();
+    let garbage = s.file("garbage.onnx", b"\x08\x01garbage that is not a model");
+    expect_failure(
+        &img,
+        &garbage,
+        &["garbage.onnx", "not a loadable ONNX model"],
+    );
+    expect_failure(&img, &s.dir.path().join("absent.onnx"), &["absent.onnx"]);
+    let n = Dim::Sym("N");
+    let wrong_out = s.file(
+        "wrong_out.onnx",
+        &identity(
+            &[n, Dim::Fixed(1), Dim::Fixed(32), Dim::Fixed(32)],
+            &[n, Dim::Fixed(1), Dim::Fixed(32), Dim::Fixed(32)],
+        ),
+    );
+    expect_failure(&img, &wrong_out, &["wrong_out.onnx", "expected [N, D]"]);
+    let wrong_in = s.file(
+        "wrong_in.onnx",
+        &identity(
+            &[n, Dim::Fixed(3), Dim::Fixed(32), Dim::Fixed(32)],
+            &[n, Dim::Fixed(3), Dim::Fixed(32), Dim::Fixed(32)],
+        ),
+    );
+    expect_failure(&img, &wrong_in, &["wrong_in.onnx", "[N, 1, 32, 32]"]);
+
+    // A card whose SHA-256 is not the file's: the model was replaced.
+    let carded = s.file("carded.onnx", &std::fs::read(&s.model).unwrap());
+    let card = serde_json::json!({
+        "name": "carded", "file": "carded.onnx", "sha256": "0".repeat(64), "architecture": "linear",
+        "input": {"size": 32, "range": [0.0, 1.0]}, "output": {"dim": 128, "kind": "float"},
+        "patch": {"size": 32, "magnification": 6.0}
+    });
+    s.file("carded.json", card.to_string().as_bytes());
+    expect_failure(&img, &carded, &["carded.onnx", "SHA-256"]);
+    // An unknown model name.
+    let out = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(out.path())
+        .args(["--model", "no-such-model"]));
+    assert!(!ok && stderr.contains("no-such-model"), "{stderr}");
+}
+
+#[test]
+fn unwritable_output_folder() {
+    let Some(s) = setup("unwritable_output_folder") else {
+        return;
+    };
+    let img = s.dir.path().join("ok.png");
+    gray_image(96, 96, false).save(&img).unwrap();
+    let a_file = s.file("plain-file", b"x");
+    for out in [a_file.clone(), a_file.join("sub")] {
+        let (ok, _, stderr) = run(descl()
+            .arg("extract")
+            .arg(&img)
+            .arg("--out")
+            .arg(&out)
+            .arg("--model")
+            .arg(&s.model));
+        assert!(
+            !ok && stderr.contains(&out.display().to_string()),
+            "{stderr}"
+        );
+    }
+    // A read-only folder (only meaningful when not running as root, who may write anyway).
+    use std::os::unix::fs::PermissionsExt;
+    let ro = s.dir.path().join("readonly");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    if std::fs::write(ro.join("probe"), b"x").is_ok() {
+        eprintln!("unwritable_output_folder: running as root, read-only folder case skipped");
+        return;
+    }
+    let (ok, _, stderr) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(&ro)
+        .arg("--model")
+        .arg(&s.model));
+    assert!(!ok && stderr.contains("ok.npz"), "{stderr}");
+    assert!(files_in(&ro).is_empty());
+}
+
+#[test]
+fn missing_onnx_runtime_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("ok.png");
+    gray_image(96, 96, false).save(&img).unwrap();
+    let model = linear_model(dir.path());
+    let not_a_library = dir.path().join("libonnxruntime.so");
+    std::fs::write(&not_a_library, b"not a shared object").unwrap();
+    for lib in [dir.path().join("absent/libonnxruntime.so"), not_a_library] {
+        let out = dir.path().join("out");
+        let (ok, _, stderr) = run(descl()
+            .arg("extract")
+            .arg(&img)
+            .arg("--out")
+            .arg(&out)
+            .arg("--model")
+            .arg(&model)
+            .env("ORT_DYLIB_PATH", &lib));
+        assert!(!ok, "extract without ONNX Runtime must fail");
+        assert!(
+            stderr.contains("scripts/setup") && stderr.contains(&lib.display().to_string()),
+            "{stderr}"
+        );
+        assert!(files_in(&out).is_empty());
+    }
+}

@@ -1,0 +1,216 @@
+//! `descl extract` and `descl models` end to end: the real binary on real and synthetic images.
+
+mod common;
+
+use common::{descl, files_in, gray_image, linear_model, run};
+use descl::describe::Descriptors;
+use descl::io::features::read_features;
+
+fn assert_consistent_unit_rows(path: &std::path::Path) -> usize {
+    let f = read_features(path).unwrap();
+    let n = f.frames.len();
+    assert_eq!((f.scores.len(), f.descriptors.len()), (n, n));
+    assert!(f
+        .frames
+        .iter()
+        .all(|fr| fr.to_row().iter().all(|v| v.is_finite())));
+    assert!(
+        f.scores.windows(2).all(|w| w[0] >= w[1]),
+        "scores not sorted descending"
+    );
+    match &f.descriptors {
+        Descriptors::Float(d) => {
+            assert_eq!(d.ncols(), 128);
+            for row in d.rows() {
+                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-4, "row norm {norm}");
+            }
+        }
+        Descriptors::Binary(_) => {}
+    }
+    n
+}
+
+#[test]
+fn extract_real_image_with_the_default_model() {
+    let Some(data) = common::data_root_or_skip("extract_real_image") else {
+        return;
+    };
+    if common::default_model_or_skip("extract_real_image_with_the_default_model").is_none() {
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let img = data.join("oxford/graf/img1.png");
+    let (ok, stdout, stderr) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(out.path())
+        .args(["--max-keypoints", "500", "--json"]));
+    assert!(ok, "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["model"], descl::model::DEFAULT_MODEL);
+    assert_eq!(summary["failed"], 0);
+    let npz = out.path().join("img1.npz");
+    assert_eq!(
+        summary["images"][0]["output"].as_str().unwrap(),
+        npz.display().to_string()
+    );
+    let n = assert_consistent_unit_rows(&npz);
+    assert!(n > 100 && n <= 500, "{n} keypoints");
+    assert_eq!(summary["images"][0]["keypoints"], n);
+    let meta = read_features(&npz).unwrap().meta;
+    assert_eq!(
+        (meta.image_width, meta.image_height, meta.detector.as_str()),
+        (800, 640, "dog")
+    );
+}
+
+#[test]
+fn extract_folder_with_a_model_path_and_a_bad_image() {
+    if !common::ort_or_skip("extract_folder") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    gray_image(160, 120, false)
+        .save(images.join("a.png"))
+        .unwrap();
+    gray_image(200, 150, false)
+        .save(images.join("b.jpg"))
+        .unwrap();
+    std::fs::write(images.join("c.png"), b"not a png").unwrap();
+    std::fs::write(images.join("notes.txt"), b"ignored: not an image extension").unwrap();
+    let model = linear_model(dir.path());
+    let out = dir.path().join("out"); // created by extract
+    let (ok, stdout, stderr) = run(descl()
+        .arg("extract")
+        .arg(&images)
+        .arg("--out")
+        .arg(&out)
+        .arg("--model")
+        .arg(&model)
+        .arg("--json"));
+    assert!(!ok, "a bad image must make the exit status non-zero");
+    assert!(stderr.contains("c.png"), "{stderr}");
+    assert_eq!(
+        files_in(&out),
+        vec!["a.npz", "b.npz"],
+        "the good images are still written, nothing else"
+    );
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["failed"], 1);
+    assert_eq!(summary["images"].as_array().unwrap().len(), 3);
+    for name in ["a.npz", "b.npz"] {
+        let n = assert_consistent_unit_rows(&out.join(name));
+        assert!(n > 0, "{name}: no keypoints on a textured image");
+    }
+    assert_eq!(
+        read_features(&out.join("a.npz")).unwrap().meta.model,
+        model.display().to_string()
+    );
+}
+
+#[test]
+fn blank_image_gives_empty_outputs_of_the_right_shapes() {
+    if !common::ort_or_skip("blank_image") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("blank.png");
+    gray_image(64, 48, true).save(&img).unwrap();
+    let model = linear_model(dir.path());
+    let (ok, _, stderr) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(dir.path())
+        .arg("--model")
+        .arg(&model));
+    assert!(ok, "{stderr}");
+    let f = read_features(&dir.path().join("blank.npz")).unwrap();
+    assert!(f.frames.is_empty() && f.scores.is_empty());
+    match f.descriptors {
+        Descriptors::Float(d) => assert_eq!(d.dim(), (0, 128)),
+        Descriptors::Binary(_) => panic!("float model gave binary descriptors"),
+    }
+    assert_eq!((f.meta.image_width, f.meta.image_height), (64, 48));
+}
+
+#[test]
+fn cuda_device_fails_clearly_without_cuda() {
+    if !common::ort_or_skip("cuda_device") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("a.png");
+    gray_image(64, 64, false).save(&img).unwrap();
+    let model = linear_model(dir.path());
+    let out = dir.path().join("out");
+    let (ok, _, stderr) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(&out)
+        .arg("--model")
+        .arg(&model)
+        .args(["--device", "cuda"]));
+    if ok {
+        eprintln!("CUDA is available here: --device cuda ran");
+        return;
+    }
+    assert!(
+        stderr.contains("CUDA") && stderr.contains("--device cpu"),
+        "{stderr}"
+    );
+    assert!(files_in(&out).is_empty(), "no output after a device error");
+    let (ok, _, stderr) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(&out)
+        .arg("--model")
+        .arg(&model)
+        .args(["--device", "auto"]));
+    assert!(ok && stderr.contains("warning"), "{stderr}");
+    assert_eq!(files_in(&out), vec!["a.npz"]);
+}
+
+#[test]
+fn models_lists_cards_with_the_default_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = dir.path().join("m1.onnx");
+    std::fs::write(&onnx, b"weights").unwrap();
+    let card = serde_json::json!({
+        "name": "m1", "file": "m1.onnx", "sha256": descl::model::card::sha256_file(&onnx).unwrap(),
+        "architecture": "l2net", "input": {"size": 32, "range": [0.0, 1.0]},
+        "output": {"dim": 256, "kind": "binary"}, "patch": {"size": 32, "magnification": 6.0},
+        "training": {"method": "cdf"}, "metrics": {"dev": {"command": "descl bench x", "mma@3": 0.5}}
+    });
+    std::fs::write(dir.path().join("m1.json"), card.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("m1-run.json"),
+        r#"{"net": "l2net", "seed": 1}"#,
+    )
+    .unwrap(); // a training config, not a card
+    let (ok, stdout, stderr) = run(descl()
+        .args(["models", "--json"])
+        .env("DESCL_MODELS", dir.path()));
+    assert!(ok, "{stderr}");
+    let list: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["name"], "m1");
+    assert_eq!(list[0]["kind"], "binary");
+    assert_eq!(list[0]["default"], false);
+    assert_eq!(list[0]["training_method"], "cdf");
+    assert_eq!(list[0]["metrics"]["dev.mma@3"], 0.5);
+    let (ok, stdout, _) = run(descl().arg("models").env("DESCL_MODELS", dir.path()));
+    assert!(
+        ok && stdout.contains("m1")
+            && stdout.contains("cdf")
+            && stdout.contains("dev.mma@3=0.5000"),
+        "{stdout}"
+    );
+}

@@ -1,0 +1,107 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+pub mod onnx;
+
+use std::path::PathBuf;
+
+/// The shared data root, or None (with a message) when it is absent on a user's checkout.
+/// In CI (`CI` set) missing data is a failure.
+pub fn data_root_or_skip(test: &str) -> Option<PathBuf> {
+    match descl::data::data_root() {
+        Some(p) => Some(p),
+        None if std::env::var_os("CI").is_some() => panic!("{test}: shared data missing in CI"),
+        None => {
+            eprintln!("{test}: skipped, no shared data (set DESCL_DATA)");
+            None
+        }
+    }
+}
+
+/// The default model's ONNX file, or None (with a message) when no model is installed yet.
+pub fn default_model_or_skip(test: &str) -> Option<descl::model::ResolvedModel> {
+    match descl::model::resolve(descl::model::DEFAULT_MODEL) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            eprintln!("{test}: skipped, default model unavailable: {e}");
+            None
+        }
+    }
+}
+
+/// Whether the ONNX Runtime library can be found (it is installed by scripts/setup).
+pub fn ort_or_skip(test: &str) -> bool {
+    match descl::model::engine::find_ort_library() {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("CI").is_some() => panic!("{test}: {e}"),
+        Err(e) => {
+            eprintln!("{test}: skipped, {e}");
+            false
+        }
+    }
+}
+
+/// A `descl` command (the binary under test).
+pub fn descl() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_descl"))
+}
+
+/// Runs a command, returning (success, stdout, stderr); fails the test on a panic message.
+pub fn run(cmd: &mut std::process::Command) -> (bool, String, String) {
+    let out = cmd.output().expect("spawn descl");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "descl panicked: {stderr}");
+    (out.status.success(), stdout, stderr)
+}
+
+/// Deterministic values in [0, 1) (a 64-bit LCG, Knuth's MMIX constants).
+pub fn lcg_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+/// Writes an uncarded 128-d float model (a fixed random linear map) into `dir`.
+pub fn linear_model(dir: &std::path::Path) -> PathBuf {
+    let w: Vec<f32> = lcg_values(1024 * 128, 99).iter().map(|v| v - 0.5).collect();
+    let p = dir.join("linear128.onnx");
+    std::fs::write(&p, onnx::linear(&w, 128)).unwrap();
+    p
+}
+
+/// A w×h 8-bit gray image: smooth blobs and edges (DoG finds keypoints) or, if `flat`, uniform.
+pub fn gray_image(w: u32, h: u32, flat: bool) -> image::GrayImage {
+    image::GrayImage::from_fn(w, h, |x, y| {
+        if flat {
+            return image::Luma([128]);
+        }
+        let (fx, fy) = (x as f32, y as f32);
+        let blobs = ((fx / 9.0).sin() * (fy / 7.0).cos() * 90.0) as i32;
+        let squares = if ((x / 24) + (y / 24)) % 2 == 0 {
+            40
+        } else {
+            -40
+        };
+        image::Luma([(128 + blobs + squares).clamp(0, 255) as u8])
+    })
+}
+
+/// Files in `dir` (names), sorted.
+pub fn files_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|r| {
+            r.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}

@@ -1,0 +1,211 @@
+//! The ONNX Runtime engine on small real models built by hand (tests/common/onnx.rs), checked
+//! against an independent computation of the same linear map.
+
+mod common;
+
+use common::onnx::{identity, linear, Dim};
+use descl::describe::Descriptors;
+use descl::model::{Device, Engine, OutputKind};
+use descl::Error;
+use ndarray::{Array2, Array3};
+use std::path::PathBuf;
+
+/// Deterministic values in [0, 1) (a 64-bit LCG, Knuth's MMIX constants).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect()
+}
+
+fn write_model(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.path().join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// x_flat · W in f64, one row per patch.
+fn reference(patches: &Array3<f32>, w: &[f32], dim: usize) -> Array2<f64> {
+    let n = patches.dim().0;
+    let flat = patches.as_slice().unwrap();
+    Array2::from_shape_fn((n, dim), |(i, j)| {
+        (0..1024)
+            .map(|k| flat[i * 1024 + k] as f64 * w[k * dim + j] as f64)
+            .sum()
+    })
+}
+
+#[test]
+fn float_outputs_match_an_independent_matmul_across_chunks() {
+    if !common::ort_or_skip("float_outputs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w: Vec<f32> = values(1024 * 128, 1).iter().map(|v| v - 0.5).collect();
+    let engine = Engine::load(
+        &write_model(&dir, "lin.onnx", &linear(&w, 128)),
+        Device::Cpu,
+    )
+    .unwrap();
+    assert_eq!(
+        (engine.kind(), engine.dim(), engine.device()),
+        (OutputKind::Float, 128, Device::Cpu)
+    );
+    // 2·MAX_CHUNK + 50 patches: three chunks, the last one partial.
+    let n = 2 * descl::model::engine::MAX_CHUNK + 50;
+    let patches = Array3::from_shape_vec((n, 32, 32), values(n * 1024, 2)).unwrap();
+    let Descriptors::Float(d) = engine.describe(patches.view()).unwrap() else {
+        panic!("not float")
+    };
+    assert_eq!(d.dim(), (n, 128));
+    let r = reference(&patches, &w, 128);
+    for i in 0..n {
+        let norm = r.row(i).iter().map(|v| v * v).sum::<f64>().sqrt();
+        for j in 0..128 {
+            let want = r[[i, j]] / norm;
+            assert!(
+                (d[[i, j]] as f64 - want).abs() < 1e-4,
+                "patch {i} value {j}: {} vs {want}",
+                d[[i, j]]
+            );
+        }
+    }
+    let empty = engine
+        .describe(Array3::<f32>::zeros((0, 32, 32)).view())
+        .unwrap();
+    assert_eq!(empty, Descriptors::Float(Array2::zeros((0, 128))));
+    assert!(engine
+        .describe(Array3::<f32>::zeros((2, 16, 16)).view())
+        .is_err());
+}
+
+#[test]
+fn binary_outputs_are_the_signs_of_the_outputs() {
+    if !common::ort_or_skip("binary_outputs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w: Vec<f32> = values(1024 * 256, 3).iter().map(|v| v - 0.5).collect();
+    let engine = Engine::load(
+        &write_model(&dir, "bin.onnx", &linear(&w, 256)),
+        Device::Cpu,
+    )
+    .unwrap();
+    assert_eq!(engine.kind(), OutputKind::Binary);
+    let n = 40;
+    let patches = Array3::from_shape_vec((n, 32, 32), values(n * 1024, 4)).unwrap();
+    let Descriptors::Binary(d) = engine.describe(patches.view()).unwrap() else {
+        panic!("not binary")
+    };
+    let r = reference(&patches, &w, 256);
+    for i in 0..n {
+        for bit in 0..256 {
+            let v = r[[i, bit]];
+            if v.abs() > 1e-3 {
+                assert_eq!(
+                    (d[i][bit / 64] >> (bit % 64)) & 1 == 1,
+                    v > 0.0,
+                    "patch {i} bit {bit}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn wrong_interfaces_are_model_errors_naming_the_file() {
+    if !common::ort_or_skip("wrong_interfaces") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let n = Dim::Sym("N");
+    let f = Dim::Fixed;
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "rank4_out.onnx",
+            identity(&[n, f(1), f(32), f(32)], &[n, f(1), f(32), f(32)]),
+            "expected [N, D]",
+        ),
+        (
+            "rgb_in.onnx",
+            identity(&[n, f(3), f(32), f(32)], &[n, f(3), f(32), f(32)]),
+            "expected [N, 1, 32, 32]",
+        ),
+        (
+            "fixed_batch.onnx",
+            identity(&[f(1), f(1), f(32), f(32)], &[f(1), f(1024)]),
+            "dynamic batch",
+        ),
+        (
+            "dim64.onnx",
+            linear(&values(1024 * 64, 5), 64),
+            "128 (float) or 256 (binary)",
+        ),
+        (
+            "garbage.onnx",
+            b"this is not a protobuf".to_vec(),
+            "not a loadable ONNX model",
+        ),
+        ("empty.onnx", Vec::new(), "empty file"),
+    ];
+    for (name, bytes, expect) in cases {
+        let p = write_model(&dir, name, &bytes);
+        let e = Engine::load(&p, Device::Cpu).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Model { .. }), "{name}: {msg}");
+        assert!(msg.contains(name) && msg.contains(expect), "{name}: {msg}");
+    }
+    let e = Engine::load(&dir.path().join("missing.onnx"), Device::Cpu).unwrap_err();
+    assert!(e.to_string().contains("missing.onnx"), "{e}");
+}
+
+#[test]
+fn cuda_fails_clearly_without_cuda_and_auto_falls_back() {
+    if !common::ort_or_skip("cuda") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_model(&dir, "lin.onnx", &linear(&values(1024 * 128, 6), 128));
+    match Engine::load(&p, Device::Cuda) {
+        // A CUDA build of ONNX Runtime on a GPU machine: it must really be on CUDA.
+        Ok(e) => assert_eq!(e.device(), Device::Cuda),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(matches!(e, Error::Device(_)), "{msg}");
+            assert!(
+                msg.contains("CUDA") && msg.contains("--device cpu"),
+                "{msg}"
+            );
+        }
+    }
+    let auto = Engine::load(&p, Device::Auto).unwrap();
+    let patches = Array3::from_shape_vec((3, 32, 32), values(3 * 1024, 7)).unwrap();
+    assert_eq!(auto.describe(patches.view()).unwrap().len(), 3);
+}
+
+#[test]
+fn default_model_gives_unit_rows() {
+    if !common::ort_or_skip("default_model") {
+        return;
+    }
+    let Some(model) = common::default_model_or_skip("default_model_gives_unit_rows") else {
+        return;
+    };
+    let engine = Engine::load_resolved(&model, Device::Cpu).unwrap();
+    let n = 64;
+    let patches = Array3::from_shape_vec((n, 32, 32), values(n * 1024, 8)).unwrap();
+    match engine.describe(patches.view()).unwrap() {
+        Descriptors::Float(d) => {
+            for row in d.rows() {
+                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-4, "row norm {norm}");
+            }
+        }
+        Descriptors::Binary(d) => assert_eq!(d.len(), n),
+    }
+}

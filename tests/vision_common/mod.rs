@@ -1,0 +1,59 @@
+//! Helpers shared by the vision tests: data lookup (skip or fail in CI), homographies.
+#![allow(dead_code)]
+
+use descl::frame::Frame;
+use std::path::PathBuf;
+
+/// `../shared/data`, or None (with a message) on a checkout without it; panics under `CI`.
+pub fn data_root(test: &str) -> Option<PathBuf> {
+    match descl::data::data_root() {
+        Some(p) => Some(p),
+        None if std::env::var_os("CI").is_some() => panic!("{test}: shared data missing in CI"),
+        None => {
+            eprintln!("{test}: skipped, no shared data (set DESCL_DATA)");
+            None
+        }
+    }
+}
+
+/// Reads a 3×3 homography text file (Oxford `H1to2p`, HPatches `H_1_2`), normalised to h33 = 1.
+pub fn read_homography(path: &std::path::Path) -> [[f64; 3]; 3] {
+    let text = std::fs::read_to_string(path).unwrap();
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert_eq!(v.len(), 9, "{}", path.display());
+    let mut h = [[0.0; 3]; 3];
+    for i in 0..9 {
+        h[i / 3][i % 3] = v[i] / v[8];
+    }
+    h
+}
+
+/// Maps a point through `h`.
+pub fn map_point(h: &[[f64; 3]; 3], x: f64, y: f64) -> (f64, f64) {
+    let w = h[2][0] * x + h[2][1] * y + h[2][2];
+    (
+        (h[0][0] * x + h[0][1] * y + h[0][2]) / w,
+        (h[1][0] * x + h[1][1] * y + h[1][2]) / w,
+    )
+}
+
+/// Maps a frame through `h`: centre by `h`, shape by the local affine Jacobian of `h` there.
+pub fn map_frame(h: &[[f64; 3]; 3], f: &Frame) -> Frame {
+    let (x, y) = (f.x as f64, f.y as f64);
+    let w = h[2][0] * x + h[2][1] * y + h[2][2];
+    let (u, v) = map_point(h, x, y);
+    let j = [
+        [(h[0][0] - u * h[2][0]) / w, (h[0][1] - u * h[2][1]) / w],
+        [(h[1][0] - v * h[2][0]) / w, (h[1][1] - v * h[2][1]) / w],
+    ];
+    let a = f.a.map(|r| r.map(|e| e as f64));
+    let m = |r: usize, c: usize| (j[r][0] * a[0][c] + j[r][1] * a[1][c]) as f32;
+    Frame {
+        x: u as f32,
+        y: v as f32,
+        a: [[m(0, 0), m(0, 1)], [m(1, 0), m(1, 1)]],
+    }
+}

@@ -1,0 +1,169 @@
+//! DoG detection (OpenCV SIFT) on real images: orientation convention under a known rotation,
+//! caps and ordering, and SIFT descriptors on frames against OpenCV's detectAndCompute.
+
+mod vision_common;
+
+use descl::detect::dog::{frame_from_keypoint, sift_descriptors};
+use descl::detect::{detect, DetectorConfig};
+use descl::image::{load_gray, GrayImage};
+use opencv::core::{KeyPoint, Mat, Vector};
+use opencv::prelude::*;
+
+/// Crop of graf img1 (keeps the test fast).
+fn graf_crop() -> Option<GrayImage> {
+    let root = vision_common::data_root("vision_dog")?;
+    let img = load_gray(&root.join("oxford/graf/img1.png")).unwrap();
+    let (w, h) = (321, 241); // odd sides: the rotation keeps even pixels even, so pyramids match
+    let data = (0..h)
+        .flat_map(|y| (0..w).map(move |x| (x, y)))
+        .map(|(x, y)| img.get(x + 200, y + 150))
+        .collect();
+    Some(GrayImage::from_vec(w, h, data).unwrap())
+}
+
+/// Rotates by +90° in image coordinates (clockwise on screen): new(x', y') = old(y', h−1−x'),
+/// i.e. old (x, y) → new (h−1−y, x), Jacobian R(+90°).
+fn rot90(img: &GrayImage) -> GrayImage {
+    let (w, h) = (img.width, img.height);
+    let mut out = vec![0.0; w * h];
+    for yn in 0..w {
+        for xn in 0..h {
+            out[yn * h + xn] = img.get(yn, h - 1 - xn);
+        }
+    }
+    GrayImage::from_vec(h, w, out).unwrap()
+}
+
+fn angle_diff(a: f32, b: f32) -> f32 {
+    let d = (a - b).rem_euclid(360.0);
+    d.min(360.0 - d)
+}
+
+#[test]
+fn dog_orientation_follows_a_known_rotation() {
+    let Some(img) = graf_crop() else { return };
+    let cfg = DetectorConfig::default();
+    let d0 = detect(&img, &cfg).unwrap();
+    let d1 = detect(&rot90(&img), &cfg).unwrap();
+    assert!(d0.len() > 100, "only {} keypoints", d0.len());
+    let h = img.height as f32;
+    let ang = |f: &descl::frame::Frame| f.a[1][0].atan2(f.a[0][0]).to_degrees();
+    let mut errs = Vec::new();
+    for d in &d0 {
+        let (xe, ye) = (h - 1.0 - d.frame.y, d.frame.x);
+        let want = ang(&d.frame) + 90.0;
+        // 1 px tolerance: OpenCV SIFT positions carry a −0.25 px bias per axis from its ×2
+        // upsampled first octave, which a rotation turns into up to 0.5 px here.
+        let best = d1
+            .iter()
+            .filter(|e| {
+                (e.frame.x - xe).hypot(e.frame.y - ye) < 1.0
+                    && (e.frame.scale() / d.frame.scale() - 1.0).abs() < 0.05
+            })
+            .map(|e| angle_diff(ang(&e.frame), want))
+            .fold(f32::INFINITY, f32::min);
+        if best.is_finite() {
+            errs.push(best);
+        }
+    }
+    let found = errs.len() as f32 / d0.len() as f32;
+    errs.sort_by(f32::total_cmp);
+    let median = errs[errs.len() / 2];
+    let good = errs.iter().filter(|&&e| e < 5.0).count() as f32 / errs.len() as f32;
+    eprintln!(
+        "rot90: {} kps, re-found {:.1}%, median angle error {median:.3}°, <5°: {:.1}%",
+        d0.len(),
+        100.0 * found,
+        100.0 * good
+    );
+    assert!(found > 0.7, "re-found only {found}");
+    assert!(median < 1.0 && good > 0.9, "median {median}, good {good}");
+}
+
+#[test]
+fn dog_detections_sorted_capped_unique() {
+    let Some(img) = graf_crop() else { return };
+    let all = detect(&img, &DetectorConfig::default()).unwrap();
+    assert!(all.windows(2).all(|w| w[0].score >= w[1].score));
+    let capped = detect(
+        &img,
+        &DetectorConfig {
+            max_keypoints: 50,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(capped.len(), 50);
+    assert_eq!(capped[..], all[..50]);
+    // no exact duplicates
+    let mut keys: Vec<_> = all
+        .iter()
+        .map(|d| d.frame.to_row().map(f32::to_bits))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), all.len());
+    // a higher contrast threshold keeps fewer points
+    let strict = detect(
+        &img,
+        &DetectorConfig {
+            contrast_threshold: 0.12,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        strict.len() < all.len() / 2,
+        "{} vs {}",
+        strict.len(),
+        all.len()
+    );
+    // flat image: no keypoints, not an error
+    let flat = GrayImage::filled(100, 80, 0.3);
+    assert!(detect(&flat, &DetectorConfig::default())
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        sift_descriptors(&flat, &[], 6.0, false).unwrap().dim(),
+        (0, 128)
+    );
+}
+
+#[test]
+fn sift_descriptors_on_frames_match_opencv_detect_and_compute() {
+    let Some(img) = graf_crop() else { return };
+    // OpenCV reference: detect + compute in one call.
+    let mat = img.to_mat_u8().unwrap();
+    let mut sift = opencv::features2d::SIFT::create_def().unwrap();
+    let mut kps = Vector::<KeyPoint>::new();
+    let mut desc = Mat::default();
+    sift.detect_and_compute(&mat, &opencv::core::no_array(), &mut kps, &mut desc, false)
+        .unwrap();
+    let frames: Vec<_> = kps.iter().map(|k| frame_from_keypoint(&k, 6.0)).collect();
+    let ours = sift_descriptors(&img, &frames, 6.0, false).unwrap();
+    let root = sift_descriptors(&img, &frames, 6.0, true).unwrap();
+    assert_eq!(ours.dim(), (frames.len(), 128));
+    let mut close = 0;
+    for (i, row) in ours.rows().into_iter().enumerate() {
+        let r: Vec<f32> = (0..128)
+            .map(|j| *desc.at_2d::<f32>(i as i32, j).unwrap())
+            .collect();
+        let n = r.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let cos: f32 = row.iter().zip(&r).map(|(a, b)| a * b / n).sum();
+        if cos > 0.99 {
+            close += 1;
+        }
+        assert!((row.dot(&row) - 1.0).abs() < 1e-4);
+        // RootSIFT: unit L2, square root of the L1-normalised reference.
+        let l1: f32 = r.iter().sum();
+        let rr = root.row(i);
+        assert!((rr[5] - (r[5] / l1).sqrt()).abs() < 1e-4);
+        assert!((rr.dot(&rr) - 1.0).abs() < 1e-4);
+    }
+    let frac = close as f32 / frames.len() as f32;
+    eprintln!(
+        "SIFT on frames vs detectAndCompute: {:.1}% rows with cosine > 0.99",
+        100.0 * frac
+    );
+    assert!(frac > 0.95, "{frac}");
+}
