@@ -1,7 +1,6 @@
 //! `model::resolve`: names in the models folder, paths with and without a card beside them.
 //! One test in this binary, because it sets `DESCL_MODELS` for the whole process.
 
-
 use descl::model::card::sha256_file;
 use descl::model::{list_cards, models_dir, resolve, MODELS_ENV};
 use std::path::Path;

@@ -1,0 +1,324 @@
+//! Runs the image-level benchmarks for several methods on the SAME frames: every image is loaded
+//! and detected once (DoG, strongest `max_keypoints` by response), then each method describes
+//! those frames; pairs are matched by mutual nearest neighbour without ratio test and verified
+//! with USAC MAGSAC (homography 3 px; essential matrix 1 px / mean focal). Times every stage.
+
+use crate::describe::Descriptors;
+use crate::detect::{detect, DetectorConfig};
+use crate::error::Result;
+use crate::eval::method::Method;
+use crate::eval::metrics::{mean_average_accuracy, pose_auc, POSE_AUC_THRESHOLDS};
+use crate::eval::pose::{self, PoseScene};
+use crate::eval::sequences::{self, evaluate_pair, HomographySequence, PairResult};
+use crate::frame::Frame;
+use crate::geometry::{self, Intrinsics, ModelKind, RansacConfig};
+use crate::image::load_gray;
+use crate::matching::{match_descriptors, MatchConfig};
+use crate::patch::PatchSampler;
+use indicatif::ProgressBar;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Keypoints per image in the benchmark protocol (the harness: top 2048 by response).
+pub const BENCH_MAX_KEYPOINTS: usize = 2048;
+/// RANSAC threshold (px) of the homography estimate.
+pub const HOMOGRAPHY_RANSAC_PX: f64 = 3.0;
+/// RANSAC threshold (px, divided by the mean focal length) of the essential matrix estimate.
+pub const POSE_RANSAC_PX: f64 = 1.0;
+
+/// Mutual nearest neighbours, no ratio test, no gate (the "cross-check" matcher).
+pub fn mutual_nn() -> MatchConfig {
+    MatchConfig {
+        mutual: true,
+        ratio: None,
+        max_distance: None,
+        min_gap: None,
+        top_k: None,
+    }
+}
+
+/// Accumulated time per stage.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MethodTiming {
+    pub describe_s: f64,
+    pub patches: usize,
+    pub match_s: f64,
+    pub pairs_matched: usize,
+}
+
+impl MethodTiming {
+    /// Descriptors per second.
+    pub fn patches_per_s(&self) -> f64 {
+        if self.describe_s > 0.0 {
+            self.patches as f64 / self.describe_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Timing of a run: detection is shared by the methods, the rest is per method.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timing {
+    pub images: usize,
+    pub detect_s: f64,
+    pub keypoints: usize,
+    pub per_method: BTreeMap<String, MethodTiming>,
+}
+
+/// One image: its frames (shared) and each method's descriptors (order of the methods).
+struct ImageFeatures {
+    frames: Vec<Frame>,
+    size: (u32, u32),
+    descriptors: Vec<Descriptors>,
+}
+
+fn extract(
+    path: &std::path::Path,
+    methods: &[Method],
+    det: &DetectorConfig,
+    timing: &mut Timing,
+) -> Result<ImageFeatures> {
+    let img = load_gray(path)?;
+    let t = Instant::now();
+    let frames: Vec<Frame> = detect(&img, det)?.into_iter().map(|d| d.frame).collect();
+    timing.detect_s += t.elapsed().as_secs_f64();
+    timing.images += 1;
+    timing.keypoints += frames.len();
+    let sampler = PatchSampler::new(&img);
+    let mut descriptors = Vec::with_capacity(methods.len());
+    for m in methods {
+        let t = Instant::now();
+        descriptors.push(m.describe_frames(&img, &sampler, &frames, det.magnification)?);
+        let mt = timing.per_method.entry(m.name.clone()).or_default();
+        mt.describe_s += t.elapsed().as_secs_f64();
+        mt.patches += frames.len();
+    }
+    Ok(ImageFeatures {
+        frames,
+        size: (img.width as u32, img.height as u32),
+        descriptors,
+    })
+}
+
+fn matched_points(
+    a: &ImageFeatures,
+    b: &ImageFeatures,
+    pairs: &[[u32; 2]],
+) -> (Vec<[f64; 2]>, Vec<[f64; 2]>) {
+    pairs
+        .iter()
+        .map(|&[i, j]| {
+            let (p, q) = (&a.frames[i as usize], &b.frames[j as usize]);
+            (
+                [f64::from(p.x), f64::from(p.y)],
+                [f64::from(q.x), f64::from(q.y)],
+            )
+        })
+        .unzip()
+}
+
+/// Per-method results of the homography sequences: pair results by dataset group.
+pub type SequenceResults = BTreeMap<String, BTreeMap<String, Vec<PairResult>>>;
+
+/// Runs the pairs 1 → k of every sequence in `groups` (group name → sequences) for all methods.
+pub fn run_sequences(
+    groups: &BTreeMap<String, Vec<HomographySequence>>,
+    methods: &[Method],
+    det: &DetectorConfig,
+    timing: &mut Timing,
+    progress: &ProgressBar,
+) -> Result<SequenceResults> {
+    let total: usize = groups
+        .values()
+        .map(|g| g.len() * sequences::SEQUENCE_LENGTH)
+        .sum();
+    progress.set_length(total as u64);
+    let mut out: SequenceResults = BTreeMap::new();
+    let ransac = RansacConfig {
+        threshold_px: HOMOGRAPHY_RANSAC_PX,
+        ..RansacConfig::default()
+    };
+    let mcfg = mutual_nn();
+    for (group, seqs) in groups {
+        for seq in seqs {
+            progress.set_message(format!("{group}/{}", seq.name));
+            let first = extract(&seq.images[0], methods, det, timing)?;
+            progress.inc(1);
+            for k in 2..=sequences::SEQUENCE_LENGTH {
+                let other = extract(&seq.images[k - 1], methods, det, timing)?;
+                progress.inc(1);
+                let h_gt = &seq.homographies[k - 2];
+                for (mi, m) in methods.iter().enumerate() {
+                    let t = Instant::now();
+                    let matches =
+                        match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mcfg)?;
+                    let mt = timing.per_method.entry(m.name.clone()).or_default();
+                    mt.match_s += t.elapsed().as_secs_f64();
+                    mt.pairs_matched += 1;
+                    let (pa, pb) = matched_points(&first, &other, &matches.pairs);
+                    let v = geometry::verify(&pa, &pb, ModelKind::Homography, &ransac, None)?;
+                    let tup = |p: &[[f64; 2]]| p.iter().map(|q| (q[0], q[1])).collect::<Vec<_>>();
+                    let r = evaluate_pair(
+                        &seq.name,
+                        k,
+                        (first.frames.len(), other.frames.len()),
+                        &tup(&pa),
+                        &tup(&pb),
+                        h_gt,
+                        v.model.as_ref(),
+                        first.size,
+                    );
+                    out.entry(m.name.clone())
+                        .or_default()
+                        .entry(group.clone())
+                        .or_default()
+                        .push(r);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One pose pair's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct PosePair {
+    pub scene: String,
+    pub i: usize,
+    pub j: usize,
+    pub matches: usize,
+    pub inliers: usize,
+    /// max(rotation, translation-direction) error in degrees; infinite when no pose was found.
+    pub error_deg: f64,
+}
+
+/// Pose summary of one method: AUC (%) at 5/10/20° and mAA@10 (%).
+#[derive(Debug, Clone, Serialize)]
+pub struct PoseSummary {
+    pub pairs: usize,
+    pub auc: Vec<(f64, f64)>,
+    pub maa10: f64,
+    pub details: Vec<PosePair>,
+}
+
+fn intrinsics(c: &pose::Camera) -> Intrinsics {
+    Intrinsics {
+        fx: c.k[0][0],
+        fy: c.k[1][1],
+        cx: c.k[0][2],
+        cy: c.k[1][2],
+    }
+}
+
+/// Relative pose on every pair i < j ≤ i + 2 of each scene, for all methods.
+pub fn run_pose(
+    scenes: &[PoseScene],
+    methods: &[Method],
+    det: &DetectorConfig,
+    timing: &mut Timing,
+    progress: &ProgressBar,
+) -> Result<BTreeMap<String, PoseSummary>> {
+    progress.set_length(scenes.iter().map(|s| s.images.len()).sum::<usize>() as u64);
+    let ransac = RansacConfig {
+        threshold_px: POSE_RANSAC_PX,
+        ..RansacConfig::default()
+    };
+    let mcfg = mutual_nn();
+    let mut details: BTreeMap<String, Vec<PosePair>> = BTreeMap::new();
+    for scene in scenes {
+        progress.set_message(scene.name.clone());
+        let mut feats = Vec::with_capacity(scene.images.len());
+        for p in &scene.images {
+            feats.push(extract(p, methods, det, timing)?);
+            progress.inc(1);
+        }
+        for (i, j) in pose::pairs(scene.images.len()) {
+            let (r_gt, t_gt) = pose::relative_pose(&scene.cameras[i], &scene.cameras[j]);
+            let (ki, kj) = (intrinsics(&scene.cameras[i]), intrinsics(&scene.cameras[j]));
+            for (mi, m) in methods.iter().enumerate() {
+                let t = Instant::now();
+                let matches =
+                    match_descriptors(&feats[i].descriptors[mi], &feats[j].descriptors[mi], &mcfg)?;
+                let mt = timing.per_method.entry(m.name.clone()).or_default();
+                mt.match_s += t.elapsed().as_secs_f64();
+                mt.pairs_matched += 1;
+                let (pa, pb) = matched_points(&feats[i], &feats[j], &matches.pairs);
+                let v =
+                    geometry::verify(&pa, &pb, ModelKind::Essential, &ransac, Some((&ki, &kj)))?;
+                let error_deg = v.pose.as_ref().map_or(f64::INFINITY, |p| {
+                    pose::pose_error_deg(&p.r, &p.t, &r_gt, &t_gt)
+                });
+                details.entry(m.name.clone()).or_default().push(PosePair {
+                    scene: scene.name.clone(),
+                    i,
+                    j,
+                    matches: matches.len(),
+                    inliers: v.num_inliers,
+                    error_deg,
+                });
+            }
+        }
+    }
+    Ok(details
+        .into_iter()
+        .map(|(name, d)| {
+            let errors: Vec<f64> = d.iter().map(|p| p.error_deg).collect();
+            let auc = POSE_AUC_THRESHOLDS
+                .iter()
+                .zip(pose_auc(&errors, &POSE_AUC_THRESHOLDS))
+                .map(|(&t, a)| (t, 100.0 * a))
+                .collect();
+            (
+                name,
+                PoseSummary {
+                    pairs: d.len(),
+                    auc,
+                    maa10: 100.0 * mean_average_accuracy(&errors),
+                    details: d,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Oxford matching score and repeatability for one detector: method → summary over the pairs.
+pub fn run_matching_score(
+    seqs: &[HomographySequence],
+    methods: &[Method],
+    det: &DetectorConfig,
+    timing: &mut Timing,
+    progress: &ProgressBar,
+) -> Result<BTreeMap<String, crate::eval::oxford::ScoreSummary>> {
+    use crate::eval::oxford::{score_pair, summarise};
+    progress.set_length((seqs.len() * sequences::SEQUENCE_LENGTH) as u64);
+    let mcfg = mutual_nn();
+    let mut pairs: BTreeMap<String, Vec<crate::eval::oxford::ScorePair>> = BTreeMap::new();
+    for seq in seqs {
+        progress.set_message(format!("{} {}", det.kind, seq.name));
+        let first = extract(&seq.images[0], methods, det, timing)?;
+        progress.inc(1);
+        for k in 2..=sequences::SEQUENCE_LENGTH {
+            let other = extract(&seq.images[k - 1], methods, det, timing)?;
+            progress.inc(1);
+            let size = |f: &ImageFeatures| (f.size.0 as usize, f.size.1 as usize);
+            for (mi, m) in methods.iter().enumerate() {
+                let matches =
+                    match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mcfg)?;
+                let s = score_pair(
+                    &seq.name,
+                    k,
+                    &first.frames,
+                    &other.frames,
+                    &matches.pairs,
+                    &seq.homographies[k - 2],
+                    size(&first),
+                    size(&other),
+                )?;
+                pairs.entry(m.name.clone()).or_default().push(s);
+            }
+        }
+    }
+    Ok(pairs.into_iter().map(|(m, p)| (m, summarise(p))).collect())
+}

@@ -1,0 +1,257 @@
+//! Homography sequences: HPatches *sequences* (`1.ppm … 6.ppm`, `H_1_2 … H_1_6`) and Oxford
+//! Affine (`img1 … img6` as PPM or PNG, `H1to2p … H1to6p`), evaluated on the pairs 1 → k.
+//!
+//! Per pair: mean matching accuracy at 1…10 px (D2-Net's protocol: a match is correct when
+//! ‖H·x₁ − x₂‖ < t), homography accuracy (mean corner error of the estimated H, SuperPoint's
+//! protocol) and the numbers of matches and correct matches.
+
+use crate::error::{Error, Result};
+use crate::eval::metrics::{
+    accuracy_at, homography_corner_error, matching_accuracy, reprojection_errors,
+    HOMOGRAPHY_THRESHOLDS, MMA_THRESHOLDS,
+};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// A 3×3 matrix, row-major.
+pub type Mat3 = [[f64; 3]; 3];
+
+/// Images per sequence (1 reference + 5 targets) in both releases.
+pub const SEQUENCE_LENGTH: usize = 6;
+
+/// Image-3-pixel threshold index in [`MMA_THRESHOLDS`] (MMA@3 is the headline number).
+pub const MMA3_INDEX: usize = 2;
+
+/// One homography sequence: image 1, the targets 2..6 and the ground truth H mapping image 1
+/// to each target (x_k ~ H_k x_1), normalised so that H[2][2] = 1.
+#[derive(Debug, Clone)]
+pub struct HomographySequence {
+    pub name: String,
+    pub images: Vec<PathBuf>,
+    /// `homographies[k - 2]` maps image 1 to image k.
+    pub homographies: Vec<Mat3>,
+}
+
+/// Reads a homography file: 9 whitespace-separated numbers, normalised by H[2][2] (Oxford's
+/// leuven files are not normalised, H[2][2] ≈ 0.58, and H1to5p is negated).
+pub fn read_homography(path: &Path) -> Result<Mat3> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .map(|s| {
+            s.parse::<f64>()
+                .map_err(|_| Error::format(path, format!("`{s}` is not a number")))
+        })
+        .collect::<Result<_>>()?;
+    if v.len() != 9 {
+        return Err(Error::format(
+            path,
+            format!("a homography has 9 numbers, found {}", v.len()),
+        ));
+    }
+    let s = v[8];
+    if s.abs() < 1e-12 || !v.iter().all(|x| x.is_finite()) {
+        return Err(Error::format(
+            path,
+            "H[2][2] is zero or a value is not finite: cannot normalise",
+        ));
+    }
+    Ok([
+        [v[0] / s, v[1] / s, v[2] / s],
+        [v[3] / s, v[4] / s, v[5] / s],
+        [v[6] / s, v[7] / s, 1.0],
+    ])
+}
+
+fn first_existing(dir: &Path, names: &[String]) -> Option<PathBuf> {
+    names.iter().map(|n| dir.join(n)).find(|p| p.is_file())
+}
+
+/// Loads a sequence folder in either layout (HPatches sequences or Oxford Affine).
+pub fn load_sequence(dir: &Path) -> Result<HomographySequence> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let hpatches = dir.join("H_1_2").is_file();
+    let mut images = Vec::with_capacity(SEQUENCE_LENGTH);
+    for k in 1..=SEQUENCE_LENGTH {
+        let candidates: Vec<String> = if hpatches {
+            vec![format!("{k}.ppm"), format!("{k}.png")]
+        } else {
+            ["ppm", "png", "pgm", "jpg"]
+                .iter()
+                .map(|e| format!("img{k}.{e}"))
+                .collect()
+        };
+        let p = first_existing(dir, &candidates).ok_or_else(|| {
+            Error::format(
+                dir,
+                format!(
+                    "image {k} of the sequence is missing (looked for {})",
+                    candidates.join(", ")
+                ),
+            )
+        })?;
+        images.push(p);
+    }
+    let mut homographies = Vec::with_capacity(SEQUENCE_LENGTH - 1);
+    for k in 2..=SEQUENCE_LENGTH {
+        let file = if hpatches {
+            format!("H_1_{k}")
+        } else {
+            format!("H1to{k}p")
+        };
+        homographies.push(read_homography(&dir.join(file))?);
+    }
+    Ok(HomographySequence {
+        name,
+        images,
+        homographies,
+    })
+}
+
+/// The sequence folders under `root` (sorted by name): folders that hold `H_1_2` or `H1to2p`.
+pub fn list_sequences(root: &Path) -> Result<Vec<PathBuf>> {
+    let rd = std::fs::read_dir(root).map_err(|e| Error::io(root, e))?;
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("H_1_2").is_file() || p.join("H1to2p").is_file())
+        .collect();
+    out.sort();
+    if out.is_empty() {
+        return Err(Error::format(
+            root,
+            "no homography sequences (folders with H_1_2 or H1to2p) found",
+        ));
+    }
+    Ok(out)
+}
+
+/// Result of one pair 1 → k.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    pub sequence: String,
+    pub target: usize,
+    pub keypoints: (usize, usize),
+    pub matches: usize,
+    /// Matches correct at each of [`MMA_THRESHOLDS`].
+    pub correct: Vec<usize>,
+    /// Matching accuracy at each of [`MMA_THRESHOLDS`] (0 without matches).
+    pub accuracy: Vec<f64>,
+    /// Mean corner error (px) of the estimated homography; infinite when none was found.
+    pub corner_error: f64,
+}
+
+/// Evaluates one pair from the matched point coordinates (image 1, image k), the ground truth
+/// and the estimated homography (`None` when estimation failed), image 1's size.
+pub fn evaluate_pair(
+    sequence: &str,
+    target: usize,
+    keypoints: (usize, usize),
+    pts1: &[(f64, f64)],
+    pts2: &[(f64, f64)],
+    h_gt: &Mat3,
+    h_est: Option<&Mat3>,
+    size1: (u32, u32),
+) -> PairResult {
+    let errors = reprojection_errors(h_gt, pts1, pts2);
+    let correct = MMA_THRESHOLDS
+        .iter()
+        .map(|&t| errors.iter().filter(|&&e| e < t).count())
+        .collect();
+    PairResult {
+        sequence: sequence.to_string(),
+        target,
+        keypoints,
+        matches: pts1.len(),
+        correct,
+        accuracy: matching_accuracy(&errors, &MMA_THRESHOLDS),
+        corner_error: h_est.map_or(f64::INFINITY, |h| {
+            homography_corner_error(h_gt, h, size1.0, size1.1)
+        }),
+    }
+}
+
+/// Summary over pairs: means in %, as the tables report them.
+#[derive(Debug, Clone, Serialize)]
+pub struct SequenceSummary {
+    pub pairs: usize,
+    /// (threshold px, MMA %) for 1…10 px.
+    pub mma: Vec<(f64, f64)>,
+    /// (threshold px, homography accuracy %) for 1/3/5 px.
+    pub homography_accuracy: Vec<(f64, f64)>,
+    pub mean_keypoints: f64,
+    pub mean_matches: f64,
+    /// Mean correct matches at 3 px.
+    pub mean_correct_3px: f64,
+}
+
+/// Averages pair results (each pair weighs the same).
+pub fn summarise(pairs: &[PairResult]) -> SequenceSummary {
+    let n = pairs.len().max(1) as f64;
+    let mma = MMA_THRESHOLDS
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            (
+                t,
+                100.0 * pairs.iter().map(|p| p.accuracy[i]).sum::<f64>() / n,
+            )
+        })
+        .collect();
+    let errors: Vec<f64> = pairs.iter().map(|p| p.corner_error).collect();
+    let homography_accuracy = HOMOGRAPHY_THRESHOLDS
+        .iter()
+        .zip(accuracy_at(&errors, &HOMOGRAPHY_THRESHOLDS))
+        .map(|(&t, a)| (t, 100.0 * a))
+        .collect();
+    SequenceSummary {
+        pairs: pairs.len(),
+        mma,
+        homography_accuracy,
+        mean_keypoints: pairs
+            .iter()
+            .map(|p| (p.keypoints.0 + p.keypoints.1) as f64 / 2.0)
+            .sum::<f64>()
+            / n,
+        mean_matches: pairs.iter().map(|p| p.matches as f64).sum::<f64>() / n,
+        mean_correct_3px: pairs
+            .iter()
+            .map(|p| p.correct[MMA3_INDEX] as f64)
+            .sum::<f64>()
+            / n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pair_and_summary_by_hand() {
+        let id = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+        // Errors 0.5, 2.5, 20 → correct at 1 px: 1, at 3 px: 2, at 10 px: 2.
+        let p = evaluate_pair(
+            "s",
+            2,
+            (10, 12),
+            &[(0.0, 0.0), (5.0, 5.0), (9.0, 9.0)],
+            &[(0.5, 0.0), (5.0, 7.5), (29.0, 9.0)],
+            &id,
+            Some(&id),
+            (100, 100),
+        );
+        assert_eq!(p.correct[0], 1);
+        assert_eq!(p.correct[2], 2);
+        assert_eq!(p.correct[9], 2);
+        assert!((p.accuracy[2] - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(p.corner_error, 0.0);
+        let empty = evaluate_pair("s", 3, (0, 0), &[], &[], &id, None, (100, 100));
+        let s = summarise(&[p, empty]);
+        assert!((s.mma[2].1 - 100.0 / 3.0).abs() < 1e-9);
+        assert_eq!(s.homography_accuracy[0].1, 50.0);
+        assert_eq!(s.mean_matches, 1.5);
+        assert_eq!(s.mean_correct_3px, 1.0);
+    }
+}

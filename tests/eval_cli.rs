@@ -1,0 +1,179 @@
+//! `descl bench` end to end on a slice of the dev data (one Oxford and one HPatches sequence,
+//! one Strecha scene), with the OpenCV baselines so no trained model is needed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn data() -> Option<PathBuf> {
+    match descl::data::data_root() {
+        Some(root) => Some(root),
+        None if std::env::var_os("CI").is_some() => panic!("CI must have ../shared/data"),
+        None => {
+            eprintln!("skipping: no ../shared/data (set DESCL_DATA)");
+            None
+        }
+    }
+}
+
+/// A folder holding only the named sub-folders of `src` (symlinked).
+fn slice(src: &Path, names: &[&str], dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for n in names {
+        std::os::unix::fs::symlink(src.join(n), dst.join(n)).unwrap();
+    }
+}
+
+fn descl() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_descl"))
+}
+
+#[test]
+fn sequences_report_json_markdown_and_plots() {
+    let Some(root) = data() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    slice(&root.join("oxford"), &["graf"], &tmp.path().join("ox"));
+    slice(
+        &root.join("hpatches-sequences"),
+        &["v_wormhole"],
+        &tmp.path().join("hp"),
+    );
+    let (json, md, plots) = (
+        tmp.path().join("r.json"),
+        tmp.path().join("r.md"),
+        tmp.path().join("plots"),
+    );
+    let out = descl()
+        .args([
+            "bench",
+            "sequences",
+            "-m",
+            "sift",
+            "-m",
+            "rootsift",
+            "--max-keypoints",
+            "400",
+        ])
+        .arg("--oxford")
+        .arg(tmp.path().join("ox"))
+        .arg("--hpatches-sequences")
+        .arg(tmp.path().join("hp"))
+        .arg("--json")
+        .arg(&json)
+        .arg("--md")
+        .arg(&md)
+        .arg("--plots")
+        .arg(&plots)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    for m in ["sift", "rootsift"] {
+        let all = &r["sequences"][m]["all"]["summary"];
+        assert_eq!(all["pairs"], 10);
+        let mma: Vec<f64> = all["mma"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[1].as_f64().unwrap())
+            .collect();
+        assert_eq!(mma.len(), 10);
+        assert!(
+            mma.windows(2).all(|w| w[0] <= w[1]),
+            "MMA must grow with the threshold: {mma:?}"
+        );
+        // SIFT finds a good share of correct matches on graf + wormhole at 10 px.
+        assert!(mma[9] > 20.0 && mma[9] <= 100.0, "{m}: {mma:?}");
+        let pairs = r["sequences"][m]["oxford"]["pairs"].as_array().unwrap();
+        assert_eq!(pairs.len(), 5);
+        assert!(pairs
+            .iter()
+            .all(|p| p["keypoints"][0].as_u64().unwrap() <= 400));
+    }
+    assert!(
+        r["timing"]["per_method"]["sift"]["patches"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        text.contains("| sift |") && text.contains("| rootsift |"),
+        "{text}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), text.trim());
+    for p in ["mma_all.png", "mma_oxford.png", "mma_hpatches.png"] {
+        let img = image::open(plots.join(p)).unwrap();
+        assert_eq!((img.width(), img.height()), (820, 480));
+    }
+}
+
+#[test]
+fn pose_on_one_strecha_scene() {
+    let Some(root) = data() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    slice(
+        &root.join("strecha"),
+        &["Herz-Jesus-P8"],
+        &tmp.path().join("st"),
+    );
+    let json = tmp.path().join("p.json");
+    let out = descl()
+        .args([
+            "bench",
+            "pose",
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "1000",
+            "--strecha",
+        ])
+        .arg(tmp.path().join("st"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let p = &r["pose"]["sift"];
+    assert_eq!(p["pairs"], 13);
+    let auc: Vec<f64> = p["auc"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a[1].as_f64().unwrap())
+        .collect();
+    assert!(auc[0] <= auc[1] && auc[1] <= auc[2], "{auc:?}");
+    // Herz-Jesus is easy for SIFT with known intrinsics: most pairs within a few degrees.
+    assert!(auc[2] > 70.0, "{auc:?}");
+}
+
+#[test]
+fn unknown_method_and_missing_folder_are_clear_errors() {
+    let out = descl()
+        .args(["bench", "sequences", "-m", "no-such-model-xyz"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-model-xyz"));
+    let out = descl()
+        .args([
+            "bench",
+            "pose",
+            "-m",
+            "sift",
+            "--strecha",
+            "/nonexistent-descl-strecha",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-descl-strecha"));
+}
