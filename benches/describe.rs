@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// Patches per measured call: four full chunks.
 const N_PATCHES: usize = 4 * MAX_CHUNK;
 /// Interleaved repetitions of the final ratio measurement.
-const RATIO_REPS: usize = 7;
+const RATIO_REPS: usize = 9;
 
 fn patches() -> Array3<f32> {
     let mut s = 12345u64;
@@ -86,22 +86,31 @@ fn main() {
     }
     c.final_summary();
 
-    // Interleaved runs so both sides see the same machine load; medians resist outliers.
+    // Interleaved runs, alternating which side goes first, so both see the same machine load;
+    // the minimum is the least noisy estimate of each side's own cost on a busy machine.
     let (mut t_engine, mut t_raw) = (Vec::new(), Vec::new());
-    for _ in 0..RATIO_REPS {
-        let t = Instant::now();
-        black_box(engine.describe(patches.view()).expect("describe"));
-        t_engine.push(t.elapsed());
-        let t = Instant::now();
-        raw_run(&mut session, flat, &mut raw_out);
-        t_raw.push(t.elapsed());
+    for rep in 0..RATIO_REPS {
+        for side in [rep % 2, 1 - rep % 2] {
+            let t = Instant::now();
+            if side == 0 {
+                black_box(engine.describe(patches.view()).expect("describe"));
+                t_engine.push(t.elapsed());
+            } else {
+                raw_run(&mut session, flat, &mut raw_out);
+                t_raw.push(t.elapsed());
+            }
+        }
     }
-    let (te, tr) = (median(t_engine), median(t_raw));
     let rate = |t: Duration| N_PATCHES as f64 / t.as_secs_f64();
+    let min = |v: &[Duration]| v.iter().copied().min().unwrap_or_default();
+    let (me, mr) = (min(&t_engine), min(&t_raw));
+    let (de, dr) = (median(t_engine), median(t_raw));
     println!(
-        "describe: {:.0} patches/s, raw ORT session: {:.0} patches/s, ratio {:.1} % (goal ≥ 90 %)",
-        rate(te),
-        rate(tr),
-        100.0 * rate(te) / rate(tr)
+        "describe: {:.0} patches/s, raw ORT session: {:.0} patches/s (best of {RATIO_REPS}): ratio {:.1} % \
+         (medians: {:.1} %; goal ≥ 90 %)",
+        rate(me),
+        rate(mr),
+        100.0 * rate(me) / rate(mr),
+        100.0 * rate(de) / rate(dr)
     );
 }

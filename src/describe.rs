@@ -31,6 +31,42 @@ impl Descriptors {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Joins descriptor sets of one kind (and one dimension) in order: the rows of `parts[0]`,
+    /// then `parts[1]`, ... Mixed kinds or dimensions are an error; no parts give `None`.
+    pub fn concat(parts: Vec<Descriptors>) -> Result<Option<Descriptors>> {
+        let mut it = parts.into_iter();
+        let Some(first) = it.next() else {
+            return Ok(None);
+        };
+        match first {
+            Descriptors::Float(first) => {
+                let mut rows: Vec<f32> = first.iter().copied().collect();
+                let (mut n, dim) = first.dim();
+                for p in it {
+                    match p {
+                        Descriptors::Float(d) if d.ncols() == dim => {
+                            rows.extend(d.iter().copied());
+                            n += d.nrows();
+                        }
+                        other => return Err(mismatch("float", dim, &other)),
+                    }
+                }
+                let all = Array2::from_shape_vec((n, dim), rows)
+                    .map_err(|e| Error::InvalidInput(format!("joining descriptors: {e}")))?;
+                Ok(Some(Descriptors::Float(all)))
+            }
+            Descriptors::Binary(mut all) => {
+                for p in it {
+                    match p {
+                        Descriptors::Binary(d) => all.extend(d),
+                        other => return Err(mismatch("binary", BINARY_BITS, &other)),
+                    }
+                }
+                Ok(Some(Descriptors::Binary(all)))
+            }
+        }
+    }
+
     /// `"float"` or `"binary"`, as written in model cards and error messages.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -38,6 +74,17 @@ impl Descriptors {
             Descriptors::Binary(_) => "binary",
         }
     }
+}
+
+fn mismatch(kind: &str, dim: usize, other: &Descriptors) -> Error {
+    let other_dim = match other {
+        Descriptors::Float(d) => d.ncols(),
+        Descriptors::Binary(_) => BINARY_BITS,
+    };
+    Error::InvalidInput(format!(
+        "cannot join {kind} descriptors of dimension {dim} with {} descriptors of dimension {other_dim}",
+        other.kind()
+    ))
 }
 
 /// Packs one binary model output into a descriptor: bit i = (output_i > 0), stored in word
@@ -99,6 +146,26 @@ mod tests {
         assert_eq!(d[2], 1u64 << 2);
         assert_eq!(d[3], 1u64 << 63);
         assert!(pack_bits(&out[..255]).is_err());
+    }
+
+    #[test]
+    fn concat_keeps_order_and_refuses_mixed_kinds() {
+        let a = Descriptors::Float(array![[1.0f32, 0.0], [0.0, 1.0]]);
+        let b = Descriptors::Float(array![[0.6f32, 0.8]]);
+        let joined = Descriptors::concat(vec![a.clone(), b]).unwrap().unwrap();
+        assert_eq!(
+            joined,
+            Descriptors::Float(array![[1.0f32, 0.0], [0.0, 1.0], [0.6, 0.8]])
+        );
+        let bin = Descriptors::Binary(vec![[1, 2, 3, 4]]);
+        assert!(Descriptors::concat(vec![a.clone(), bin.clone()]).is_err());
+        assert!(
+            Descriptors::concat(vec![a, Descriptors::Float(array![[1.0f32, 0.0, 0.0]])]).is_err()
+        );
+        let two =
+            Descriptors::concat(vec![bin.clone(), Descriptors::Binary(vec![[5; 4]])]).unwrap();
+        assert_eq!(two, Some(Descriptors::Binary(vec![[1, 2, 3, 4], [5; 4]])));
+        assert_eq!(Descriptors::concat(vec![]).unwrap(), None);
     }
 
     #[test]

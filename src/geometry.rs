@@ -294,10 +294,8 @@ pub fn verify(
             pb.len()
         )));
     }
-    if !(config.threshold_px > 0.0)
-        || !(config.confidence > 0.0 && config.confidence < 1.0)
-        || config.max_iters < 1
-    {
+    let valid = config.threshold_px > 0.0 && config.confidence > 0.0 && config.confidence < 1.0;
+    if !valid || config.max_iters < 1 {
         return Err(Error::InvalidInput(format!(
             "RANSAC needs threshold > 0, confidence in (0, 1), max_iters ≥ 1; got {config:?}"
         )));
@@ -512,6 +510,7 @@ pub fn rotation_angle_deg(a: &[[f64; 3]; 3], b: &[[f64; 3]; 3]) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use image::{DynamicImage, ImageReader, Limits};
 use opencv::prelude::*;
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Smallest accepted width and height in pixels: below this no detector finds anything stable
 /// and a 32×32 patch would be mostly border.
@@ -315,32 +315,38 @@ impl GrayImage {
         GrayImage::from_vec(m.cols() as usize, m.rows() as usize, data)
     }
 
-    /// Separable convolution with a symmetric kernel of odd length, BORDER_REFLECT_101.
+    /// Separable convolution with a symmetric kernel of odd length, BORDER_REFLECT_101;
+    /// rows in parallel (rayon).
     pub fn convolve_separable(&self, kernel: &[f32]) -> GrayImage {
-        let r = (kernel.len() / 2) as isize;
+        use rayon::prelude::*;
         let (w, h) = (self.width, self.height);
         let mut tmp = vec![0.0f32; w * h];
-        use rayon::prelude::*;
-        tmp.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
-            let src = &self.data[y * w..(y + 1) * w];
-            for (x, out) in row.iter_mut().enumerate() {
-                let mut s = 0.0;
-                for (k, &kv) in kernel.iter().enumerate() {
-                    s += kv * src[reflect101(x as isize + k as isize - r, w)];
-                }
-                *out = s;
-            }
-        });
+        tmp.par_chunks_mut(w)
+            .zip(self.data.par_chunks(w))
+            .for_each(|(row, src)| convolve_row(src, kernel, row));
         let mut out = vec![0.0f32; w * h];
-        out.par_chunks_mut(w).enumerate().for_each(|(y, row)| {
-            for (k, &kv) in kernel.iter().enumerate() {
-                let yy = reflect101(y as isize + k as isize - r, h);
-                let src = &tmp[yy * w..(yy + 1) * w];
-                for (o, &s) in row.iter_mut().zip(src) {
-                    *o += kv * s;
-                }
-            }
-        });
+        out.par_chunks_mut(w)
+            .enumerate()
+            .for_each(|(y, row)| convolve_column_into(&tmp, w, h, y, kernel, row));
+        GrayImage {
+            width: w,
+            height: h,
+            data: out,
+        }
+    }
+
+    /// [`GrayImage::convolve_separable`] on the calling thread only (for small windows that
+    /// are themselves processed in parallel).
+    pub fn convolve_separable_seq(&self, kernel: &[f32]) -> GrayImage {
+        let (w, h) = (self.width, self.height);
+        let mut tmp = vec![0.0f32; w * h];
+        for (row, src) in tmp.chunks_mut(w).zip(self.data.chunks(w)) {
+            convolve_row(src, kernel, row);
+        }
+        let mut out = vec![0.0f32; w * h];
+        for (y, row) in out.chunks_mut(w).enumerate() {
+            convolve_column_into(&tmp, w, h, y, kernel, row);
+        }
         GrayImage {
             width: w,
             height: h,
@@ -393,6 +399,55 @@ impl GrayImage {
     }
 }
 
+/// One row convolved with `kernel` (odd length), BORDER_REFLECT_101; the interior runs
+/// without index mirroring.
+fn convolve_row(src: &[f32], kernel: &[f32], out: &mut [f32]) {
+    let w = src.len();
+    let r = kernel.len() / 2;
+    let edge = |x: usize| -> f32 {
+        kernel
+            .iter()
+            .enumerate()
+            .map(|(k, &kv)| kv * src[reflect101(x as isize + k as isize - r as isize, w)])
+            .sum()
+    };
+    if w <= 2 * r {
+        for (x, o) in out.iter_mut().enumerate() {
+            *o = edge(x);
+        }
+        return;
+    }
+    for x in 0..r {
+        out[x] = edge(x);
+        out[w - 1 - x] = edge(w - 1 - x);
+    }
+    for x in r..w - r {
+        out[x] = src[x - r..=x + r]
+            .iter()
+            .zip(kernel)
+            .map(|(a, b)| a * b)
+            .sum();
+    }
+}
+
+/// Row `y` of the column convolution of `tmp` (`w × h`), BORDER_REFLECT_101.
+fn convolve_column_into(
+    tmp: &[f32],
+    w: usize,
+    h: usize,
+    y: usize,
+    kernel: &[f32],
+    row: &mut [f32],
+) {
+    let r = (kernel.len() / 2) as isize;
+    for (k, &kv) in kernel.iter().enumerate() {
+        let yy = reflect101(y as isize + k as isize - r, h);
+        for (o, &s) in row.iter_mut().zip(&tmp[yy * w..(yy + 1) * w]) {
+            *o += kv * s;
+        }
+    }
+}
+
 /// Normalised 1-D Gaussian kernel of standard deviation `sigma`, radius ⌈3σ⌉ (at least 1).
 pub fn gaussian_kernel(sigma: f32) -> Vec<f32> {
     let r = ((3.0 * sigma).ceil() as usize).max(1);
@@ -402,11 +457,6 @@ pub fn gaussian_kernel(sigma: f32) -> Vec<f32> {
     let s: f32 = k.iter().sum();
     k.iter_mut().for_each(|v| *v /= s);
     k
-}
-
-/// Path helper for errors about in-memory images.
-pub fn memory_path() -> PathBuf {
-    PathBuf::from("<memory>")
 }
 
 #[cfg(test)]

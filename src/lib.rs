@@ -19,5 +19,6 @@ pub mod matching;
 pub mod model;
 pub mod patch;
 pub mod pipeline;
+pub mod sfm;
 
 pub use error::{Error, Result};

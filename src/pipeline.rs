@@ -1,12 +1,15 @@
 //! One image's whole path: load → detect → sample patches → describe. The model is loaded once
 //! per [`Extractor`]; its card sets the patch magnification so frames and training agree.
 
+use crate::describe::Descriptors;
 use crate::detect::{detect, DetectorConfig};
 use crate::error::Result;
 use crate::features::{FeatureMeta, Features};
 use crate::image::{load_gray, GrayImage};
+use crate::model::engine::MAX_CHUNK;
 use crate::model::{resolve, Device, Engine, ResolvedModel};
-use crate::patch::PatchSampler;
+use crate::patch::{PatchSampler, PATCH_SIZE};
+use ndarray::Array3;
 use std::path::Path;
 
 /// What an [`Extractor`] runs.
@@ -65,8 +68,18 @@ impl Extractor {
         let detections = detect(img, &self.detector)?;
         let frames: Vec<_> = detections.iter().map(|d| d.frame).collect();
         let scores = detections.iter().map(|d| d.score).collect();
-        let patches = PatchSampler::new(img).sample(&frames);
-        let descriptors = self.engine.describe(patches.view())?;
+        // Sample and describe chunk by chunk so patch memory stays flat with keypoint count.
+        let sampler = PatchSampler::new(img);
+        let parts = frames
+            .chunks(MAX_CHUNK)
+            .map(|chunk| self.engine.describe(sampler.sample(chunk).view()))
+            .collect::<Result<Vec<_>>>()?;
+        let descriptors = match Descriptors::concat(parts)? {
+            Some(d) => d,
+            None => self
+                .engine
+                .describe(Array3::zeros((0, PATCH_SIZE, PATCH_SIZE)).view())?,
+        };
         let meta = FeatureMeta {
             model: self.model.display_name(),
             detector: self.detector.kind.to_string(),

@@ -10,6 +10,7 @@ use descl::io::features::write_features;
 use descl::model::{Device, DEFAULT_MODEL};
 use descl::pipeline::{Extractor, ExtractorConfig};
 use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -104,48 +105,51 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} images, {elapsed} elapsed, ETA {eta} {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{bar:40} {pos}/{len} images, {elapsed} elapsed, ETA {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    // Output names are claimed up front, in input order, so a clash is reported the same way
+    // however the images are scheduled.
     let mut outputs_taken: HashMap<PathBuf, PathBuf> = HashMap::new();
-    let mut reports = Vec::with_capacity(images.len());
-    for image in &images {
-        bar.set_message(
-            image
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
-        let t = Instant::now();
-        let result = output_path(&args.out, image, &mut outputs_taken).and_then(|out| {
-            let features = extractor.extract(image)?;
-            write_features(&out, &features)?;
-            Ok((features.frames.len(), out))
-        });
-        let report = match result {
-            Ok((n, out)) => ImageReport {
-                image: image.display().to_string(),
-                keypoints: Some(n),
-                output: Some(out.display().to_string()),
-                seconds: Some(t.elapsed().as_secs_f64()),
-                error: None,
-            },
-            Err(e) => {
-                bar.suspend(|| eprintln!("error: {e}"));
-                ImageReport {
+    let targets: Vec<_> = images
+        .iter()
+        .map(|image| output_path(&args.out, image, &mut outputs_taken))
+        .collect();
+    // Images run in parallel (loading, detection and sampling overlap); the engine serialises
+    // inference itself. Reports come back in input order.
+    let reports: Vec<ImageReport> = images
+        .par_iter()
+        .zip(targets)
+        .map(|(image, target)| {
+            let t = Instant::now();
+            let result = target.and_then(|out| {
+                let features = extractor.extract(image)?;
+                write_features(&out, &features)?;
+                Ok((features.frames.len(), out))
+            });
+            let report = match result {
+                Ok((n, out)) => ImageReport {
                     image: image.display().to_string(),
-                    keypoints: None,
-                    output: None,
-                    seconds: None,
-                    error: Some(e.to_string()),
+                    keypoints: Some(n),
+                    output: Some(out.display().to_string()),
+                    seconds: Some(t.elapsed().as_secs_f64()),
+                    error: None,
+                },
+                Err(e) => {
+                    bar.suspend(|| eprintln!("error: {e}"));
+                    ImageReport {
+                        image: image.display().to_string(),
+                        keypoints: None,
+                        output: None,
+                        seconds: None,
+                        error: Some(e.to_string()),
+                    }
                 }
-            }
-        };
-        reports.push(report);
-        bar.inc(1);
-    }
+            };
+            bar.inc(1);
+            report
+        })
+        .collect();
     bar.finish_and_clear();
 
     let failed = reports.iter().filter(|r| r.error.is_some()).count();

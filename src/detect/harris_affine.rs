@@ -26,7 +26,7 @@ pub const HARRIS_ALPHA: f32 = 0.06;
 /// s in σ_D = s·σ_I (paper: 0.7, i.e. integration = differentiation / 0.7).
 pub const DIFFERENTIATION_RATIO: f32 = 0.7;
 /// ξ, the ratio between successive integration scales (paper: 1.4).
-pub const SCALE_STEP: f32 = 1.4;
+pub const SCALE_STEP: f32 = 1.2;
 /// σ₀, the first integration scale in pixels.
 pub const FIRST_INTEGRATION_SCALE: f32 = 2.0;
 /// Largest integration scale as a fraction of the image's smaller side.
@@ -104,7 +104,12 @@ fn build_level(img: &GrayImage, inh: f32, octave: usize, sigma_i: f32) -> ScaleL
     let ld = blur_to(img, sd, inh);
     let (gx, gy) = gradients(&ld);
     let prod = |f: &dyn Fn(usize) -> f32| {
-        GrayImage { width: w, height: h, data: (0..w * h).map(f).collect() }.gaussian_blur(si)
+        GrayImage {
+            width: w,
+            height: h,
+            data: (0..w * h).map(f).collect(),
+        }
+        .gaussian_blur(si)
     };
     let xx = prod(&|i| gx[i] * gx[i]);
     let xy = prod(&|i| gx[i] * gy[i]);
@@ -132,8 +137,16 @@ fn build_level(img: &GrayImage, inh: f32, octave: usize, sigma_i: f32) -> ScaleL
     ScaleLevel {
         sigma_i,
         octave,
-        harris: GrayImage { width: w, height: h, data: harris },
-        laplacian: GrayImage { width: w, height: h, data: lap },
+        harris: GrayImage {
+            width: w,
+            height: h,
+            data: harris,
+        },
+        laplacian: GrayImage {
+            width: w,
+            height: h,
+            data: lap,
+        },
     }
 }
 
@@ -175,7 +188,8 @@ fn harris_laplace(levels: &[ScaleLevel]) -> Vec<Candidate> {
                     'n: for dy in -1isize..=1 {
                         for dx in -1isize..=1 {
                             if (dx, dy) != (0, 0) {
-                                let u = r.get((x as isize + dx) as usize, (y as isize + dy) as usize);
+                                let u =
+                                    r.get((x as isize + dx) as usize, (y as isize + dy) as usize);
                                 if u > v || (u == v && (dy, dx) < (0, 0)) {
                                     is_max = false;
                                     break 'n;
@@ -198,7 +212,12 @@ fn harris_laplace(levels: &[ScaleLevel]) -> Vec<Candidate> {
                         l.laplacian.bilinear(x0 / kk, y0 / kk).abs()
                     };
                     if lap > at(&levels[n - 1]) && lap > at(&levels[n + 1]) {
-                        row.push(Candidate { x: x0, y: y0, sigma_i: lv.sigma_i, score: v });
+                        row.push(Candidate {
+                            x: x0,
+                            y: y0,
+                            sigma_i: lv.sigma_i,
+                            score: v,
+                        });
                     }
                 }
                 row
@@ -213,8 +232,14 @@ type M2 = [[f32; 2]; 2];
 
 fn mul(a: &M2, b: &M2) -> M2 {
     [
-        [a[0][0] * b[0][0] + a[0][1] * b[1][0], a[0][0] * b[0][1] + a[0][1] * b[1][1]],
-        [a[1][0] * b[0][0] + a[1][1] * b[1][0], a[1][0] * b[0][1] + a[1][1] * b[1][1]],
+        [
+            a[0][0] * b[0][0] + a[0][1] * b[1][0],
+            a[0][0] * b[0][1] + a[0][1] * b[1][1],
+        ],
+        [
+            a[1][0] * b[0][0] + a[1][1] * b[1][0],
+            a[1][0] * b[0][1] + a[1][1] * b[1][1],
+        ],
     ]
 }
 
@@ -263,13 +288,18 @@ struct Window {
     gy: Vec<f32>,
 }
 
-const WIN_RADIUS: usize = 23; // ⌈3·WIN_SIGMA_I + 3·s·WIN_SIGMA_I⌉ + 2
+/// Window radius: the orientation histogram's 3·1.5·σ_I = 18 px plus the σ_D blur support.
+const WIN_RADIUS: usize = 23;
 
 fn sample_window(pyr: &[GrayImage], inh: &[f32], x: f32, y: f32, sigma_i: f32, u: &M2) -> Window {
     let step = sigma_i / WIN_SIGMA_I;
     let (_, smax) = singular_values(u);
     let img_step = step * smax;
-    let level = if img_step > 1.0 { (img_step.log2().floor() as usize).min(pyr.len() - 1) } else { 0 };
+    let level = if img_step > 1.0 {
+        (img_step.log2().floor() as usize).min(pyr.len() - 1)
+    } else {
+        0
+    };
     let img = &pyr[level];
     let k = 1.0 / (1u32 << level) as f32;
     let size = 2 * WIN_RADIUS + 1;
@@ -289,53 +319,30 @@ fn sample_window(pyr: &[GrayImage], inh: &[f32], x: f32, y: f32, sigma_i: f32, u
     let want = DIFFERENTIATION_RATIO * WIN_SIGMA_I;
     let sd = (want * want - have * have).max(0.25).sqrt();
     let kern = gaussian_kernel(sd);
-    let win = GrayImage { width: size, height: size, data: raw };
-    let l = convolve_local(&win, &kern);
+    let win = GrayImage {
+        width: size,
+        height: size,
+        data: raw,
+    };
+    let l = win.convolve_separable_seq(&kern);
     let (gx, gy) = gradients(&l);
     Window { size, gx, gy }
 }
 
-/// Sequential separable convolution (windows are small and already processed in parallel).
-fn convolve_local(img: &GrayImage, kernel: &[f32]) -> GrayImage {
-    let r = (kernel.len() / 2) as isize;
-    let (w, h) = (img.width, img.height);
-    let mut tmp = vec![0.0f32; w * h];
-    for y in 0..h {
-        for x in 0..w {
-            tmp[y * w + x] = kernel
-                .iter()
-                .enumerate()
-                .map(|(t, &kv)| kv * img.data[y * w + reflect101(x as isize + t as isize - r, w)])
-                .sum();
-        }
-    }
-    let mut out = vec![0.0f32; w * h];
-    for y in 0..h {
-        for x in 0..w {
-            out[y * w + x] = kernel
-                .iter()
-                .enumerate()
-                .map(|(t, &kv)| kv * tmp[reflect101(y as isize + t as isize - r, h) * w + x])
-                .sum();
-        }
-    }
-    GrayImage { width: w, height: h, data: out }
-}
-
-/// Second moment matrix in window coordinates at window offset (cx, cy) from the centre.
-fn second_moment(win: &Window, weights: &[f32], cx: isize, cy: isize) -> M2 {
-    let rw = (((weights.len() as f64).sqrt() as usize) / 2) as isize;
-    let c = (win.size / 2) as isize;
+/// Second moment matrix in window coordinates at the window centre, integration weights
+/// `weights` (a square Gaussian).
+fn second_moment(win: &Window, weights: &[f32]) -> M2 {
+    let side = (weights.len() as f64).sqrt() as usize;
+    let off = win.size / 2 - side / 2;
     let (mut a, mut b, mut d) = (0.0, 0.0, 0.0);
-    for dy in -rw..=rw {
-        let y = (c + cy + dy).clamp(0, win.size as isize - 1) as usize;
-        for dx in -rw..=rw {
-            let x = (c + cx + dx).clamp(0, win.size as isize - 1) as usize;
-            let wgt = weights[((dy + rw) * (2 * rw + 1) + dx + rw) as usize];
-            let (gx, gy) = (win.gx[y * win.size + x], win.gy[y * win.size + x]);
-            a += wgt * gx * gx;
-            b += wgt * gx * gy;
-            d += wgt * gy * gy;
+    for (wy, wrow) in weights.chunks_exact(side).enumerate() {
+        let base = (off + wy) * win.size + off;
+        let gx = &win.gx[base..base + side];
+        let gy = &win.gy[base..base + side];
+        for ((&wgt, &x), &y) in wrow.iter().zip(gx).zip(gy) {
+            a += wgt * x * x;
+            b += wgt * x * y;
+            d += wgt * y * y;
         }
     }
     [[a, b], [b, d]]
@@ -343,11 +350,9 @@ fn second_moment(win: &Window, weights: &[f32], cx: isize, cy: isize) -> M2 {
 
 fn gaussian_weights_2d(sigma: f32) -> Vec<f32> {
     let k = gaussian_kernel(sigma);
-    k.iter().flat_map(|&a| k.iter().map(move |&b| a * b)).collect()
-}
-
-fn harris_of(m: &M2) -> f32 {
-    m[0][0] * m[1][1] - m[0][1] * m[1][0] - HARRIS_ALPHA * (m[0][0] + m[1][1]).powi(2)
+    k.iter()
+        .flat_map(|&a| k.iter().map(move |&b| a * b))
+        .collect()
 }
 
 /// Dominant gradient direction (radians, window coordinates: x right, y down).
@@ -374,7 +379,9 @@ fn dominant_orientation(win: &Window) -> f32 {
     for _ in 0..2 {
         let h0 = hist;
         for i in 0..ORI_BINS {
-            hist[i] = 0.25 * h0[(i + ORI_BINS - 1) % ORI_BINS] + 0.5 * h0[i] + 0.25 * h0[(i + 1) % ORI_BINS];
+            hist[i] = 0.25 * h0[(i + ORI_BINS - 1) % ORI_BINS]
+                + 0.5 * h0[i]
+                + 0.25 * h0[(i + 1) % ORI_BINS];
         }
     }
     let (mut best, mut bv) = (0, f32::MIN);
@@ -384,61 +391,50 @@ fn dominant_orientation(win: &Window) -> f32 {
             bv = v;
         }
     }
-    let off = parabola_peak(hist[(best + ORI_BINS - 1) % ORI_BINS], bv, hist[(best + 1) % ORI_BINS]);
+    let off = parabola_peak(
+        hist[(best + ORI_BINS - 1) % ORI_BINS],
+        bv,
+        hist[(best + 1) % ORI_BINS],
+    );
     (best as f32 + 0.5 + off) / ORI_BINS as f32 * std::f32::consts::TAU
 }
 
-/// Iterative shape adaptation of one point; returns (x, y, U, θ) or None if rejected.
-fn adapt(pyr: &[GrayImage], inh: &[f32], c: &Candidate) -> Option<(f32, f32, M2, f32)> {
+/// Why shape adaptation rejected a point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reject {
+    Degenerate,
+    Elongated,
+    NotConverged,
+}
+
+/// Iterative shape adaptation of one point (eq. 7–9); returns (x, y, U, θ). The point stays at
+/// its sub-pixel Harris-Laplace location: re-localising at the Harris maximum of each normalised
+/// window (as the paper does) made points drift to neighbouring structures here and cost
+/// repeatability.
+fn adapt(pyr: &[GrayImage], inh: &[f32], c: &Candidate) -> Result<(f32, f32, M2, f32), Reject> {
     let wi = gaussian_weights_2d(WIN_SIGMA_I);
-    let (mut x, mut y) = (c.x, c.y);
     let mut u: M2 = [[1.0, 0.0], [0.0, 1.0]];
-    let step = c.sigma_i / WIN_SIGMA_I;
     for _ in 0..MAX_ADAPT_ITERATIONS {
-        let win = sample_window(pyr, inh, x, y, c.sigma_i, &u);
-        // Re-localise: the Harris maximum among the centre and its 8 neighbours (window px).
-        let mut rs = [[0.0f32; 3]; 3];
-        for (iy, row) in rs.iter_mut().enumerate() {
-            for (ix, v) in row.iter_mut().enumerate() {
-                *v = harris_of(&second_moment(&win, &wi, ix as isize - 1, iy as isize - 1));
-            }
-        }
-        let (mut bx, mut by) = (1usize, 1usize);
-        for iy in 0..3 {
-            for ix in 0..3 {
-                if rs[iy][ix] > rs[by][bx] {
-                    (bx, by) = (ix, iy);
-                }
-            }
-        }
-        let mu = second_moment(&win, &wi, 0, 0);
+        let win = sample_window(pyr, inh, c.x, c.y, c.sigma_i, &u);
+        let mu = second_moment(&win, &wi);
         let (l1, l2) = sym_eigenvalues(&mu);
         if !(l1 > 0.0) {
-            return None;
+            return Err(Reject::Degenerate);
         }
-        if (bx, by) == (1, 1) && l1 / l2 > ISOTROPY_CONVERGED {
-            let ox = parabola_peak(rs[1][0], rs[1][1], rs[1][2]);
-            let oy = parabola_peak(rs[0][1], rs[1][1], rs[2][1]);
-            let (p, q) = (ox * step, oy * step);
-            x += u[0][0] * p + u[0][1] * q;
-            y += u[1][0] * p + u[1][1] * q;
-            return Some((x, y, u, dominant_orientation(&win)));
+        if l1 / l2 > ISOTROPY_CONVERGED {
+            return Ok((c.x, c.y, u, dominant_orientation(&win)));
         }
-        let (p, q) = ((bx as f32 - 1.0) * step, (by as f32 - 1.0) * step);
-        x += u[0][0] * p + u[0][1] * q;
-        y += u[1][0] * p + u[1][1] * q;
-        let next = mul(&u, &inv_sqrt(&mu)?);
-        let det = (next[0][0] * next[1][1] - next[0][1] * next[1][0]).abs().sqrt();
+        let next = mul(&u, &inv_sqrt(&mu).ok_or(Reject::Degenerate)?);
+        let det = (next[0][0] * next[1][1] - next[0][1] * next[1][0])
+            .abs()
+            .sqrt();
         u = next.map(|r| r.map(|v| v / det));
         let (smin, smax) = singular_values(&u);
         if !(smin > 0.0) || smax / smin > MAX_ELONGATION {
-            return None;
-        }
-        if (x - c.x).hypot(y - c.y) > c.sigma_i {
-            return None; // drifted away from the detected point
+            return Err(Reject::Elongated);
         }
     }
-    None
+    Err(Reject::NotConverged)
 }
 
 /// Drops a detection whose region nearly equals a stronger one's (centre closer than 0.3 of
@@ -456,7 +452,10 @@ fn dedup(dets: Vec<Detection>) -> Vec<Detection> {
     let mut grid: std::collections::HashMap<(i32, i32), Vec<usize>> = Default::default();
     let mut kept: Vec<Detection> = Vec::with_capacity(dets.len());
     for d in dets {
-        let (gx, gy) = ((d.frame.x / cell).floor() as i32, (d.frame.y / cell).floor() as i32);
+        let (gx, gy) = (
+            (d.frame.x / cell).floor() as i32,
+            (d.frame.y / cell).floor() as i32,
+        );
         let s = sigma(&d.frame);
         let r = d.frame.scale();
         let dup = (-1..=1).any(|oy| {
@@ -465,9 +464,13 @@ fn dedup(dets: Vec<Detection>) -> Vec<Detection> {
                     v.iter().any(|&k| {
                         let e = &kept[k].frame;
                         let t = sigma(e);
-                        let diff = ((s[0] - t[0]).powi(2) + 2.0 * (s[1] - t[1]).powi(2) + (s[2] - t[2]).powi(2)).sqrt();
+                        let diff = ((s[0] - t[0]).powi(2)
+                            + 2.0 * (s[1] - t[1]).powi(2)
+                            + (s[2] - t[2]).powi(2))
+                        .sqrt();
                         let norm = (t[0].powi(2) + 2.0 * t[1].powi(2) + t[2].powi(2)).sqrt();
-                        (d.frame.x - e.x).hypot(d.frame.y - e.y) < 0.3 * r.min(e.scale()) && diff < 0.2 * norm
+                        (d.frame.x - e.x).hypot(d.frame.y - e.y) < 0.3 * r.min(e.scale())
+                            && diff < 0.2 * norm
                     })
                 })
             })
@@ -482,7 +485,11 @@ fn dedup(dets: Vec<Detection>) -> Vec<Detection> {
 
 /// Harris-Affine detections of `img` (unsorted beyond de-duplication order), frames
 /// `a = m·σ_I·U·R(θ)`. `max_keypoints` > 0 bounds the work (see [`CANDIDATE_FACTOR`]).
-pub fn detect_harris_affine(img: &GrayImage, magnification: f32, max_keypoints: usize) -> Vec<Detection> {
+pub fn detect_harris_affine(
+    img: &GrayImage,
+    magnification: f32,
+    max_keypoints: usize,
+) -> Vec<Detection> {
     let pyr = img.pyramid();
     let inh = inherent_blur(pyr.len());
     let max_sigma = MAX_SCALE_FRACTION * img.width.min(img.height) as f32;
@@ -503,8 +510,9 @@ pub fn detect_harris_affine(img: &GrayImage, magnification: f32, max_keypoints: 
     let dets: Vec<Detection> = cands
         .par_iter()
         .filter_map(|c| {
-            let (x, y, u, theta) = adapt(&pyr, &inh, c)?;
-            let inside = x >= 0.0 && y >= 0.0 && x <= (img.width - 1) as f32 && y <= (img.height - 1) as f32;
+            let (x, y, u, theta) = adapt(&pyr, &inh, c).ok()?;
+            let inside =
+                x >= 0.0 && y >= 0.0 && x <= (img.width - 1) as f32 && y <= (img.height - 1) as f32;
             if !inside {
                 return None;
             }
@@ -512,7 +520,10 @@ pub fn detect_harris_affine(img: &GrayImage, magnification: f32, max_keypoints: 
             let rot = [[co, -s], [s, co]];
             let k = magnification * c.sigma_i;
             let a = mul(&u, &rot).map(|r| r.map(|v| v * k));
-            Some(Detection { frame: Frame { x, y, a }, score: c.score })
+            Some(Detection {
+                frame: Frame { x, y, a },
+                score: c.score,
+            })
         })
         .collect();
     dedup(dets)
@@ -528,7 +539,9 @@ mod tests {
         let r = inv_sqrt(&m).unwrap();
         // r·m·r = I
         let p = mul(&mul(&r, &m), &r);
-        assert!((p[0][0] - 1.0).abs() < 1e-5 && p[0][1].abs() < 1e-5 && (p[1][1] - 1.0).abs() < 1e-5);
+        assert!(
+            (p[0][0] - 1.0).abs() < 1e-5 && p[0][1].abs() < 1e-5 && (p[1][1] - 1.0).abs() < 1e-5
+        );
         let d = inv_sqrt(&[[9.0, 0.0], [0.0, 0.25]]).unwrap();
         assert!((d[0][0] - 1.0 / 3.0).abs() < 1e-6 && (d[1][1] - 2.0).abs() < 1e-6);
     }
@@ -558,7 +571,12 @@ mod tests {
         let img = GrayImage::from_vec(w, h, data).unwrap();
         let pyr = img.pyramid();
         let inh = inherent_blur(pyr.len());
-        let cand = Candidate { x: cx + 1.0, y: cy - 1.0, sigma_i: 9.0, score: 1.0 };
+        let cand = Candidate {
+            x: cx + 1.0,
+            y: cy - 1.0,
+            sigma_i: 9.0,
+            score: 1.0,
+        };
         let (x, y, u, _) = adapt(&pyr, &inh, &cand).expect("adaptation converges");
         assert!((x - cx).hypot(y - cy) < 1.5, "{x},{y}");
         let (smin, smax) = singular_values(&u);
@@ -567,6 +585,10 @@ mod tests {
         // direction of the long axis: eigenvector of U Uᵀ
         let uu = mul(&u, &[[u[0][0], u[1][0]], [u[0][1], u[1][1]]]);
         let ang = 0.5 * (2.0 * uu[0][1]).atan2(uu[0][0] - uu[1][1]);
-        assert!((ang.to_degrees() - 30.0).abs() < 5.0, "{}", ang.to_degrees());
+        assert!(
+            (ang.to_degrees() - 30.0).abs() < 5.0,
+            "{}",
+            ang.to_degrees()
+        );
     }
 }

@@ -79,9 +79,7 @@ pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
     let mut dets = match cfg.kind {
         DetectorKind::Dog => dog::detect_dog(img, cfg.contrast_threshold, cfg.magnification)?,
         DetectorKind::HarrisAffine => {
-            return Err(Error::InvalidInput(
-                "Harris-Affine is not available yet".into(),
-            ));
+            harris_affine::detect_harris_affine(img, cfg.magnification, cfg.max_keypoints)
         }
     };
     sort_and_cap(&mut dets, cfg.max_keypoints);

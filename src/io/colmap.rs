@@ -83,6 +83,14 @@ pub enum TwoViewConfig {
     Planar = 4,
 }
 
+/// The models of a verified pair (None where not estimated).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TwoViewModels<'a> {
+    pub f: Option<&'a [[f64; 3]; 3]>,
+    pub e: Option<&'a [[f64; 3]; 3]>,
+    pub h: Option<&'a [[f64; 3]; 3]>,
+}
+
 /// pair_id of two image ids (order-independent).
 pub fn pair_id(a: i64, b: i64) -> i64 {
     let (lo, hi) = if a < b { (a, b) } else { (b, a) };
@@ -285,10 +293,9 @@ impl Database {
         id2: i64,
         inliers: &[[u32; 2]],
         config: TwoViewConfig,
-        f: Option<&[[f64; 3]; 3]>,
-        e: Option<&[[f64; 3]; 3]>,
-        h: Option<&[[f64; 3]; 3]>,
+        models: &TwoViewModels,
     ) -> Result<()> {
+        let TwoViewModels { f, e, h } = *models;
         let zero = [[0.0; 3]; 3];
         // COLMAP's models map the smaller id to the larger: transpose F/E, invert H otherwise.
         let swap = id1 > id2;
@@ -358,6 +365,7 @@ fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
 

@@ -212,17 +212,34 @@ pub fn run_colmap(args: &[&std::ffi::OsStr]) -> Result<()> {
     Ok(())
 }
 
+/// Options passed to `colmap mapper`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MapperOptions {
+    /// `--Mapper.num_threads` (None: all cores).
+    pub num_threads: Option<usize>,
+    /// `--Mapper.ba_refine_principal_point 1`: COLMAP keeps the principal point at the image
+    /// centre by default; a real camera's is a few pixels off, which biases rotations by
+    /// about offset / focal radians.
+    pub refine_principal_point: bool,
+}
+
 /// Runs `colmap mapper` and returns the largest model it produced (most registered images).
 pub fn run_mapper(
     database: &Path,
     image_dir: &Path,
     output_dir: &Path,
-    num_threads: Option<usize>,
+    options: &MapperOptions,
 ) -> Result<Reconstruction> {
     std::fs::create_dir_all(output_dir).map_err(|e| Error::io(output_dir, e))?;
-    let threads = num_threads
+    let threads = options
+        .num_threads
         .map(|n| n.to_string())
         .unwrap_or_else(|| "-1".into());
+    let refine_pp = if options.refine_principal_point {
+        "1"
+    } else {
+        "0"
+    };
     let args: Vec<&std::ffi::OsStr> = vec![
         "mapper".as_ref(),
         "--database_path".as_ref(),
@@ -233,6 +250,8 @@ pub fn run_mapper(
         output_dir.as_os_str(),
         "--Mapper.num_threads".as_ref(),
         threads.as_ref(),
+        "--Mapper.ba_refine_principal_point".as_ref(),
+        refine_pp.as_ref(),
     ];
     run_colmap(&args)?;
     let mut best: Option<Reconstruction> = None;

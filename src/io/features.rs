@@ -162,6 +162,8 @@ fn dtype_name(d: &NpyData) -> &'static str {
     match d {
         NpyData::F32(_) => "float32",
         NpyData::U8(_) => "uint8",
+        NpyData::U32(_) => "uint32",
+        NpyData::F64(_) => "float64",
         NpyData::Unicode { .. } => "unicode",
     }
 }

@@ -4,4 +4,6 @@ pub mod atomic;
 pub mod colmap;
 pub mod colmap_model;
 pub mod features;
+pub mod matches;
 pub mod npz;
+pub mod viz;

@@ -23,6 +23,10 @@ pub enum NpyData {
     F32(Vec<f32>),
     /// `|u1`
     U8(Vec<u8>),
+    /// `<u4` (match index pairs)
+    U32(Vec<u32>),
+    /// `<f8` (geometric models)
+    F64(Vec<f64>),
     /// `<U{n}` with `n` characters per element: each element a string (numpy pads with NULs).
     Unicode { chars: usize, values: Vec<String> },
 }
@@ -44,6 +48,8 @@ impl NpyArray {
         match &self.data {
             NpyData::F32(_) => "<f4".into(),
             NpyData::U8(_) => "|u1".into(),
+            NpyData::U32(_) => "<u4".into(),
+            NpyData::F64(_) => "<f8".into(),
             NpyData::Unicode { chars, .. } => format!("<U{chars}"),
         }
     }
@@ -52,6 +58,8 @@ impl NpyArray {
         match &self.data {
             NpyData::F32(v) => v.len(),
             NpyData::U8(v) => v.len(),
+            NpyData::U32(v) => v.len(),
+            NpyData::F64(v) => v.len(),
             NpyData::Unicode { values, .. } => values.len(),
         }
     }
@@ -91,6 +99,12 @@ impl NpyArray {
                 .iter()
                 .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
             NpyData::U8(v) => out.extend_from_slice(v),
+            NpyData::U32(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            NpyData::F64(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
             NpyData::Unicode { chars, values } => {
                 for s in values {
                     let n = s.chars().count();
@@ -160,6 +174,24 @@ impl NpyArray {
             "|u1" | "<u1" | ">u1" => {
                 expect(1)?;
                 NpyData::U8(body.to_vec())
+            }
+            "<u4" => {
+                expect(4)?;
+                NpyData::U32(
+                    body.chunks_exact(4)
+                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                )
+            }
+            "<f8" => {
+                expect(8)?;
+                NpyData::F64(
+                    body.chunks_exact(8)
+                        .map(|c| {
+                            f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
+                        })
+                        .collect(),
+                )
             }
             d if d.starts_with("<U") => {
                 let chars: usize = d[2..].parse().map_err(|_| format!("bad dtype {d}"))?;

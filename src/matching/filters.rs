@@ -46,6 +46,8 @@ impl Default for MatchConfig {
 
 impl MatchConfig {
     /// Rejects meaningless settings (ratio outside (0, 1], negative gate or gap, top-k of 0).
+    /// Comparisons are negated on purpose so that NaN fails them.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     pub fn check(&self) -> Result<()> {
         if let Some(r) = self.ratio {
             if !(r > 0.0 && r <= 1.0) {
@@ -74,6 +76,7 @@ impl MatchConfig {
 }
 
 /// Applies the filters of `config` to exact two-nearest-neighbour lists.
+#[allow(clippy::neg_cmp_op_on_partial_ord)] // `!(d1 < r·d2)` also rejects NaN
 pub fn apply(nn: &NearestTwo, config: &MatchConfig) -> Matches {
     let mut out = Matches::default();
     for (i, r) in nn.rows.iter().enumerate() {

@@ -111,7 +111,7 @@ pub fn guided_match(
             "guided matching: positions and descriptors differ in number".into(),
         ));
     }
-    if !(radius > 0.0) {
+    if radius.is_nan() || radius <= 0.0 {
         return Err(Error::InvalidInput(format!(
             "guided matching radius must be > 0, got {radius}"
         )));

@@ -12,7 +12,9 @@ pub mod filters;
 pub mod guided;
 pub mod hamming;
 pub mod kdtree;
+pub mod pairs;
 pub mod speed;
+pub mod two_view;
 
 pub use filters::MatchConfig;
 

@@ -215,6 +215,7 @@ fn pair_set(m: &Matches) -> BTreeSet<[u32; 2]> {
     m.pairs.iter().copied().collect()
 }
 
+#[allow(clippy::too_many_arguments)] // private: the two sides in two representations each
 fn kind_report(
     kind: &str,
     a: &Descriptors,

@@ -332,7 +332,11 @@ pub fn model(net: &Net, doc: &str) -> Result<ModelProto> {
                 // γ · x / sqrt(mean_{h,w}(x²) + ε) + β, as the tch forward.
                 let x = g.current.clone();
                 g.node("Mul", vec![x.clone()], vec![]);
-                g.node("ReduceMean", vec![], vec![attr_ints("axes", &[2, 3]), attr_int("keepdims", 1)]);
+                g.node(
+                    "ReduceMean",
+                    vec![],
+                    vec![attr_ints("axes", &[2, 3]), attr_int("keepdims", 1)],
+                );
                 let eps = g.weight(&format!("{name}.eps"), &[], &[FRN_EPS as f32]);
                 g.node("Add", vec![eps], vec![]);
                 g.node("Sqrt", vec![], vec![]);

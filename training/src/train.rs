@@ -11,10 +11,10 @@ use crate::loss;
 use crate::net::{Arch, Net};
 use crate::optim::{OptimConfig, Optimizer};
 use anyhow::{bail, Context, Result};
+use descl::model::card::{sha256_file, InputSpec, ModelCard, OutputKind, OutputSpec, PatchSpec};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -174,7 +174,7 @@ impl RunConfig {
         if self.iterations == 0 || self.batch < 2 || self.views < 2 {
             bail!("need iterations ≥ 1, batch ≥ 2 classes and views ≥ 2");
         }
-        if !(self.lr > 0.0) {
+        if self.lr.is_nan() || self.lr <= 0.0 {
             bail!("lr must be > 0");
         }
         if self.name.is_empty() || self.name.contains(['/', '\\']) {
@@ -457,7 +457,7 @@ pub fn train_until(
         device,
     )?;
     let card_path = config.out.join(format!("{}.json", config.name));
-    descl::io::atomic::write_bytes_atomic(&card_path, &serde_json::to_vec_pretty(&card)?)?;
+    card.save(&card_path)?;
     let (onnx, card_out) = match &config.install {
         Some(dir) => install(dir, &config.name, &onnx_path, &card_path)?,
         None => (onnx_path, card_path),
@@ -581,14 +581,6 @@ pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
         .f_double_value(&[])?)
 }
 
-fn sha256_hex(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
 #[allow(clippy::too_many_arguments)]
 fn model_card(
     config: &RunConfig,
@@ -599,47 +591,62 @@ fn model_card(
     final_loss: f64,
     validation_nn_accuracy: Option<f64>,
     device: Device,
-) -> Result<serde_json::Value> {
+) -> Result<ModelCard> {
     let device_name = match device {
         Device::Cpu => format!("cpu ({} libtorch threads)", tch::get_num_threads()),
         Device::Cuda(i) => format!("cuda:{i}"),
         other => format!("{other:?}"),
     };
-    Ok(serde_json::json!({
-        "name": config.name,
-        "file": format!("{}.onnx", config.name),
-        "sha256": sha256_hex(onnx)?,
-        "architecture": match (net.arch, net.width) {
-            (arch, w) if (w - 1.0).abs() < 1e-9 => arch.name().to_string(),
-            (arch, w) => format!("{}-w{w}", arch.name()),
+    let training = serde_json::json!({
+        "method": config.loss.get("name").cloned().unwrap_or(serde_json::Value::Null),
+        "hyper_parameters": {
+            "loss": config.loss,
+            "sampler": config.sampler,
+            "optimizer": config.optimizer,
+            "lr": config.lr,
+            "schedule": config.schedule,
+            "views_per_class": config.views,
+            "augment": config.data.augment,
+            "width": config.net.width,
         },
-        "input": {"size": PATCH_SIDE, "range": [0.0, 1.0]},
-        "output": {"dim": net.output_dim(), "kind": if net.is_binary() { "binary" } else { "float" }},
-        "patch": {"size": PATCH_SIDE, "magnification": MAGNIFICATION},
-        "training": {
-            "method": config.loss.get("name").cloned().unwrap_or(serde_json::Value::Null),
-            "hyper_parameters": {
-                "loss": config.loss,
-                "sampler": config.sampler,
-                "optimizer": config.optimizer,
-                "lr": config.lr,
-                "schedule": config.schedule,
-                "views_per_class": config.views,
-                "augment": config.data.augment,
-                "width": config.net.width,
-            },
-            "data": {"tracks": tracks.header.source, "classes": tracks.header.classes, "views": tracks.header.views},
-            "iterations": config.iterations,
-            "batch": config.batch,
-            "seed": config.seed,
-            "device": device_name,
-            "wall_time_s": wall_time_s,
-            "final_loss": final_loss,
-            "validation_nn_accuracy": validation_nn_accuracy,
-            "config": config,
+        "data": {"tracks": tracks.header.source, "classes": tracks.header.classes, "views": tracks.header.views},
+        "iterations": config.iterations,
+        "batch": config.batch,
+        "seed": config.seed,
+        "device": device_name,
+        "wall_time_s": wall_time_s,
+        "final_loss": final_loss,
+        "validation_nn_accuracy": validation_nn_accuracy,
+        "config": config,
+    });
+    let serde_json::Value::Object(training) = training else {
+        bail!("training section is not an object")
+    };
+    let architecture = if (net.width - 1.0).abs() < 1e-9 {
+        net.arch.name().to_string()
+    } else {
+        format!("{}-w{}", net.arch.name(), net.width)
+    };
+    Ok(ModelCard {
+        name: config.name.clone(),
+        file: format!("{}.onnx", config.name),
+        sha256: sha256_file(onnx)?,
+        architecture,
+        input: InputSpec {
+            size: PATCH_SIDE,
+            range: [0.0, 1.0],
         },
-        "metrics": {},
-    }))
+        output: OutputSpec {
+            dim: net.output_dim() as usize,
+            kind: OutputKind::Float,
+        },
+        patch: PatchSpec {
+            size: PATCH_SIDE,
+            magnification: MAGNIFICATION as f32,
+        },
+        training,
+        metrics: serde_json::Map::new(),
+    })
 }
 
 /// Copies the ONNX model and its card into `dir` (atomically).

@@ -4,7 +4,6 @@
 //! iterations only index memory. File layout (little endian):
 //! `TRACKS_MAGIC` · u32 header length · JSON [`TrackHeader`] · classes×views×32×32 u8.
 
-pub mod frames;
 pub mod synthetic;
 
 use anyhow::{bail, Context, Result};

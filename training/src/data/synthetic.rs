@@ -11,8 +11,10 @@
 
 use super::{TrackSet, PATCH_PIXELS};
 use anyhow::{bail, Context, Result};
+use descl::detect::{detect, DetectorConfig, DetectorKind};
 use descl::frame::Frame;
-use descl::image::GrayImage;
+use descl::image::{load_gray, GrayImage};
+use descl::patch::PatchSampler;
 use indicatif::{ProgressBar, ProgressStyle};
 use opencv::core::{Mat, Size, Vector, BORDER_REFLECT_101};
 use opencv::prelude::*;
@@ -83,11 +85,11 @@ impl Default for SyntheticConfig {
             max_side: 1024,
             groups: 8,
             views: 3,
-            max_keypoints: 2048,
+            max_keypoints: 4000,
             max_rotation_deg: 180.0,
-            scale: [0.6, 1.5],
-            max_tilt: 1.8,
-            max_perspective: 0.25,
+            scale: [0.7, 1.4],
+            max_tilt: 1.5,
+            max_perspective: 0.15,
             gamma: [0.6, 1.6],
             contrast: [0.6, 1.4],
             brightness: 0.15,
@@ -96,9 +98,9 @@ impl Default for SyntheticConfig {
             max_noise: 0.02,
             jpeg_prob: 0.5,
             jpeg_quality: [30, 95],
-            position_tolerance: 0.1,
+            position_tolerance: 0.15,
             scale_tolerance: 1.3,
-            angle_tolerance_deg: 20.0,
+            angle_tolerance_deg: 30.0,
             jitter_rotation_deg: 3.0,
             jitter_scale: 0.03,
             jitter_shift: 0.02,
@@ -222,22 +224,6 @@ pub fn random_homography<R: Rng>(
     mul3(&back, &mul3(&persp, &mul3(&linear, &centre)))
 }
 
-fn to_mat(img: &GrayImage) -> Result<Mat> {
-    Ok(
-        Mat::new_rows_cols_with_data(img.height as i32, img.width as i32, &img.data)?
-            .try_clone()?,
-    )
-}
-
-fn from_mat(m: &Mat) -> Result<GrayImage> {
-    let data = m.data_typed::<f32>()?.to_vec();
-    Ok(GrayImage {
-        width: m.cols() as usize,
-        height: m.rows() as usize,
-        data,
-    })
-}
-
 /// Downscales `img` (area interpolation) so the longer side is at most `max_side`.
 fn limit_size(img: GrayImage, max_side: usize) -> Result<GrayImage> {
     let long = img.width.max(img.height);
@@ -251,14 +237,14 @@ fn limit_size(img: GrayImage, max_side: usize) -> Result<GrayImage> {
     );
     let mut out = Mat::default();
     opencv::imgproc::resize(
-        &to_mat(&img)?,
+        &img.to_mat_f32()?,
         &mut out,
         size,
         0.0,
         0.0,
         opencv::imgproc::INTER_AREA,
     )?;
-    from_mat(&out)
+    Ok(GrayImage::from_mat_f32(&out)?)
 }
 
 /// Warps `img` by `h` onto a canvas of the same size (bilinear, reflected border).
@@ -267,7 +253,7 @@ fn warp(img: &GrayImage, h: &Homography) -> Result<GrayImage> {
     let m = Mat::new_rows_cols_with_data(3, 3, &flat)?.try_clone()?;
     let mut out = Mat::default();
     opencv::imgproc::warp_perspective(
-        &to_mat(img)?,
+        &img.to_mat_f32()?,
         &mut out,
         &m,
         Size::new(img.width as i32, img.height as i32),
@@ -275,7 +261,7 @@ fn warp(img: &GrayImage, h: &Homography) -> Result<GrayImage> {
         BORDER_REFLECT_101,
         opencv::core::Scalar::default(),
     )?;
-    from_mat(&out)
+    Ok(GrayImage::from_mat_f32(&out)?)
 }
 
 /// Gamma, contrast/brightness, blur, noise and a JPEG round trip, each drawn from `cfg`.
@@ -291,14 +277,14 @@ fn photometric<R: Rng>(rng: &mut R, cfg: &SyntheticConfig, img: GrayImage) -> Re
         let sigma = rng.gen_range(0.3..=cfg.max_blur_sigma.max(0.3));
         let mut out = Mat::default();
         opencv::imgproc::gaussian_blur(
-            &to_mat(&img)?,
+            &img.to_mat_f32()?,
             &mut out,
             Size::new(0, 0),
             sigma,
             sigma,
             BORDER_REFLECT_101,
         )?;
-        img = from_mat(&out)?;
+        img = GrayImage::from_mat_f32(&out)?;
     }
     let noise = rng.gen_range(0.0..=cfg.max_noise);
     if noise > 0.0 {
@@ -461,11 +447,18 @@ fn render_group(cfg: &SyntheticConfig, source: &GrayImage, seed: u64) -> Result<
     for _ in 0..cfg.views {
         let h = random_homography(&mut rng, cfg, source.width, source.height);
         let view = photometric(&mut rng, cfg, warp(source, &h)?)?;
-        frames.push(super::frames::detect(
-            &view,
-            cfg.max_keypoints,
-            cfg.magnification,
-        )?);
+        let detector = DetectorConfig {
+            kind: DetectorKind::Dog,
+            max_keypoints: cfg.max_keypoints,
+            magnification: cfg.magnification as f32,
+            ..DetectorConfig::default()
+        };
+        frames.push(
+            detect(&view, &detector)?
+                .into_iter()
+                .map(|d| d.frame)
+                .collect::<Vec<_>>(),
+        );
         homographies.push(h);
         images.push(view);
     }
@@ -479,8 +472,8 @@ fn render_group(cfg: &SyntheticConfig, source: &GrayImage, seed: u64) -> Result<
     let patches: Vec<Vec<f32>> = images
         .iter()
         .zip(&per_view)
-        .map(|(img, fr)| super::frames::sample(img, fr))
-        .collect::<Result<_>>()?;
+        .map(|(img, fr)| PatchSampler::new(img).sample(fr).iter().copied().collect())
+        .collect();
     Ok((0..tracks.len())
         .map(|c| {
             patches
@@ -509,8 +502,7 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
     let sources: Vec<GrayImage> = photos
         .iter()
         .map(|p| {
-            let img = super::frames::load_gray(p)
-                .with_context(|| format!("{}: cannot load", p.display()))?;
+            let img = load_gray(p)?;
             limit_size(img, cfg.max_side)
         })
         .collect::<Result<_>>()?;
@@ -524,14 +516,20 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let groups: Vec<Vec<Vec<f32>>> = jobs
+    // Each group is quantised to u8 as soon as it is rendered, so memory stays at the file size.
+    let groups: Vec<TrackSet> = jobs
         .par_iter()
         .map(|&(i, g)| {
             let seed = cfg.seed ^ ((i as u64) << 32 | g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let out = render_group(cfg, &sources[i], seed)
-                .with_context(|| format!("{}", photos[i].display()));
+            let classes = render_group(cfg, &sources[i], seed)
+                .with_context(|| format!("{}", photos[i].display()))?;
+            let mut set = TrackSet::new(cfg.views, serde_json::Value::Null);
+            for class in &classes {
+                let views: Vec<&[f32]> = class.chunks(PATCH_PIXELS).collect();
+                set.push_class(&views)?;
+            }
             bar.inc(1);
-            out
+            Ok(set)
         })
         .collect::<Result<_>>()?;
     bar.finish();
@@ -550,9 +548,9 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
         cfg.views,
         serde_json::json!({"generator": "synthetic", "config": cfg, "photos": names}),
     );
-    for class in groups.iter().flatten() {
-        let views: Vec<&[f32]> = class.chunks(PATCH_PIXELS).collect();
-        set.push_class(&views)?;
+    for group in groups {
+        set.header.classes += group.header.classes;
+        set.pixels.extend_from_slice(&group.pixels);
     }
     Ok(set)
 }

@@ -43,7 +43,7 @@ impl HardNetLoss {
             .get("anchor_swap")
             .and_then(|v| v.as_bool())
             .unwrap_or(true);
-        if !(margin > 0.0) {
+        if margin.is_nan() || margin <= 0.0 {
             bail!("hardnet: margin must be > 0, got {margin}");
         }
         Ok(Self::new(margin, anchor_swap))
@@ -93,7 +93,7 @@ impl Loss for HardNetLoss {
                 .to_kind(Kind::Float)
                 .mean(Kind::Float)
                 .double_value(&[]);
-            total = total + hinge.mean(Kind::Float);
+            total += hinge.mean(Kind::Float);
         }
         let p = pairs as f64;
         self.last = vec![

@@ -1,0 +1,214 @@
+//! Matches files: one image pair's matches and verification as an `.npz` that `numpy.load`
+//! opens without descl:
+//!
+//! | member | dtype, shape | content |
+//! |---|---|---|
+//! | `matches` | `<u4`, N×2 | index in A's features, index in B's features |
+//! | `distances` | `<f4`, N | descriptor distance (L2, or Hamming bits) |
+//! | `inliers` | `|u1`, N | 1 = geometric inlier (all 0 when verification found no model; absent without verification) |
+//! | `model` | `<f8`, 3×3 | H, F or E mapping A to B (absent when none) |
+//! | `meta` | `<U…`, scalar | JSON of [`MatchesMeta`] |
+
+use crate::error::{Error, Result};
+use crate::geometry::ModelKind;
+use crate::io::atomic::write_atomic;
+use crate::io::npz::{read_npz, write_npz, NpyArray, NpyData};
+use crate::matching::two_view::PairConfig;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Provenance and summary of a matches file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatchesMeta {
+    /// The images (or features files) of side A and B.
+    pub a: String,
+    pub b: String,
+    /// Image sizes (for drawing).
+    pub size_a: [u32; 2],
+    pub size_b: [u32; 2],
+    /// Descriptor model of the features.
+    pub model: String,
+    pub config: PairConfig,
+    pub num_matches: usize,
+    pub num_inliers: Option<usize>,
+    pub geometry: Option<ModelKind>,
+    /// Why there is no model (too few matches, RANSAC failure), if so.
+    pub reason: Option<String>,
+}
+
+/// The content of a matches file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatchesFile {
+    pub pairs: Vec<[u32; 2]>,
+    pub distances: Vec<f32>,
+    pub inliers: Option<Vec<bool>>,
+    pub model: Option<[[f64; 3]; 3]>,
+    pub meta: MatchesMeta,
+}
+
+/// Writes a matches file atomically.
+pub fn write_matches(path: &Path, m: &MatchesFile) -> Result<()> {
+    let n = m.pairs.len();
+    if m.distances.len() != n || m.inliers.as_ref().is_some_and(|i| i.len() != n) {
+        return Err(Error::InvalidInput(format!(
+            "{}: matches, distances and inliers differ in number",
+            path.display()
+        )));
+    }
+    let mut arrays: Vec<(&str, NpyArray)> = vec![
+        (
+            "matches",
+            NpyArray {
+                shape: vec![n, 2],
+                data: NpyData::U32(m.pairs.iter().flatten().copied().collect()),
+            },
+        ),
+        (
+            "distances",
+            NpyArray {
+                shape: vec![n],
+                data: NpyData::F32(m.distances.clone()),
+            },
+        ),
+    ];
+    if let Some(inl) = &m.inliers {
+        arrays.push((
+            "inliers",
+            NpyArray {
+                shape: vec![n],
+                data: NpyData::U8(inl.iter().map(|&b| b as u8).collect()),
+            },
+        ));
+    }
+    if let Some(model) = &m.model {
+        arrays.push((
+            "model",
+            NpyArray {
+                shape: vec![3, 3],
+                data: NpyData::F64(model.iter().flatten().copied().collect()),
+            },
+        ));
+    }
+    let meta = serde_json::to_string(&m.meta)
+        .map_err(|e| Error::format(path, format!("cannot serialise meta: {e}")))?;
+    arrays.push(("meta", NpyArray::unicode_scalar(&meta)));
+    let refs: Vec<(&str, &NpyArray)> = arrays.iter().map(|(k, v)| (*k, v)).collect();
+    write_atomic(path, |w| write_npz(w, &refs, path))
+}
+
+/// Reads a matches file, checking dtypes, shapes and agreement on N.
+pub fn read_matches(path: &Path) -> Result<MatchesFile> {
+    let bad = |r: String| Error::format(path, r);
+    let arrays = read_npz(path)?;
+    let get = |name: &str| arrays.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    let need = |name: &str| {
+        get(name).ok_or_else(|| bad(format!("not a descl matches file: no `{name}` array")))
+    };
+    let pairs = match (need("matches")?.shape.as_slice(), &need("matches")?.data) {
+        ([_, 2], NpyData::U32(v)) => v.chunks_exact(2).map(|c| [c[0], c[1]]).collect::<Vec<_>>(),
+        (s, _) => {
+            return Err(bad(format!(
+                "`matches` must be uint32 N×2, has shape {s:?}"
+            )))
+        }
+    };
+    let n = pairs.len();
+    let distances = match (
+        need("distances")?.shape.as_slice(),
+        &need("distances")?.data,
+    ) {
+        ([m], NpyData::F32(v)) if *m == n => v.clone(),
+        (s, _) => {
+            return Err(bad(format!(
+                "`distances` must be float32 [{n}], has shape {s:?}"
+            )))
+        }
+    };
+    let inliers = match get("inliers") {
+        None => None,
+        Some(a) => match (a.shape.as_slice(), &a.data) {
+            ([m], NpyData::U8(v)) if *m == n => Some(v.iter().map(|&b| b != 0).collect()),
+            (s, _) => {
+                return Err(bad(format!(
+                    "`inliers` must be uint8 [{n}], has shape {s:?}"
+                )))
+            }
+        },
+    };
+    let model = match get("model") {
+        None => None,
+        Some(a) => match (a.shape.as_slice(), &a.data) {
+            ([3, 3], NpyData::F64(v)) => {
+                Some([[v[0], v[1], v[2]], [v[3], v[4], v[5]], [v[6], v[7], v[8]]])
+            }
+            (s, _) => return Err(bad(format!("`model` must be float64 3×3, has shape {s:?}"))),
+        },
+    };
+    let meta = match &need("meta")?.data {
+        NpyData::Unicode { values, .. } if values.len() == 1 => serde_json::from_str(&values[0])
+            .map_err(|e| bad(format!("`meta` is not valid matches metadata: {e}")))?,
+        _ => return Err(bad("`meta` must be a unicode scalar".into())),
+    };
+    Ok(MatchesFile {
+        pairs,
+        distances,
+        inliers,
+        model,
+        meta,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> MatchesFile {
+        MatchesFile {
+            pairs: vec![[0, 3], [2, 1], [5, 0]],
+            distances: vec![0.1, 0.25, 0.5],
+            inliers: Some(vec![true, false, true]),
+            model: Some([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.5]]),
+            meta: MatchesMeta {
+                a: "a.jpg".into(),
+                b: "b.jpg".into(),
+                size_a: [640, 480],
+                size_b: [800, 600],
+                model: "m".into(),
+                config: PairConfig::default(),
+                num_matches: 3,
+                num_inliers: Some(2),
+                geometry: Some(ModelKind::Fundamental),
+                reason: None,
+            },
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.npz");
+        let m = sample();
+        write_matches(&p, &m).unwrap();
+        assert_eq!(read_matches(&p).unwrap(), m);
+        let none = MatchesFile {
+            inliers: None,
+            model: None,
+            ..sample()
+        };
+        write_matches(&p, &none).unwrap();
+        assert_eq!(read_matches(&p).unwrap(), none);
+    }
+
+    #[test]
+    fn truncated_and_foreign_files_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.npz");
+        write_matches(&p, &sample()).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+        let e = read_matches(&p).unwrap_err().to_string();
+        assert!(e.contains("m.npz"), "{e}");
+        std::fs::write(&p, b"not a zip").unwrap();
+        assert!(read_matches(&p).unwrap_err().to_string().contains("m.npz"));
+    }
+}

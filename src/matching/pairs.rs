@@ -1,0 +1,121 @@
+//! Which image pairs to match in a set: exhaustive, sequential window, or a pairs file.
+
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// How to choose pairs among `n` images (indices into the image list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairMode {
+    /// All n(n−1)/2 pairs.
+    Exhaustive,
+    /// Each image with the next `w` (video / ordered captures).
+    Sequential(usize),
+    /// Pairs listed in a text file, one `nameA nameB` per line (hloc / COLMAP
+    /// `matches_importer` format); `#` starts a comment.
+    File(std::path::PathBuf),
+}
+
+/// The pairs `(i, j)`, i < j, for `names` (image file names as listed in the folder).
+pub fn make_pairs(mode: &PairMode, names: &[String]) -> Result<Vec<(usize, usize)>> {
+    let n = names.len();
+    match mode {
+        PairMode::Exhaustive => Ok((0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+            .collect()),
+        PairMode::Sequential(w) => {
+            if *w == 0 {
+                return Err(Error::InvalidInput(
+                    "sequential window must be at least 1".into(),
+                ));
+            }
+            Ok((0..n)
+                .flat_map(|i| (i + 1..n.min(i + 1 + w)).map(move |j| (i, j)))
+                .collect())
+        }
+        PairMode::File(path) => read_pairs(path, names),
+    }
+}
+
+fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let index = |name: &str, line: usize| -> Result<usize> {
+        names.iter().position(|n| n == name).ok_or_else(|| {
+            Error::format(
+                path,
+                format!(
+                    "line {line}: image {name:?} is not among the {} images",
+                    names.len()
+                ),
+            )
+        })
+    };
+    let mut out = Vec::new();
+    for (k, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [a, b] = parts[..] else {
+            return Err(Error::format(
+                path,
+                format!("line {}: expected two image names, got {line:?}", k + 1),
+            ));
+        };
+        let (i, j) = (index(a, k + 1)?, index(b, k + 1)?);
+        if i == j {
+            return Err(Error::format(
+                path,
+                format!("line {}: an image paired with itself", k + 1),
+            ));
+        }
+        out.push((i.min(j), i.max(j)));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{i}.jpg")).collect()
+    }
+
+    #[test]
+    fn exhaustive_and_sequential() {
+        assert_eq!(
+            make_pairs(&PairMode::Exhaustive, &names(4)).unwrap().len(),
+            6
+        );
+        assert_eq!(
+            make_pairs(&PairMode::Sequential(2), &names(4)).unwrap(),
+            vec![(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)]
+        );
+        assert!(make_pairs(&PairMode::Sequential(0), &names(4)).is_err());
+    }
+
+    #[test]
+    fn pairs_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pairs.txt");
+        std::fs::write(
+            &p,
+            "# comment\n2.jpg 0.jpg\n0.jpg 2.jpg\n\n1.jpg 3.jpg # x\n",
+        )
+        .unwrap();
+        assert_eq!(
+            make_pairs(&PairMode::File(p.clone()), &names(4)).unwrap(),
+            vec![(0, 2), (1, 3)]
+        );
+        std::fs::write(&p, "0.jpg 9.jpg\n").unwrap();
+        let e = make_pairs(&PairMode::File(p.clone()), &names(4))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pairs.txt") && e.contains("9.jpg"), "{e}");
+        std::fs::write(&p, "0.jpg\n").unwrap();
+        assert!(make_pairs(&PairMode::File(p), &names(4)).is_err());
+    }
+}

@@ -1,0 +1,256 @@
+//! `descl match` and `descl sfm` from the command line: a real pair (RootSIFT features of two
+//! fountain-P11 images written as features files), many pairs with resume, and every bad input
+//! of issue 3.
+
+mod common;
+
+use common::{descl, run};
+use descl::describe::Descriptors;
+use descl::detect::{detect, DetectorConfig};
+use descl::features::{FeatureMeta, Features};
+use descl::frame::Frame;
+use descl::io::features::write_features;
+use descl::io::matches::read_matches;
+use ndarray::Array2;
+use std::path::{Path, PathBuf};
+
+fn meta(image: &str) -> FeatureMeta {
+    FeatureMeta {
+        model: "test".into(),
+        detector: "dog".into(),
+        image_width: 640,
+        image_height: 480,
+        image: image.into(),
+    }
+}
+
+fn frames(n: usize) -> Vec<Frame> {
+    (0..n)
+        .map(|i| Frame {
+            x: (i * 7 % 640) as f32,
+            y: (i * 13 % 480) as f32,
+            a: [[6.0, 0.0], [0.0, 6.0]],
+        })
+        .collect()
+}
+
+fn float_features(n: usize, dim: usize, seed: u64) -> Features {
+    let (d, _) = descl::matching::speed::synthetic_float(n, 1, dim, seed);
+    Features {
+        frames: frames(n),
+        scores: vec![1.0; n],
+        descriptors: Descriptors::Float(d),
+        meta: meta("x.png"),
+    }
+}
+
+fn write(dir: &Path, name: &str, f: &Features) -> PathBuf {
+    let p = dir.join(name);
+    write_features(&p, f).unwrap();
+    p
+}
+
+/// RootSIFT features of a fountain image (1536×1024), capped for test speed.
+fn sift_file(dir: &Path, image: &Path) -> PathBuf {
+    let img = descl::image::load_gray(image).unwrap();
+    let cfg = DetectorConfig {
+        max_keypoints: 1500,
+        ..Default::default()
+    };
+    let frames: Vec<Frame> = detect(&img, &cfg)
+        .unwrap()
+        .iter()
+        .map(|d| d.frame)
+        .collect();
+    let d = descl::detect::dog::sift_descriptors(&img, &frames, cfg.magnification, true).unwrap();
+    let f = Features {
+        scores: vec![1.0; frames.len()],
+        frames,
+        descriptors: Descriptors::Float(d),
+        meta: FeatureMeta {
+            model: "rootsift".into(),
+            detector: "dog".into(),
+            image_width: img.width as u32,
+            image_height: img.height as u32,
+            image: image.display().to_string(),
+        },
+    };
+    write(
+        dir,
+        &format!("{}.npz", image.file_stem().unwrap().to_string_lossy()),
+        &f,
+    )
+}
+
+fn match_fails(a: &Path, b: &Path, expect: &[&str]) {
+    let (ok, _, err) = run(descl().arg("match").arg(a).arg(b));
+    assert!(!ok, "should fail: {err}");
+    for e in expect {
+        assert!(err.contains(e), "expected {e:?} in: {err}");
+    }
+}
+
+#[test]
+fn real_pair_to_matches_file_json_and_picture_then_many_pairs_with_resume() {
+    let Some(root) = common::data_root_or_skip("matching_cli") else {
+        return;
+    };
+    let images = root.join("strecha/fountain-P11/images");
+    let dir = tempfile::tempdir().unwrap();
+    let feats = dir.path().join("feats");
+    std::fs::create_dir(&feats).unwrap();
+    let a = sift_file(&feats, &images.join("0000.jpg"));
+    let b = sift_file(&feats, &images.join("0001.jpg"));
+    let _c = sift_file(&feats, &images.join("0002.jpg"));
+    let out = dir.path().join("m.npz");
+    let png = dir.path().join("m.png");
+    let (ok, stdout, err) = run(descl()
+        .arg("match")
+        .arg(&a)
+        .arg(&b)
+        .arg("--out")
+        .arg(&out)
+        .arg("--viz")
+        .arg(&png)
+        .arg("--json"));
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (n, inl) = (
+        j["matches"].as_u64().unwrap(),
+        j["inliers"].as_u64().unwrap(),
+    );
+    assert!(n > 200 && inl as f64 > 0.8 * n as f64, "{j}");
+    let m = read_matches(&out).unwrap();
+    assert_eq!(m.pairs.len() as u64, n);
+    assert_eq!(
+        m.inliers.as_ref().unwrap().iter().filter(|&&x| x).count() as u64,
+        inl
+    );
+    assert!(m.model.is_some());
+    let pic = image::open(&png).unwrap();
+    assert_eq!((pic.width(), pic.height()), (3072, 1024));
+
+    // Homography on a general 3-D scene still runs; the essential matrix needs intrinsics.
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(&a)
+        .arg(&b)
+        .arg("--geometry")
+        .arg("essential"));
+    assert!(!ok && err.contains("intrinsics"), "{err}");
+    let (ok, stdout, err) = run(descl().arg("match").arg(&a).arg(&b).args([
+        "--geometry",
+        "essential",
+        "--intrinsics",
+        "1379.74,1382.08,760.345,503.405",
+        "--json",
+    ]));
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(j["inliers"].as_u64().unwrap() > 200, "{j}");
+
+    // Many pairs: 3 files exhaustive = 3 pairs; a second run skips them all.
+    let out_dir = dir.path().join("pairs");
+    let (ok, stdout, err) = run(descl()
+        .arg("match")
+        .arg("--images")
+        .arg(&feats)
+        .arg("--exhaustive")
+        .arg("--out-dir")
+        .arg(&out_dir)
+        .arg("--json"));
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["pairs"].as_array().unwrap().len(), 3);
+    assert!(out_dir.join("0000__0002.npz").is_file());
+    std::fs::remove_file(out_dir.join("0001__0002.npz")).unwrap();
+    let (ok, stdout, _) = run(descl()
+        .arg("match")
+        .arg("--images")
+        .arg(&feats)
+        .arg("--sequential")
+        .arg("2")
+        .arg("--out-dir")
+        .arg(&out_dir)
+        .arg("--json"));
+    assert!(ok);
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["skipped_existing"], 2, "{j}");
+    assert!(out_dir.join("0001__0002.npz").is_file());
+}
+
+#[test]
+fn bad_inputs_get_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let f128 = write(d, "f128.npz", &float_features(50, 128, 1));
+    let f64d = write(d, "f64.npz", &float_features(50, 64, 2));
+    let bin = write(
+        d,
+        "bin.npz",
+        &Features {
+            frames: frames(50),
+            scores: vec![1.0; 50],
+            descriptors: Descriptors::Binary(vec![[1, 2, 3, 4]; 50]),
+            meta: meta("b"),
+        },
+    );
+    let one = write(d, "one.npz", &float_features(1, 128, 3));
+    let zero = write(
+        d,
+        "zero.npz",
+        &Features {
+            frames: vec![],
+            scores: vec![],
+            descriptors: Descriptors::Float(Array2::zeros((0, 128))),
+            meta: meta("z"),
+        },
+    );
+    let mut nan = float_features(50, 128, 4);
+    if let Descriptors::Float(x) = &mut nan.descriptors {
+        x[[7, 3]] = f32::NAN;
+    }
+    let nan = write(d, "nan.npz", &nan);
+
+    match_fails(&f128, &bin, &["kinds differ", "float", "binary"]);
+    match_fails(&f128, &f64d, &["dimensions differ", "128", "64"]);
+    match_fails(&f128, &one, &["ratio test needs at least two"]);
+    match_fails(&f128, &zero, &["no descriptors"]);
+    match_fails(&nan, &f128, &["descriptor 7", "NaN"]);
+    // One descriptor is fine without the ratio test.
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(&f128)
+        .arg(&one)
+        .arg("--no-ratio")
+        .arg("--geometry")
+        .arg("none"));
+    assert!(ok, "{err}");
+
+    // Truncated and corrupt features files name the file.
+    let bytes = std::fs::read(&f128).unwrap();
+    let trunc = d.join("trunc.npz");
+    std::fs::write(&trunc, &bytes[..bytes.len() / 3]).unwrap();
+    match_fails(&trunc, &f128, &["trunc.npz"]);
+    let corrupt = d.join("corrupt.npz");
+    std::fs::write(&corrupt, b"PK\x03\x04 garbage").unwrap();
+    match_fails(&f128, &corrupt, &["corrupt.npz"]);
+
+    // Too few matches for a model: a result that says so, exit status 0.
+    let few_a = write(d, "fa.npz", &float_features(6, 128, 5));
+    let (ok, stdout, err) = run(descl().arg("match").arg(&few_a).arg(&few_a).arg("--json"));
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["matches"], 6);
+    assert!(
+        j["reason"].as_str().unwrap().contains("too few matches"),
+        "{j}"
+    );
+
+    // An existing database is refused without --overwrite (before any work).
+    let db = d.join("out.db");
+    std::fs::write(&db, b"precious").unwrap();
+    let (ok, _, err) = run(descl().arg("sfm").arg(d).arg("--database").arg(&db));
+    assert!(!ok && err.contains("--overwrite"), "{err}");
+    assert_eq!(std::fs::read(&db).unwrap(), b"precious");
+}
