@@ -638,7 +638,11 @@ fn model_card(
         },
         output: OutputSpec {
             dim: net.output_dim() as usize,
-            kind: OutputKind::Float,
+            kind: if net.is_binary() {
+                OutputKind::Binary
+            } else {
+                OutputKind::Float
+            },
         },
         patch: PatchSpec {
             size: PATCH_SIDE,
