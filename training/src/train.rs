@@ -569,6 +569,12 @@ pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
     let n = set.header.classes;
     let views = set.header.views as i64;
     let desc = describe(net, &set.classes_f32(0..n), device)?.f_reshape([n as i64, views, -1])?;
+    // Binary nets are judged on their bits: L2 between ±1 vectors ranks as Hamming distance.
+    let desc = if net.is_binary() {
+        desc.f_sign()?
+    } else {
+        desc
+    };
     let a = desc.f_select(1, 0)?;
     let b = desc.f_select(1, 1)?;
     let d = crate::loss::hardnet::distance_matrix(&a, &b);
@@ -638,7 +644,11 @@ fn model_card(
         },
         output: OutputSpec {
             dim: net.output_dim() as usize,
-            kind: OutputKind::Float,
+            kind: if net.is_binary() {
+                OutputKind::Binary
+            } else {
+                OutputKind::Float
+            },
         },
         patch: PatchSpec {
             size: PATCH_SIDE,
