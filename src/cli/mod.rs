@@ -29,7 +29,7 @@ enum Command {
     /// Extract, match and verify a folder of images into a COLMAP database (and reconstruct).
     Sfm(sfm::Args),
     /// Run benchmarks (HPatches, Oxford, UBC PhotoTour, relative pose, speed).
-    Bench(bench::Args),
+    Bench(Box<bench::Args>),
     /// List the models in models/.
     Models(models::Args),
 }
@@ -40,7 +40,7 @@ pub fn main() -> ExitCode {
         Command::Extract(a) => extract::run(a),
         Command::Match(a) => matches::run(a),
         Command::Sfm(a) => sfm::run(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => bench::run(*a),
         Command::Models(a) => models::run(a),
     };
     match result {
