@@ -95,7 +95,12 @@ fn main() -> Result<()> {
         // Descriptors once per image and model.
         let descs: Vec<Vec<tch::Tensor>> = models
             .iter()
-            .map(|(_, net)| feats.iter().map(|(_, p)| describe(net, p, Device::Cpu)).collect::<Result<_>>())
+            .map(|(_, net)| {
+                feats
+                    .iter()
+                    .map(|(_, p)| describe(net, p, Device::Cpu))
+                    .collect::<Result<_>>()
+            })
             .collect::<Result<_>>()?;
         let mut line = format!("{name:12}");
         for (k, hpath) in hs.iter().enumerate() {
@@ -116,12 +121,18 @@ fn main() -> Result<()> {
                     let w = h[2][0] * x + h[2][1] * y + h[2][2];
                     let u = (h[0][0] * x + h[0][1] * y + h[0][2]) / w;
                     let v = (h[1][0] * x + h[1][1] * y + h[1][2]) / w;
-                    let e = ((u - f2[j as usize].x as f64).powi(2) + (v - f2[j as usize].y as f64).powi(2)).sqrt();
+                    let e = ((u - f2[j as usize].x as f64).powi(2)
+                        + (v - f2[j as usize].y as f64).powi(2))
+                    .sqrt();
                     if e < THRESHOLD_PX {
                         correct += 1;
                     }
                 }
-                let mma = if matches > 0 { correct as f64 / matches as f64 } else { 0.0 };
+                let mma = if matches > 0 {
+                    correct as f64 / matches as f64
+                } else {
+                    0.0
+                };
                 sums[m] += mma;
                 line += &format!(" {:.3}", mma);
             }
