@@ -304,8 +304,12 @@ pub fn run_matching_score(
             progress.inc(1);
             let size = |f: &ImageFeatures| (f.size.0 as usize, f.size.1 as usize);
             for (mi, m) in methods.iter().enumerate() {
+                let t = Instant::now();
                 let matches =
                     match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mcfg)?;
+                let mt = timing.per_method.entry(m.name.clone()).or_default();
+                mt.match_s += t.elapsed().as_secs_f64();
+                mt.pairs_matched += 1;
                 let s = score_pair(
                     &seq.name,
                     k,
