@@ -1,4 +1,4 @@
-//! descl-training: descriptor networks in tch, the papers' losses and samplers, synthetic
+//! descl-training: descriptor networks in tch, the papers' losses (hard-positive sampling and active batch selection live inside their losses), synthetic
 //! training tracks, and an ONNX writer (tch cannot export).
 
 pub mod data;
@@ -6,5 +6,4 @@ pub mod loss;
 pub mod net;
 pub mod onnx;
 pub mod optim;
-pub mod sampler;
 pub mod train;
