@@ -18,14 +18,11 @@ pub fn data_root_or_skip(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// The default model's ONNX file, or None (with a message) when no model is installed yet.
+/// The default model: it is committed in models/, so a failure to resolve it fails the test.
 pub fn default_model_or_skip(test: &str) -> Option<descl::model::ResolvedModel> {
     match descl::model::resolve(descl::model::DEFAULT_MODEL) {
         Ok(m) => Some(m),
-        Err(e) => {
-            eprintln!("{test}: skipped, default model unavailable: {e}");
-            None
-        }
+        Err(e) => panic!("{test}: default model unavailable: {e}"),
     }
 }
 
