@@ -22,16 +22,8 @@ fn trapz(y: &[f64], x: &[f64]) -> f64 {
         .sum()
 }
 
-/// Cumulative true/false positives in rank order, as `tpfp` of hpatches-benchmark
-/// (`python/utils/metrics.py`): entries sorted by ascending distance with a *stable* sort
-/// (numpy mergesort, so ties keep input order), leading 0, infinite distances never retrieved;
-/// `numpos` (≥ the positives in `labels`) counts positives that were never retrieved.
-/// Returns (tp, fp, number of positives, number of negatives).
-fn tpfp(
-    distances: &[f64],
-    labels: &[bool],
-    numpos: Option<usize>,
-) -> Result<(Vec<f64>, Vec<f64>, f64, f64)> {
+/// Scored pairs must come with one label each and no NaN distance.
+fn check_scored(distances: &[f64], labels: &[bool]) -> Result<()> {
     if distances.len() != labels.len() {
         return Err(Error::InvalidInput(format!(
             "{} distances but {} labels",
@@ -42,6 +34,20 @@ fn tpfp(
     if distances.iter().any(|d| d.is_nan()) {
         return Err(Error::InvalidInput("NaN distance".into()));
     }
+    Ok(())
+}
+
+/// Cumulative true/false positives in rank order, as `tpfp` of hpatches-benchmark
+/// (`python/utils/metrics.py`): entries sorted by ascending distance with a *stable* sort
+/// (numpy mergesort, so ties keep input order), leading 0, infinite distances never retrieved;
+/// `numpos` (≥ the positives in `labels`) counts positives that were never retrieved.
+/// Returns (tp, fp, number of positives, number of negatives).
+fn tpfp(
+    distances: &[f64],
+    labels: &[bool],
+    numpos: Option<usize>,
+) -> Result<(Vec<f64>, Vec<f64>, f64, f64)> {
+    check_scored(distances, labels)?;
     let positives = labels.iter().filter(|&&l| l).count();
     let negatives = labels.len() - positives;
     let p = match numpos {
@@ -113,15 +119,11 @@ pub fn roc_curve(distances: &[f64], labels: &[bool]) -> Result<Vec<(f64, f64)>> 
 /// the first rank where the positives reach `recall · P`, FPR = negatives above the cut / all
 /// negatives.
 pub fn fpr_at_recall(distances: &[f64], labels: &[bool], recall: f64) -> Result<f64> {
-    if distances.len() != labels.len() || distances.is_empty() {
-        return Err(Error::InvalidInput(format!(
-            "FPR at recall needs as many labels as distances (got {} and {}), and at least one",
-            distances.len(),
-            labels.len()
-        )));
-    }
-    if distances.iter().any(|d| d.is_nan()) {
-        return Err(Error::InvalidInput("NaN distance".into()));
+    check_scored(distances, labels)?;
+    if distances.is_empty() {
+        return Err(Error::InvalidInput(
+            "FPR at recall needs at least one pair".into(),
+        ));
     }
     let positives = labels.iter().filter(|&&l| l).count();
     let negatives = labels.len() - positives;

@@ -380,7 +380,8 @@ pub fn train_until(
             bar.set_message(format!("loss {:.4}", mean(&recent)));
             last_log = Instant::now();
         }
-        if done % config.checkpoint_every == 0 || done == config.iterations {
+        let interrupted = stop_at == Some(done) && done < config.iterations;
+        if interrupted || done % config.checkpoint_every == 0 || done == config.iterations {
             wall_before += clock.elapsed().as_secs_f64();
             clock = Instant::now();
             save_checkpoint(
@@ -396,20 +397,7 @@ pub fn train_until(
                 },
             )?;
         }
-        if stop_at == Some(done) && done < config.iterations {
-            wall_before += clock.elapsed().as_secs_f64();
-            save_checkpoint(
-                &config.out,
-                &net,
-                &optimizer,
-                CheckpointMeta {
-                    step: done,
-                    wall_time_s: wall_before,
-                    seed: config.seed,
-                    last_loss: mean(&recent),
-                    loss_state: loss_fn.state(),
-                },
-            )?;
+        if interrupted {
             bar.abandon_with_message("stopped");
             return Ok(None);
         }
