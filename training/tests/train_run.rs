@@ -70,8 +70,14 @@ fn weights(path: &Path) -> Vec<(String, Vec<f32>)> {
     v
 }
 
+/// libtorch's random generator is process-global and cargo runs tests on parallel threads:
+/// training runs in this binary take turns, or their random draws interleave and the resume
+/// comparison sees another run's numbers.
+static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_tiny_run_writes_everything_and_learns() {
+    let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     toy_tracks(&dir.path().join("tracks.bin"), 200);
     let cfg = config(dir.path(), "run", 40);
@@ -129,6 +135,7 @@ fn a_tiny_run_writes_everything_and_learns() {
 
 #[test]
 fn resume_after_an_interruption_reproduces_the_uninterrupted_run() {
+    let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     toy_tracks(&dir.path().join("tracks.bin"), 100);
     let full = config(dir.path(), "full", 10);
