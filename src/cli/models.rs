@@ -3,6 +3,9 @@
 use descl::model::{list_cards, models_dir, DEFAULT_MODEL};
 use serde_json::json;
 
+/// The card metrics the text listing shows (by key suffix); `--json` lists every number.
+const HEADLINE_METRICS: [&str; 2] = [".mma@3", ".maa@10"];
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Print the list as JSON on stdout.
@@ -45,7 +48,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let metrics: Vec<String> = c
             .key_metrics()
             .iter()
-            .map(|(k, v)| format!("{k}={v:.4}"))
+            .filter(|(k, _)| HEADLINE_METRICS.iter().any(|h| k.ends_with(h)))
+            .map(|(k, v)| format!("{k}={v:.1}"))
             .collect();
         println!(
             "{} {:<28} {:<10} {:>6} {:>4}  trained: {:<12} {}",
