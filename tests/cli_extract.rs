@@ -210,7 +210,7 @@ fn models_lists_cards_with_the_default_marked() {
     assert!(
         ok && stdout.contains("m1")
             && stdout.contains("cdf")
-            && stdout.contains("dev.mma@3=0.5000"),
+            && stdout.contains("dev.mma@3=0.5"),
         "{stdout}"
     );
 }
