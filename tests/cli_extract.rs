@@ -208,9 +208,7 @@ fn models_lists_cards_with_the_default_marked() {
     assert_eq!(list[0]["metrics"]["dev.mma@3"], 0.5);
     let (ok, stdout, _) = run(descl().arg("models").env("DESCL_MODELS", dir.path()));
     assert!(
-        ok && stdout.contains("m1")
-            && stdout.contains("cdf")
-            && stdout.contains("dev.mma@3=0.5"),
+        ok && stdout.contains("m1") && stdout.contains("cdf") && stdout.contains("dev.mma@3=0.5"),
         "{stdout}"
     );
 }
