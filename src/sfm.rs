@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::colmap::{CameraModel, Database, TwoViewConfig, TwoViewModels};
-use crate::matching::pairs::{make_pairs, PairMode};
+use crate::matching::pairs::{file_names, make_pairs, PairMode};
 use crate::matching::two_view::{match_pair, PairConfig, PairResult};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -124,14 +124,7 @@ where
 {
     let database = Database::create(db, overwrite)?;
     let paths = list_images(image_dir)?;
-    let names: Vec<String> = paths
-        .iter()
-        .map(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect();
+    let names = file_names(&paths);
     let pairs = make_pairs(&cfg.pairs, &names)?;
 
     let pb = bar(paths.len(), "extract", progress);

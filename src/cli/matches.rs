@@ -11,7 +11,7 @@ use descl::io::matches::{write_matches, MatchesFile, MatchesMeta};
 use descl::matching::filters::LOWE_RATIO;
 use descl::matching::guided::{guided_match, GuideModel};
 use descl::matching::kdtree::{approximate_match, ApproxConfig};
-use descl::matching::pairs::{make_pairs, PairMode};
+use descl::matching::pairs::{file_names, make_pairs, PairMode};
 use descl::matching::two_view::{match_pair, verify_matches, PairConfig, PairResult};
 use descl::matching::MatchConfig;
 use descl::model::DEFAULT_MODEL;
@@ -436,14 +436,7 @@ fn run_many(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let images = list_inputs(dir)?;
-    let names: Vec<String> = images
-        .iter()
-        .map(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect();
+    let names = file_names(&images);
     let pairs = make_pairs(&mode, &names)?;
     let stem = |i: usize| {
         images[i]

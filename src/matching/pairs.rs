@@ -1,7 +1,7 @@
 //! Which image pairs to match in a set: exhaustive, sequential window, or a pairs file.
 
 use crate::error::{Error, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How to choose pairs among `n` images (indices into the image list).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +13,18 @@ pub enum PairMode {
     /// Pairs listed in a text file, one `nameA nameB` per line (hloc / COLMAP
     /// `matches_importer` format); `#` starts a comment.
     File(std::path::PathBuf),
+}
+
+/// The file names (without folder) of `paths`: the names that pair lists and databases use.
+pub fn file_names(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// The pairs `(i, j)`, i < j, for `names` (image file names as listed in the folder).
