@@ -10,19 +10,6 @@ use descl::Error;
 use ndarray::{Array2, Array3};
 use std::path::PathBuf;
 
-/// Deterministic values in [0, 1) (a 64-bit LCG, Knuth's MMIX constants).
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (s >> 40) as f32 / (1u64 << 24) as f32
-        })
-        .collect()
-}
-
 fn write_model(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.path().join(name);
     std::fs::write(&p, bytes).unwrap();
@@ -46,7 +33,10 @@ fn float_outputs_match_an_independent_matmul_across_chunks() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let w: Vec<f32> = values(1024 * 128, 1).iter().map(|v| v - 0.5).collect();
+    let w: Vec<f32> = common::lcg_values(1024 * 128, 1)
+        .iter()
+        .map(|v| v - 0.5)
+        .collect();
     let engine = Engine::load(
         &write_model(&dir, "lin.onnx", &linear(&w, 128)),
         Device::Cpu,
@@ -58,7 +48,7 @@ fn float_outputs_match_an_independent_matmul_across_chunks() {
     );
     // 2·MAX_CHUNK + 50 patches: three chunks, the last one partial.
     let n = 2 * descl::model::engine::MAX_CHUNK + 50;
-    let patches = Array3::from_shape_vec((n, 32, 32), values(n * 1024, 2)).unwrap();
+    let patches = Array3::from_shape_vec((n, 32, 32), common::lcg_values(n * 1024, 2)).unwrap();
     let Descriptors::Float(d) = engine.describe(patches.view()).unwrap() else {
         panic!("not float")
     };
@@ -90,7 +80,10 @@ fn binary_outputs_are_the_signs_of_the_outputs() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let w: Vec<f32> = values(1024 * 256, 3).iter().map(|v| v - 0.5).collect();
+    let w: Vec<f32> = common::lcg_values(1024 * 256, 3)
+        .iter()
+        .map(|v| v - 0.5)
+        .collect();
     let engine = Engine::load(
         &write_model(&dir, "bin.onnx", &linear(&w, 256)),
         Device::Cpu,
@@ -98,7 +91,7 @@ fn binary_outputs_are_the_signs_of_the_outputs() {
     .unwrap();
     assert_eq!(engine.kind(), OutputKind::Binary);
     let n = 40;
-    let patches = Array3::from_shape_vec((n, 32, 32), values(n * 1024, 4)).unwrap();
+    let patches = Array3::from_shape_vec((n, 32, 32), common::lcg_values(n * 1024, 4)).unwrap();
     let Descriptors::Binary(d) = engine.describe(patches.view()).unwrap() else {
         panic!("not binary")
     };
@@ -143,7 +136,7 @@ fn wrong_interfaces_are_model_errors_naming_the_file() {
         ),
         (
             "dim64.onnx",
-            linear(&values(1024 * 64, 5), 64),
+            linear(&common::lcg_values(1024 * 64, 5), 64),
             "128 (float) or 256 (binary)",
         ),
         (
@@ -170,7 +163,11 @@ fn cuda_fails_clearly_without_cuda_and_auto_falls_back() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let p = write_model(&dir, "lin.onnx", &linear(&values(1024 * 128, 6), 128));
+    let p = write_model(
+        &dir,
+        "lin.onnx",
+        &linear(&common::lcg_values(1024 * 128, 6), 128),
+    );
     match Engine::load(&p, Device::Cuda) {
         // A CUDA build of ONNX Runtime on a GPU machine: it must really be on CUDA.
         Ok(e) => assert_eq!(e.device(), Device::Cuda),
@@ -184,7 +181,7 @@ fn cuda_fails_clearly_without_cuda_and_auto_falls_back() {
         }
     }
     let auto = Engine::load(&p, Device::Auto).unwrap();
-    let patches = Array3::from_shape_vec((3, 32, 32), values(3 * 1024, 7)).unwrap();
+    let patches = Array3::from_shape_vec((3, 32, 32), common::lcg_values(3 * 1024, 7)).unwrap();
     assert_eq!(auto.describe(patches.view()).unwrap().len(), 3);
 }
 
@@ -198,7 +195,7 @@ fn default_model_gives_unit_rows() {
     };
     let engine = Engine::load_resolved(&model, Device::Cpu).unwrap();
     let n = 64;
-    let patches = Array3::from_shape_vec((n, 32, 32), values(n * 1024, 8)).unwrap();
+    let patches = Array3::from_shape_vec((n, 32, 32), common::lcg_values(n * 1024, 8)).unwrap();
     match engine.describe(patches.view()).unwrap() {
         Descriptors::Float(d) => {
             for row in d.rows() {

@@ -242,6 +242,16 @@ pub fn read_patch_list(path: &Path) -> Result<Vec<(String, usize)>> {
         .collect()
 }
 
+/// The distance of a descriptor set: L2 for float, Hamming for binary (L2 when empty).
+fn metric_of(descr: &SequenceDescriptors) -> Metric {
+    descr
+        .values()
+        .next()
+        .and_then(|v| v.first())
+        .map(Metric::of)
+        .unwrap_or(Metric::L2)
+}
+
 fn lookup<'a>(
     descr: &'a SequenceDescriptors,
     seq: &str,
@@ -332,12 +342,7 @@ pub fn verification(
             ));
         }
     }
-    let metric = descr
-        .values()
-        .next()
-        .and_then(|v| v.first())
-        .map(Metric::of)
-        .unwrap_or(Metric::L2);
+    let metric = metric_of(descr);
     let n_pos = pos.1.len();
     let n_imbalanced = n_pos + (n_pos as f64 * VERIFICATION_IMBALANCE) as usize;
     let mut labels = vec![false; n_pos];
@@ -422,12 +427,7 @@ pub fn matching(
 ) -> Result<MatchingResult> {
     progress.set_length(test.len() as u64);
     let mut per_sequence = BTreeMap::new();
-    let metric = descr
-        .values()
-        .next()
-        .and_then(|v| v.first())
-        .map(Metric::of)
-        .unwrap_or(Metric::L2);
+    let metric = metric_of(descr);
     for seq in test {
         let images = descr.get(seq).ok_or_else(|| {
             Error::InvalidInput(format!("HPatches sequence `{seq}` was not loaded"))
@@ -516,12 +516,7 @@ pub fn retrieval(
     distractors: (&Path, &[(String, usize)]),
     progress: &ProgressBar,
 ) -> Result<RetrievalResult> {
-    let metric = descr
-        .values()
-        .next()
-        .and_then(|v| v.first())
-        .map(Metric::of)
-        .unwrap_or(Metric::L2);
+    let metric = metric_of(descr);
     for (src, list) in [queries, distractors] {
         for (s, idx) in list {
             lookup(descr, s, 0, *idx, src)?;

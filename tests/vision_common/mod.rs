@@ -2,19 +2,12 @@
 #![allow(dead_code)]
 
 use descl::frame::Frame;
-use std::path::PathBuf;
+
+#[path = "../common/mod.rs"]
+mod common;
 
 /// `../shared/data`, or None (with a message) on a checkout without it; panics under `CI`.
-pub fn data_root(test: &str) -> Option<PathBuf> {
-    match descl::data::data_root() {
-        Some(p) => Some(p),
-        None if std::env::var_os("CI").is_some() => panic!("{test}: shared data missing in CI"),
-        None => {
-            eprintln!("{test}: skipped, no shared data (set DESCL_DATA)");
-            None
-        }
-    }
-}
+pub use common::data_root_or_skip as data_root;
 
 /// Reads a 3×3 homography text file (Oxford `H1to2p`, HPatches `H_1_2`), normalised to h33 = 1.
 pub fn read_homography(path: &std::path::Path) -> [[f64; 3]; 3] {
