@@ -177,3 +177,57 @@ fn unknown_method_and_missing_folder_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent-descl-strecha"));
 }
+
+#[test]
+fn record_files_the_runs_numbers_in_the_model_card() {
+    let Some(root) = data() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    slice(&root.join("oxford"), &["graf"], &tmp.path().join("ox"));
+    // A private models folder: the shipped default model with a card that already holds a
+    // metric of another benchmark, which --record must keep.
+    let models = tmp.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let name = descl::model::DEFAULT_MODEL;
+    let shipped = descl::model::models_dir();
+    std::fs::copy(
+        shipped.join(format!("{name}.onnx")),
+        models.join(format!("{name}.onnx")),
+    )
+    .unwrap();
+    let mut card: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(shipped.join(format!("{name}.json"))).unwrap())
+            .unwrap();
+    card["metrics"] = serde_json::json!({"other-benchmark": {"command": "x", "score": 1.5}});
+    let card_path = models.join(format!("{name}.json"));
+    std::fs::write(&card_path, serde_json::to_vec(&card).unwrap()).unwrap();
+    let json = tmp.path().join("r.json");
+    let out = descl()
+        .env("DESCL_MODELS", &models)
+        .args(["bench", "sequences", "-m", "sift", "-m", name])
+        .args(["--max-keypoints", "300", "--record", "--oxford"])
+        .arg(tmp.path().join("ox"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let all = |m: &str| r["sequences"][m]["all"]["summary"].clone();
+    let mma3 = |m: &str| all(m)["mma"][2][1].as_f64().unwrap();
+    let card: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&card_path).unwrap()).unwrap();
+    let seq = &card["metrics"]["dev-homography-sequences"];
+    assert!(
+        (seq["mma@3"].as_f64().unwrap() - mma3(name)).abs() <= 0.005,
+        "{seq}"
+    );
+    assert!((seq["same_run_mma@3"]["sift"].as_f64().unwrap() - mma3("sift")).abs() <= 0.005);
+    assert_eq!(seq["pairs"], all(name)["pairs"]);
+    assert_eq!(card["metrics"]["other-benchmark"]["score"], 1.5);
+    // The rewritten card still loads with its checksum.
+    descl::model::card::ModelCard::load(&card_path).unwrap();
+}

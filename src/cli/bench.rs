@@ -10,6 +10,7 @@ use descl::eval::runner::{
     self, Timing, BENCH_MAX_KEYPOINTS, HOMOGRAPHY_RANSAC_PX, POSE_RANSAC_PX,
 };
 use descl::eval::{hpatches, phototour, plot, pose, sequences};
+use descl::model::card::ModelCard;
 use descl::model::{Device, DEFAULT_MODEL};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
@@ -81,6 +82,10 @@ pub struct Args {
     /// Write PNG plots (MMA vs threshold, UBC ROC) into this folder.
     #[arg(long)]
     plots: Option<PathBuf>,
+    /// Write this run's numbers into the `metrics` of every benchmarked model's card
+    /// (its suites' entries are replaced, others kept).
+    #[arg(long)]
+    record: bool,
     /// Descriptors per side in `bench match`.
     #[arg(long, default_value_t = 4000)]
     match_size: usize,
@@ -308,6 +313,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             p,
             serde_json::to_string_pretty(&report)?.as_bytes(),
         )?;
+    }
+    if args.record {
+        for m in &methods {
+            let Some(card_path) = &m.card_path else {
+                continue;
+            };
+            let mut card = ModelCard::load(card_path)?;
+            card.metrics.extend(report.card_metrics(&m.name));
+            card.save(card_path)?;
+            eprintln!("recorded: {}", card_path.display());
+        }
     }
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;

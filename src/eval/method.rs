@@ -26,6 +26,8 @@ pub struct Method {
     pub name: String,
     /// The measurement-region magnification the method expects (model card; 6 for SIFT frames).
     pub magnification: f32,
+    /// The model card's file, for models that have one (`descl bench --record` writes to it).
+    pub card_path: Option<std::path::PathBuf>,
     kind: Kind,
 }
 
@@ -37,6 +39,7 @@ impl Method {
                 return Ok(Method {
                     name: SIFT.into(),
                     magnification: DEFAULT_MAGNIFICATION,
+                    card_path: None,
                     kind: Kind::Sift { root: false },
                 })
             }
@@ -44,6 +47,7 @@ impl Method {
                 return Ok(Method {
                     name: ROOTSIFT.into(),
                     magnification: DEFAULT_MAGNIFICATION,
+                    card_path: None,
                     kind: Kind::Sift { root: true },
                 })
             }
@@ -65,6 +69,7 @@ impl Method {
         Ok(Method {
             name,
             magnification,
+            card_path: resolved.card.as_ref().map(|(_, p)| p.clone()),
             kind: Kind::Model(Box::new(engine)),
         })
     }

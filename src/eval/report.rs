@@ -334,3 +334,113 @@ impl BenchReport {
         s
     }
 }
+
+/// Metric names under which `descl bench --record` files its numbers in model cards.
+pub const CARD_SEQUENCES: &str = "dev-homography-sequences";
+pub const CARD_POSE: &str = "strecha-relative-pose";
+pub const CARD_HPATCHES: &str = "hpatches-patches";
+pub const CARD_PHOTOTOUR: &str = "ubc-phototour";
+
+/// Two decimals: cards keep what the tables show, not float noise.
+fn r2(v: f64) -> serde_json::Value {
+    serde_json::json!((v * 100.0).round() / 100.0)
+}
+
+fn by_threshold(values: &[(f64, f64)], unit: &str) -> serde_json::Map<String, serde_json::Value> {
+    values
+        .iter()
+        .map(|&(t, v)| (format!("{t}{unit}"), r2(v)))
+        .collect()
+}
+
+impl BenchReport {
+    /// This run's numbers for `method`, shaped for a model card's `metrics`: one entry per suite
+    /// that ran, each with the command, the protocol and the same run's peers (MMA@3), so a card
+    /// never holds a number without the comparison it came from.
+    pub fn card_metrics(&self, method: &str) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::json;
+        let mut out = serde_json::Map::new();
+        let mma3 = |s: &SequenceSummary| s.mma.get(MMA3_INDEX).map_or(f64::NAN, |&(_, v)| v);
+        if let Some(groups) = self.sequences.get(method) {
+            let headline = groups.get(ALL_SEQUENCES).or_else(|| groups.values().next());
+            if let Some(all) = headline {
+                let mut entry = serde_json::Map::new();
+                entry.insert("command".into(), json!(self.command));
+                entry.insert("protocol".into(), json!(self.settings));
+                entry.insert("pairs".into(), json!(all.summary.pairs));
+                for (t, v) in &all.summary.mma {
+                    entry.insert(format!("mma@{t}"), r2(*v));
+                }
+                for (g, group) in groups {
+                    if g != ALL_SEQUENCES {
+                        entry.insert(format!("{g}_mma@3"), r2(mma3(&group.summary)));
+                    }
+                }
+                entry.insert(
+                    "homography_accuracy".into(),
+                    json!(by_threshold(&all.summary.homography_accuracy, "px")),
+                );
+                let peers: serde_json::Map<_, _> = self
+                    .sequences
+                    .iter()
+                    .filter(|(m, _)| m.as_str() != method)
+                    .filter_map(|(m, g)| {
+                        g.get(ALL_SEQUENCES)
+                            .or_else(|| g.values().next())
+                            .map(|s| (m.clone(), r2(mma3(&s.summary))))
+                    })
+                    .collect();
+                entry.insert("same_run_mma@3".into(), json!(peers));
+                out.insert(CARD_SEQUENCES.into(), json!(entry));
+            }
+        }
+        if let Some(p) = self.pose.get(method) {
+            let peers: serde_json::Map<_, _> = self
+                .pose
+                .iter()
+                .filter(|(m, _)| m.as_str() != method)
+                .map(|(m, s)| {
+                    let auc10 = s
+                        .auc
+                        .iter()
+                        .find(|(t, _)| *t == 10.0)
+                        .map_or(f64::NAN, |a| a.1);
+                    (m.clone(), r2(auc10))
+                })
+                .collect();
+            out.insert(
+                CARD_POSE.into(),
+                json!({
+                    "command": self.command,
+                    "pairs": p.pairs,
+                    "auc": by_threshold(&p.auc, "deg"),
+                    "maa@10": r2(p.maa10),
+                    "same_run_auc@10deg": peers,
+                }),
+            );
+        }
+        if let Some(h) = self.hpatches.get(method) {
+            out.insert(
+                CARD_HPATCHES.into(),
+                json!({
+                    "command": self.command,
+                    "split": h.split,
+                    "verification_map": h.verification.as_ref().map(|v| (v.map * 100.0).round() / 100.0),
+                    "matching_map": r2(h.matching.map),
+                    "retrieval_map": h.retrieval.as_ref().map(|r| (r.map * 100.0).round() / 100.0),
+                }),
+            );
+        }
+        if let Some(rs) = self.phototour.get(method) {
+            let fpr: serde_json::Map<_, _> = rs
+                .iter()
+                .map(|r| (r.dataset.clone(), r2(r.fpr95)))
+                .collect();
+            out.insert(
+                CARD_PHOTOTOUR.into(),
+                json!({"command": self.command, "fpr95": fpr}),
+            );
+        }
+        out
+    }
+}

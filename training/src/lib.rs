@@ -1,6 +1,7 @@
 //! descl-training: descriptor networks in tch, the papers' losses (hard-positive sampling and active batch selection live inside their losses), synthetic
 //! training tracks, and an ONNX writer (tch cannot export).
 
+pub mod compare;
 pub mod data;
 pub mod loss;
 pub mod net;

@@ -32,6 +32,19 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Compare training methods over seeds from a `descl bench sequences pose --json` report:
+    /// mean ± sd per method and an exact one-sided Mann-Whitney test (MMA@3) against the first.
+    Compare {
+        #[arg(long)]
+        bench: PathBuf,
+        /// `METHOD=model,model,...` (the models' names in the report), repeatable; the first is
+        /// the baseline.
+        #[arg(long = "method", required = true)]
+        methods: Vec<String>,
+        /// Also write the rows as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Export a safetensors state dict to ONNX (input "patches" N×1×32×32, output "descriptors").
     Export {
         #[arg(long)]
@@ -69,6 +82,36 @@ fn run(cli: Cli) -> Result<()> {
                 "{}",
                 serde_json::json!({"tracks": cfg.data.tracks, "classes": set.header.classes, "views": set.header.views})
             );
+        }
+        Command::Compare {
+            bench,
+            methods,
+            json,
+        } => {
+            let report: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(&bench).with_context(|| bench.display().to_string())?,
+            )
+            .with_context(|| format!("{}: not a JSON bench report", bench.display()))?;
+            let groups = methods
+                .iter()
+                .map(|g| {
+                    let (name, models) = g
+                        .split_once('=')
+                        .with_context(|| format!("--method {g:?}: expected METHOD=model,model"))?;
+                    Ok((
+                        name.to_string(),
+                        models.split(',').map(str::to_string).collect(),
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let rows = descl_training::compare::compare(&report, &bench, &groups)?;
+            print!("{}", descl_training::compare::markdown(&rows));
+            if let Some(path) = json {
+                descl::io::atomic::write_bytes_atomic(
+                    &path,
+                    serde_json::to_string_pretty(&rows)?.as_bytes(),
+                )?;
+            }
         }
         Command::Export {
             weights,
