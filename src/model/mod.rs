@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// The model `descl` uses when none is named. Named here and nowhere else.
-pub const DEFAULT_MODEL: &str = "descl-tfeat-hardnet-4k";
+pub const DEFAULT_MODEL: &str = "descl-tfeat-sdgm";
 
 /// Environment variable that overrides [`models_dir`].
 pub const MODELS_ENV: &str = "DESCL_MODELS";

@@ -8,6 +8,9 @@ mod common;
 
 /// `../shared/data`, or None (with a message) on a checkout without it; panics under `CI`.
 pub use common::data_root_or_skip as data_root;
+/// Whether ONNX Runtime is installed (skip, or fail under `CI`).
+#[allow(unused_imports)]
+pub use common::ort_or_skip;
 
 /// Reads a 3×3 homography text file (Oxford `H1to2p`, HPatches `H_1_2`), normalised to h33 = 1.
 pub fn read_homography(path: &std::path::Path) -> [[f64; 3]; 3] {
