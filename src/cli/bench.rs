@@ -153,7 +153,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut timing = Timing::default();
     let mut report = BenchReport {
         descl_version: env!("CARGO_PKG_VERSION").to_string(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        // `descl` rather than argv[0]: the command is for people to re-run, not this machine's path.
+        command: std::iter::once("descl".to_string())
+            .chain(std::env::args().skip(1))
+            .collect::<Vec<_>>()
+            .join(" "),
         unix_time: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
