@@ -27,6 +27,17 @@ fn descl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_descl"))
 }
 
+/// Runs `cmd`, failing the test with descl's stderr unless it succeeds.
+fn succeed(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn sequences_report_json_markdown_and_plots() {
     let Some(root) = data() else { return };
@@ -42,33 +53,28 @@ fn sequences_report_json_markdown_and_plots() {
         tmp.path().join("r.md"),
         tmp.path().join("plots"),
     );
-    let out = descl()
-        .args([
-            "bench",
-            "sequences",
-            "-m",
-            "sift",
-            "-m",
-            "rootsift",
-            "--max-keypoints",
-            "400",
-        ])
-        .arg("--oxford")
-        .arg(tmp.path().join("ox"))
-        .arg("--hpatches-sequences")
-        .arg(tmp.path().join("hp"))
-        .arg("--json")
-        .arg(&json)
-        .arg("--md")
-        .arg(&md)
-        .arg("--plots")
-        .arg(&plots)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        descl()
+            .args([
+                "bench",
+                "sequences",
+                "-m",
+                "sift",
+                "-m",
+                "rootsift",
+                "--max-keypoints",
+                "400",
+            ])
+            .arg("--oxford")
+            .arg(tmp.path().join("ox"))
+            .arg("--hpatches-sequences")
+            .arg(tmp.path().join("hp"))
+            .arg("--json")
+            .arg(&json)
+            .arg("--md")
+            .arg(&md)
+            .arg("--plots")
+            .arg(&plots),
     );
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     for m in ["sift", "rootsift"] {
@@ -121,25 +127,20 @@ fn pose_on_one_strecha_scene() {
         &tmp.path().join("st"),
     );
     let json = tmp.path().join("p.json");
-    let out = descl()
-        .args([
-            "bench",
-            "pose",
-            "-m",
-            "sift",
-            "--max-keypoints",
-            "1000",
-            "--strecha",
-        ])
-        .arg(tmp.path().join("st"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        descl()
+            .args([
+                "bench",
+                "pose",
+                "-m",
+                "sift",
+                "--max-keypoints",
+                "1000",
+                "--strecha",
+            ])
+            .arg(tmp.path().join("st"))
+            .arg("--json")
+            .arg(&json),
     );
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let p = &r["pose"]["sift"];
@@ -201,19 +202,14 @@ fn record_files_the_runs_numbers_in_the_model_card() {
     let card_path = models.join(format!("{name}.json"));
     std::fs::write(&card_path, serde_json::to_vec(&card).unwrap()).unwrap();
     let json = tmp.path().join("r.json");
-    let out = descl()
-        .env("DESCL_MODELS", &models)
-        .args(["bench", "sequences", "-m", "sift", "-m", name])
-        .args(["--max-keypoints", "300", "--record", "--oxford"])
-        .arg(tmp.path().join("ox"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        descl()
+            .env("DESCL_MODELS", &models)
+            .args(["bench", "sequences", "-m", "sift", "-m", name])
+            .args(["--max-keypoints", "300", "--record", "--oxford"])
+            .arg(tmp.path().join("ox"))
+            .arg("--json")
+            .arg(&json),
     );
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let all = |m: &str| r["sequences"][m]["all"]["summary"].clone();
@@ -227,6 +223,11 @@ fn record_files_the_runs_numbers_in_the_model_card() {
     );
     assert!((seq["same_run_mma@3"]["sift"].as_f64().unwrap() - mma3("sift")).abs() <= 0.005);
     assert_eq!(seq["pairs"], all(name)["pairs"]);
+    // The recorded command is one a person can re-run, not this machine's binary path.
+    assert!(seq["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("descl bench sequences -m sift"));
     assert_eq!(card["metrics"]["other-benchmark"]["score"], 1.5);
     // The rewritten card still loads with its checksum.
     descl::model::card::ModelCard::load(&card_path).unwrap();

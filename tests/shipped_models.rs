@@ -6,48 +6,13 @@
 mod vision_common;
 
 use descl::describe::Descriptors;
-use descl::detect::{detect, DetectorConfig};
-use descl::frame::Frame;
-use descl::image::load_gray;
 use descl::model::engine::{Device, Engine};
 use descl::model::{list_cards, OutputKind};
-use descl::patch::PatchSampler;
-use ndarray::Array3;
 
 /// Share of correspondences whose descriptor is nearer its partner than an unrelated patch's.
 /// Raw normalised pixels already reach 0.957 on this pair (`tests/vision_patch.rs`); a model
 /// below this floor is broken, not merely weak.
 const MIN_PARTNER_WINS: f64 = 0.9;
-
-/// Patches at ground-truth correspondences of graf 1→2 (frames mapped by H, away from borders).
-fn graf_patch_pairs() -> Option<(Array3<f32>, Array3<f32>)> {
-    let root = vision_common::data_root("shipped_models")?;
-    let dir = root.join("oxford/graf");
-    let img1 = load_gray(&dir.join("img1.png")).unwrap();
-    let img2 = load_gray(&dir.join("img2.png")).unwrap();
-    let h = vision_common::read_homography(&dir.join("H1to2p"));
-    let cfg = DetectorConfig {
-        max_keypoints: 600,
-        ..Default::default()
-    };
-    let margin = 40.0;
-    let (f1, f2): (Vec<Frame>, Vec<Frame>) = detect(&img1, &cfg)
-        .unwrap()
-        .into_iter()
-        .map(|d| (d.frame, vision_common::map_frame(&h, &d.frame)))
-        .filter(|(_, g)| {
-            g.x > margin
-                && g.y > margin
-                && g.x < img2.width as f32 - margin
-                && g.y < img2.height as f32 - margin
-        })
-        .unzip();
-    assert!(f1.len() > 200, "{}", f1.len());
-    Some((
-        PatchSampler::new(&img1).sample(&f1),
-        PatchSampler::new(&img2).sample(&f2),
-    ))
-}
 
 /// Distance between descriptor i of `a` and j of `b` (L2 or Hamming).
 fn distance(a: &Descriptors, b: &Descriptors, i: usize, j: usize) -> f64 {
@@ -102,7 +67,7 @@ fn every_shipped_model_has_provenance_numbers_and_works() {
     if !vision_common::ort_or_skip("shipped_models") {
         return;
     }
-    let Some((p1, p2)) = graf_patch_pairs() else {
+    let Some((p1, p2)) = vision_common::graf_correspondence_patches("shipped_models") else {
         return;
     };
     let n = p1.shape()[0];
@@ -126,8 +91,7 @@ fn every_shipped_model_has_provenance_numbers_and_works() {
         }
         let wins = (0..n)
             .filter(|&i| {
-                let j = (i * 7919 + 13) % n;
-                let j = if j == i { (j + 1) % n } else { j };
+                let j = vision_common::unrelated_index(i, n);
                 distance(&d1, &d2, i, i) < distance(&d1, &d2, i, j)
             })
             .count() as f64

@@ -116,43 +116,18 @@ fn dist(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn ground_truth_correspondences_give_similar_patches_on_graf() {
-    let Some(root) = vision_common::data_root("vision_patch") else {
+    let Some((p1, p2)) = vision_common::graf_correspondence_patches("vision_patch") else {
         return;
     };
-    let dir = root.join("oxford/graf");
-    let img1 = load_gray(&dir.join("img1.png")).unwrap();
-    let img2 = load_gray(&dir.join("img2.png")).unwrap();
-    let h = vision_common::read_homography(&dir.join("H1to2p"));
-    let cfg = DetectorConfig {
-        max_keypoints: 600,
-        ..Default::default()
-    };
-    let margin = 40.0;
-    let (f1, f2): (Vec<Frame>, Vec<Frame>) = detect(&img1, &cfg)
-        .unwrap()
-        .into_iter()
-        .map(|d| (d.frame, vision_common::map_frame(&h, &d.frame)))
-        .filter(|(_, g)| {
-            g.x > margin
-                && g.y > margin
-                && g.x < img2.width as f32 - margin
-                && g.y < img2.height as f32 - margin
-        })
-        .unzip();
-    assert!(f1.len() > 200, "{}", f1.len());
-    let p1 = PatchSampler::new(&img1).sample(&f1);
-    let p2 = PatchSampler::new(&img2).sample(&f2);
+    let n = p1.shape()[0];
     let n1: Vec<_> = p1.outer_iter().map(normalised).collect();
     let n2: Vec<_> = p2.outer_iter().map(normalised).collect();
-    let n = f1.len();
     let mut pos = Vec::new();
     let mut neg = Vec::new();
     let mut wins = 0;
     for i in 0..n {
         let dp = dist(&n1[i], &n2[i]);
-        // a deterministic "random" other patch
-        let j = (i * 7919 + 13) % n;
-        let j = if j == i { (j + 1) % n } else { j };
+        let j = vision_common::unrelated_index(i, n);
         let dn = dist(&n1[i], &n2[j]);
         pos.push(dp);
         neg.push(dn);

@@ -53,3 +53,49 @@ pub fn map_frame(h: &[[f64; 3]; 3], f: &Frame) -> Frame {
         a: [[m(0, 0), m(0, 1)], [m(1, 0), m(1, 1)]],
     }
 }
+
+/// Patches at ground-truth correspondences of Oxford graf 1→2: the strongest 600 DoG frames of
+/// image 1 and their images under H1to2p, kept where the mapped frame is 40 px inside image 2.
+/// Row i of both arrays shows the same surface; None without the shared data.
+pub fn graf_correspondence_patches(
+    test: &str,
+) -> Option<(ndarray::Array3<f32>, ndarray::Array3<f32>)> {
+    use descl::detect::{detect, DetectorConfig};
+    use descl::patch::PatchSampler;
+    let root = data_root(test)?;
+    let dir = root.join("oxford/graf");
+    let img1 = descl::image::load_gray(&dir.join("img1.png")).unwrap();
+    let img2 = descl::image::load_gray(&dir.join("img2.png")).unwrap();
+    let h = read_homography(&dir.join("H1to2p"));
+    let cfg = DetectorConfig {
+        max_keypoints: 600,
+        ..Default::default()
+    };
+    let margin = 40.0;
+    let (f1, f2): (Vec<Frame>, Vec<Frame>) = detect(&img1, &cfg)
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.frame, map_frame(&h, &d.frame)))
+        .filter(|(_, g)| {
+            g.x > margin
+                && g.y > margin
+                && g.x < img2.width as f32 - margin
+                && g.y < img2.height as f32 - margin
+        })
+        .unzip();
+    assert!(f1.len() > 200, "{}", f1.len());
+    Some((
+        PatchSampler::new(&img1).sample(&f1),
+        PatchSampler::new(&img2).sample(&f2),
+    ))
+}
+
+/// A fixed "random" partner j ≠ i among n (n ≥ 2) for patch i: the negative of pair tests.
+pub fn unrelated_index(i: usize, n: usize) -> usize {
+    let j = (i * 7919 + 13) % n;
+    if j == i {
+        (j + 1) % n
+    } else {
+        j
+    }
+}
