@@ -575,6 +575,23 @@ pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
         .f_double_value(&[])?)
 }
 
+/// The checkout's commit (`git rev-parse --short HEAD`, "-dirty" with uncommitted changes to
+/// tracked files), so a card names the code that trained it; None outside a git checkout.
+fn code_commit() -> Option<String> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"])?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn model_card(
     config: &RunConfig,
@@ -611,6 +628,8 @@ fn model_card(
         "wall_time_s": wall_time_s,
         "final_loss": final_loss,
         "validation_nn_accuracy": validation_nn_accuracy,
+        "log": config.out.join(LOG_FILE),
+        "code_commit": code_commit(),
         "config": config,
     });
     let serde_json::Value::Object(training) = training else {

@@ -131,6 +131,29 @@ fn a_tiny_run_writes_everything_and_learns() {
     assert!((card["training"]["final_loss"].as_f64().unwrap() - summary.final_loss).abs() < 1e-12);
     let sha = card["sha256"].as_str().unwrap();
     assert_eq!(sha.len(), 64);
+    // Provenance: the run's own log, and the commit of this checkout when it is one.
+    let log_path = card["training"]["log"].as_str().unwrap();
+    assert!(
+        std::path::Path::new(log_path).ends_with("log.jsonl")
+            && std::path::Path::new(log_path).is_file()
+    );
+    let in_git = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let commit = &card["training"]["code_commit"];
+    if in_git {
+        let c = commit.as_str().unwrap();
+        assert!(
+            c.len() >= 7
+                && c.trim_end_matches("-dirty")
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit()),
+            "{c}"
+        );
+    } else {
+        assert!(commit.is_null());
+    }
 }
 
 #[test]
