@@ -346,6 +346,14 @@ fn r2(v: f64) -> serde_json::Value {
     serde_json::json!((v * 100.0).round() / 100.0)
 }
 
+/// The pose AUC threshold (degrees) a card quotes for its same-run peers.
+const PEER_POSE_AUC_DEG: f64 = 10.0;
+
+/// A method's headline sequence group: the combined [`ALL_SEQUENCES`], else its only group.
+fn headline(groups: &BTreeMap<String, SequenceGroup>) -> Option<&SequenceGroup> {
+    groups.get(ALL_SEQUENCES).or_else(|| groups.values().next())
+}
+
 fn by_threshold(values: &[(f64, f64)], unit: &str) -> serde_json::Map<String, serde_json::Value> {
     values
         .iter()
@@ -362,8 +370,7 @@ impl BenchReport {
         let mut out = serde_json::Map::new();
         let mma3 = |s: &SequenceSummary| s.mma.get(MMA3_INDEX).map_or(f64::NAN, |&(_, v)| v);
         if let Some(groups) = self.sequences.get(method) {
-            let headline = groups.get(ALL_SEQUENCES).or_else(|| groups.values().next());
-            if let Some(all) = headline {
+            if let Some(all) = headline(groups) {
                 let mut entry = serde_json::Map::new();
                 entry.insert("command".into(), json!(self.command));
                 entry.insert("protocol".into(), json!(self.settings));
@@ -384,11 +391,7 @@ impl BenchReport {
                     .sequences
                     .iter()
                     .filter(|(m, _)| m.as_str() != method)
-                    .filter_map(|(m, g)| {
-                        g.get(ALL_SEQUENCES)
-                            .or_else(|| g.values().next())
-                            .map(|s| (m.clone(), r2(mma3(&s.summary))))
-                    })
+                    .filter_map(|(m, g)| headline(g).map(|s| (m.clone(), r2(mma3(&s.summary)))))
                     .collect();
                 entry.insert("same_run_mma@3".into(), json!(peers));
                 out.insert(CARD_SEQUENCES.into(), json!(entry));
@@ -403,7 +406,7 @@ impl BenchReport {
                     let auc10 = s
                         .auc
                         .iter()
-                        .find(|(t, _)| *t == 10.0)
+                        .find(|(t, _)| *t == PEER_POSE_AUC_DEG)
                         .map_or(f64::NAN, |a| a.1);
                     (m.clone(), r2(auc10))
                 })
@@ -425,9 +428,9 @@ impl BenchReport {
                 json!({
                     "command": self.command,
                     "split": h.split,
-                    "verification_map": h.verification.as_ref().map(|v| (v.map * 100.0).round() / 100.0),
+                    "verification_map": h.verification.as_ref().map(|v| r2(v.map)),
                     "matching_map": r2(h.matching.map),
-                    "retrieval_map": h.retrieval.as_ref().map(|r| (r.map * 100.0).round() / 100.0),
+                    "retrieval_map": h.retrieval.as_ref().map(|r| r2(r.map)),
                 }),
             );
         }

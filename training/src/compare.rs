@@ -25,40 +25,36 @@ pub fn mann_whitney_u(a: &[f64], b: &[f64]) -> f64 {
         .sum()
 }
 
+/// Largest pooled sample the exact enumeration accepts (2^20 splits).
+pub const MAX_POOLED: usize = 20;
+
 /// Exact one-sided p = P(U ≥ U_observed) when every split of the pooled values into groups of
-/// |a| and |b| is equally likely (H0: the method changes nothing).
-pub fn mann_whitney_p_greater(a: &[f64], b: &[f64]) -> f64 {
-    let observed = mann_whitney_u(a, b);
+/// |a| and |b| is equally likely (H0: the method changes nothing); None above [`MAX_POOLED`].
+pub fn mann_whitney_p_greater(a: &[f64], b: &[f64]) -> Option<f64> {
     let pooled: Vec<f64> = a.iter().chain(b).copied().collect();
-    let (n, total) = (a.len(), pooled.len());
+    if pooled.len() > MAX_POOLED {
+        return None;
+    }
+    let observed = mann_whitney_u(a, b);
     let (mut at_least, mut splits) = (0u64, 0u64);
-    // Every n-subset of the pooled indices as a bit mask (total ≤ 20 in practice).
-    for mask in 0u64..(1u64 << total) {
-        if mask.count_ones() as usize != n {
-            continue;
-        }
-        let (x, y): (Vec<f64>, Vec<f64>) = {
-            let (mut x, mut y) = (Vec::new(), Vec::new());
-            for (i, &v) in pooled.iter().enumerate() {
-                if mask >> i & 1 == 1 {
-                    x.push(v)
-                } else {
-                    y.push(v)
-                }
+    // Every |a|-subset of the pooled indices as a bit mask.
+    for mask in (0u64..1 << pooled.len()).filter(|m| m.count_ones() as usize == a.len()) {
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        for (i, &v) in pooled.iter().enumerate() {
+            if mask >> i & 1 == 1 {
+                x.push(v)
+            } else {
+                y.push(v)
             }
-            (x, y)
-        };
+        }
         splits += 1;
         // Tolerance for the half-counted ties.
         if mann_whitney_u(&x, &y) >= observed - 1e-9 {
             at_least += 1;
         }
     }
-    at_least as f64 / splits.max(1) as f64
+    Some(at_least as f64 / splits.max(1) as f64)
 }
-
-/// Largest pooled sample the exact enumeration accepts (2^20 masks).
-pub const MAX_POOLED: usize = 20;
 
 /// The headline numbers of one model in a `descl bench --json` report.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -137,18 +133,12 @@ pub fn compare(
         let (m1, s1) = pick(|r| r.mma3);
         let (m2, s2) = pick(|r| r.homography3);
         let (m3, s3) = pick(|r| r.pose_auc10);
-        let mann_whitney_mma3 = match rows.first() {
-            Some(base) if runs.len() + base.runs.len() <= MAX_POOLED => {
-                let a: Vec<f64> = runs.iter().map(|r| r.mma3).collect();
-                let b: Vec<f64> = base.runs.iter().map(|r| r.mma3).collect();
-                Some((
-                    mann_whitney_u(&a, &b),
-                    (a.len() * b.len()) as f64,
-                    mann_whitney_p_greater(&a, &b),
-                ))
-            }
-            _ => None,
-        };
+        let mann_whitney_mma3 = rows.first().and_then(|base| {
+            let a: Vec<f64> = runs.iter().map(|r| r.mma3).collect();
+            let b: Vec<f64> = base.runs.iter().map(|r| r.mma3).collect();
+            let p = mann_whitney_p_greater(&a, &b)?;
+            Some((mann_whitney_u(&a, &b), (a.len() * b.len()) as f64, p))
+        });
         rows.push(MethodRow {
             method: method.clone(),
             models: models.clone(),
@@ -211,16 +201,24 @@ mod tests {
     #[test]
     fn exact_p_matches_hand_counted_splits() {
         // 3 vs 3: C(6,3) = 20 splits; complete separation is 1 of them.
-        assert!((mann_whitney_p_greater(&[4.0, 5.0, 6.0], &[1.0, 2.0, 3.0]) - 0.05).abs() < 1e-12);
+        assert!(
+            (mann_whitney_p_greater(&[4.0, 5.0, 6.0], &[1.0, 2.0, 3.0]).unwrap() - 0.05).abs()
+                < 1e-12
+        );
         // U = 8 of 9: the splits with U ≥ 8 are {4,5,6} (U = 9) and {3,5,6} (U = 8): 2/20.
-        assert!((mann_whitney_p_greater(&[3.0, 5.0, 6.0], &[1.0, 2.0, 4.0]) - 0.10).abs() < 1e-12);
+        assert!(
+            (mann_whitney_p_greater(&[3.0, 5.0, 6.0], &[1.0, 2.0, 4.0]).unwrap() - 0.10).abs()
+                < 1e-12
+        );
         // 4 vs 4 complete separation: 1/C(8,4) = 1/70.
-        let p = mann_whitney_p_greater(&[5.0, 6.0, 7.0, 8.0], &[1.0, 2.0, 3.0, 4.0]);
+        let p = mann_whitney_p_greater(&[5.0, 6.0, 7.0, 8.0], &[1.0, 2.0, 3.0, 4.0]).unwrap();
         assert!((p - 1.0 / 70.0).abs() < 1e-12);
+        // Beyond the enumeration's reach there is no exact p.
+        assert_eq!(mann_whitney_p_greater(&[0.0; 11], &[1.0; 10]), None);
         // The reverse direction is the other tail: p = 1.
         assert_eq!(
             mann_whitney_p_greater(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]),
-            1.0
+            Some(1.0)
         );
     }
 

@@ -1,5 +1,6 @@
-//! descl-training: descriptor networks in tch, the papers' losses (hard-positive sampling and active batch selection live inside their losses), synthetic
-//! training tracks, and an ONNX writer (tch cannot export).
+//! descl-training: descriptor networks in tch, the papers' losses (hard-positive sampling and
+//! active batch selection live inside their losses), synthetic training tracks, method
+//! comparison over seeds, and an ONNX writer (tch cannot export).
 
 pub mod compare;
 pub mod data;
