@@ -6,6 +6,7 @@
 mod vision_common;
 
 use descl::describe::Descriptors;
+use descl::eval::distance::distance;
 use descl::model::engine::{Device, Engine};
 use descl::model::{list_cards, OutputKind};
 
@@ -13,25 +14,6 @@ use descl::model::{list_cards, OutputKind};
 /// Raw normalised pixels already reach 0.957 on this pair (`tests/vision_patch.rs`); a model
 /// below this floor is broken, not merely weak.
 const MIN_PARTNER_WINS: f64 = 0.9;
-
-/// Distance between descriptor i of `a` and j of `b` (L2 or Hamming).
-fn distance(a: &Descriptors, b: &Descriptors, i: usize, j: usize) -> f64 {
-    match (a, b) {
-        (Descriptors::Float(a), Descriptors::Float(b)) => a
-            .row(i)
-            .iter()
-            .zip(b.row(j))
-            .map(|(x, y)| ((x - y) as f64).powi(2))
-            .sum::<f64>()
-            .sqrt(),
-        (Descriptors::Binary(a), Descriptors::Binary(b)) => a[i]
-            .iter()
-            .zip(&b[j])
-            .map(|(x, y)| (x ^ y).count_ones() as f64)
-            .sum(),
-        _ => panic!("mixed descriptor kinds"),
-    }
-}
 
 #[test]
 fn every_shipped_model_has_provenance_numbers_and_works() {
@@ -92,7 +74,7 @@ fn every_shipped_model_has_provenance_numbers_and_works() {
         let wins = (0..n)
             .filter(|&i| {
                 let j = vision_common::unrelated_index(i, n);
-                distance(&d1, &d2, i, i) < distance(&d1, &d2, i, j)
+                distance(&d1, i, &d2, i).unwrap() < distance(&d1, i, &d2, j).unwrap()
             })
             .count() as f64
             / n as f64;
