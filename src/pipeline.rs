@@ -1,5 +1,6 @@
 //! One image's whole path: load → detect → sample patches → describe. The model is loaded once
-//! per [`Extractor`]; its card sets the patch magnification so frames and training agree.
+//! per [`Extractor`]; its card (or, without one, its file's metadata) sets the patch
+//! magnification so frames and training agree.
 
 use crate::describe::Descriptors;
 use crate::detect::{detect, DetectorConfig};
@@ -18,7 +19,8 @@ pub struct ExtractorConfig {
     /// Model name (in `models/`) or path to an `.onnx` file.
     pub model: String,
     pub device: Device,
-    /// Detector settings; `magnification` is replaced by the model card's when there is one.
+    /// Detector settings; `magnification` is replaced by the model's (card or metadata) when it
+    /// says one.
     pub detector: DetectorConfig,
 }
 
@@ -36,8 +38,8 @@ impl Extractor {
         let model = resolve(&cfg.model)?;
         let engine = Engine::load_resolved(&model, cfg.device)?;
         let mut detector = cfg.detector;
-        if let Some((card, _)) = &model.card {
-            detector.magnification = card.patch.magnification;
+        if let Some(m) = model.magnification(&engine) {
+            detector.magnification = m;
         }
         Ok(Extractor {
             detector,
@@ -46,7 +48,7 @@ impl Extractor {
         })
     }
 
-    /// The detector settings in use (magnification from the card).
+    /// The detector settings in use (magnification from the model's card or metadata).
     pub fn detector(&self) -> &DetectorConfig {
         &self.detector
     }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::onnx::{identity, linear, Dim};
+use common::onnx::{identity, linear, with_metadata, Dim};
 use descl::describe::Descriptors;
 use descl::model::{Device, Engine, OutputKind};
 use descl::Error;
@@ -155,6 +155,144 @@ fn wrong_interfaces_are_model_errors_naming_the_file() {
     }
     let e = Engine::load(&dir.path().join("missing.onnx"), Device::Cpu).unwrap_err();
     assert!(e.to_string().contains("missing.onnx"), "{e}");
+}
+
+/// `metadata_props` as (key, value) pairs.
+type Props = Vec<(&'static str, &'static str)>;
+
+/// descl's metadata for a float or binary model of `dim` outputs cut at magnification 6.
+fn metadata(kind: &'static str, dim: &'static str) -> Props {
+    vec![
+        ("patch_size", "32"),
+        ("patch_mr", "6"),
+        ("input_range", "0_1"),
+        ("input_norm", "per_patch"),
+        ("output_kind", kind),
+        ("output_dim", dim),
+    ]
+}
+
+#[test]
+fn metadata_decides_an_uncarded_models_kind_and_is_checked() {
+    if !common::ort_or_skip("metadata") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w256: Vec<f32> = common::lcg_values(1024 * 256, 9)
+        .iter()
+        .map(|v| v - 0.5)
+        .collect();
+    // 256 outputs would be read as binary without metadata; the metadata says float.
+    let p = write_model(
+        &dir,
+        "float256.onnx",
+        &with_metadata(&linear(&w256, 256), &metadata("float", "256")),
+    );
+    let engine = Engine::load(&p, Device::Cpu).unwrap();
+    assert_eq!((engine.kind(), engine.dim()), (OutputKind::Float, 256));
+    let m = engine.metadata().unwrap();
+    assert_eq!((m.patch_size, m.magnification), (32, 6.0));
+    // Any size is understood when the metadata says it.
+    let p = write_model(
+        &dir,
+        "float64.onnx",
+        &with_metadata(
+            &linear(&common::lcg_values(1024 * 64, 10), 64),
+            &metadata("float", "64"),
+        ),
+    );
+    assert_eq!(Engine::load(&p, Device::Cpu).unwrap().dim(), 64);
+    // A model without the keys has no metadata, and other keys are not descl's.
+    let p = write_model(
+        &dir,
+        "other.onnx",
+        &with_metadata(&linear(&w256, 256), &[("author", "someone")]),
+    );
+    let engine = Engine::load(&p, Device::Cpu).unwrap();
+    assert!(engine.metadata().is_none());
+    assert_eq!(engine.kind(), OutputKind::Binary);
+
+    let mut wrong_range = metadata("float", "256");
+    wrong_range[2].1 = "0_255";
+    let cases: Vec<(&str, Props, &str)> = vec![
+        (
+            "wrong_dim.onnx",
+            metadata("float", "128"),
+            "metadata says 128",
+        ),
+        (
+            "partial.onnx",
+            metadata("float", "256")[..2].to_vec(),
+            "incomplete",
+        ),
+        ("range.onnx", wrong_range, "input_range"),
+    ];
+    for (name, props, expect) in cases {
+        let p = write_model(&dir, name, &with_metadata(&linear(&w256, 256), &props));
+        let e = Engine::load(&p, Device::Cpu).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Model { .. }), "{name}: {msg}");
+        assert!(msg.contains(name) && msg.contains(expect), "{name}: {msg}");
+    }
+}
+
+#[test]
+fn a_card_that_contradicts_the_metadata_is_an_error_naming_both_files() {
+    if !common::ort_or_skip("card_vs_metadata") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = write_model(
+        &dir,
+        "m.onnx",
+        &with_metadata(
+            &linear(&common::lcg_values(1024 * 128, 11), 128),
+            &metadata("float", "128"),
+        ),
+    );
+    let card_path = dir.path().join("m.json");
+    let card = |magnification: f32| descl::model::ModelCard {
+        name: "m".into(),
+        file: "m.onnx".into(),
+        sha256: descl::model::card::sha256_file(&onnx).unwrap(),
+        architecture: "linear".into(),
+        input: descl::model::card::InputSpec {
+            size: 32,
+            range: [0.0, 1.0],
+        },
+        output: descl::model::card::OutputSpec {
+            dim: 128,
+            kind: OutputKind::Float,
+        },
+        patch: descl::model::card::PatchSpec {
+            size: 32,
+            magnification,
+        },
+        training: serde_json::Map::new(),
+        metrics: serde_json::Map::new(),
+    };
+    let resolved = |magnification| descl::model::ResolvedModel {
+        onnx: onnx.clone(),
+        card: Some((card(magnification), card_path.clone())),
+    };
+    let ok = Engine::load_resolved(&resolved(6.0), Device::Cpu).unwrap();
+    assert_eq!(resolved(6.0).magnification(&ok), Some(6.0));
+    let e = Engine::load_resolved(&resolved(8.0), Device::Cpu).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Model { .. }), "{msg}");
+    assert!(
+        msg.contains("m.onnx")
+            && msg.contains("m.json")
+            && msg.contains("`patch_mr` 6 vs patch.magnification 8"),
+        "{msg}"
+    );
+    // Without a card, the metadata's magnification is the model's.
+    let uncarded = descl::model::ResolvedModel {
+        onnx: onnx.clone(),
+        card: None,
+    };
+    let engine = Engine::load_resolved(&uncarded, Device::Cpu).unwrap();
+    assert_eq!(uncarded.magnification(&engine), Some(6.0));
 }
 
 #[test]

@@ -93,6 +93,51 @@ fn row(label: &str, a: &SfmAccuracy) -> String {
     )
 }
 
+/// `read_points` against COLMAP's own reading of the model: `colmap model_converter` to text,
+/// then every point's id, error and track compared.
+fn points_agree_with_colmaps_text_export(model: &Path, work: &Path) {
+    let txt = work.join("model-txt");
+    std::fs::create_dir_all(&txt).unwrap();
+    run_colmap(&[
+        "model_converter".as_ref(),
+        "--input_path".as_ref(),
+        model.as_os_str(),
+        "--output_path".as_ref(),
+        txt.as_os_str(),
+        "--output_type".as_ref(),
+        "TXT".as_ref(),
+    ])
+    .unwrap();
+    let text = std::fs::read_to_string(txt.join("points3D.txt")).unwrap();
+    let mut theirs: Vec<(u64, f64, Vec<(u32, u32)>)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            // POINT3D_ID X Y Z R G B ERROR TRACK[] as (IMAGE_ID, POINT2D_IDX)
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let track = f[8..]
+                .chunks(2)
+                .map(|c| (c[0].parse().unwrap(), c[1].parse().unwrap()))
+                .collect();
+            (f[0].parse().unwrap(), f[7].parse().unwrap(), track)
+        })
+        .collect();
+    let mut ours: Vec<_> = descl::io::colmap_model::read_points(model)
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.id, p.error, p.track))
+        .collect();
+    theirs.sort_by_key(|p| p.0);
+    ours.sort_by_key(|p| p.0);
+    assert!(!ours.is_empty());
+    assert_eq!(ours.len(), theirs.len());
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!((a.0, &a.2), (b.0, &b.2));
+        // The text export prints the error with limited precision.
+        assert!((a.1 - b.1).abs() <= 1e-5 * b.1.max(1.0), "{a:?} vs {b:?}");
+    }
+}
+
 #[test]
 fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
     let Some(dir) = fountain() else { return };
@@ -146,6 +191,7 @@ fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
         &mapper_options(),
     )
     .unwrap();
+    points_agree_with_colmaps_text_export(&ours.path, work.path());
     let ours = evaluate(&ours, &truth).unwrap();
 
     let theirs = colmap_sift(&images, work.path());

@@ -1,7 +1,7 @@
 //! Every model shipped in `models/`: its card carries training provenance and `descl bench`
-//! numbers, it loads with its checksum, its output is what the card says (unit float rows or
-//! 256 bits), and on a real image pair (graf 1→2, ground-truth homography) it tells a
-//! corresponding patch from an unrelated one.
+//! numbers, it loads with its checksum, its file's metadata says what its card says, its output
+//! is what the card says (unit float rows or 256 bits), and on a real image pair (graf 1→2,
+//! ground-truth homography) it tells a corresponding patch from an unrelated one.
 
 mod vision_common;
 
@@ -56,6 +56,22 @@ fn every_shipped_model_has_provenance_numbers_and_works() {
     for (card, path) in &cards {
         let model = descl::model::resolve(&path.to_string_lossy()).unwrap();
         let engine = Engine::load_resolved(&model, Device::Cpu).unwrap();
+        // Self-describing: the file carries the card's preprocessing (compared field by field
+        // here, not only by the engine's own check).
+        let meta = engine
+            .metadata()
+            .unwrap_or_else(|| panic!("{}: no metadata in the ONNX file", card.name));
+        assert_eq!(meta.patch_size, card.patch.size, "{}", card.name);
+        assert_eq!(
+            meta.magnification,
+            f64::from(card.patch.magnification),
+            "{}",
+            card.name
+        );
+        assert_eq!(meta.input_range, "0_1", "{}", card.name);
+        assert_eq!(meta.input_norm, "per_patch", "{}", card.name);
+        assert_eq!(meta.output_kind, card.output.kind, "{}", card.name);
+        assert_eq!(meta.output_dim, card.output.dim, "{}", card.name);
         let (d1, d2) = (
             engine.describe(p1.view()).unwrap(),
             engine.describe(p2.view()).unwrap(),
@@ -85,4 +101,40 @@ fn every_shipped_model_has_provenance_numbers_and_works() {
         );
         assert!(wins > MIN_PARTNER_WINS, "{}: {wins}", card.name);
     }
+}
+
+#[test]
+fn a_shipped_model_with_a_card_contradicting_its_metadata_is_refused() {
+    if !vision_common::ort_or_skip("card_contradicts_metadata") {
+        return;
+    }
+    // A copy of the default model whose card claims magnification 8 (the file says 6): the
+    // checksum still matches, so only the metadata can catch it.
+    let model = descl::model::resolve(descl::model::DEFAULT_MODEL).unwrap();
+    let (card, _) = model.card.clone().unwrap();
+    assert_eq!(card.patch.magnification, 6.0);
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = dir.path().join(&card.file);
+    std::fs::copy(&model.onnx, &onnx).unwrap();
+    let card_path = dir.path().join(format!("{}.json", card.name));
+    let mut wrong = card.clone();
+    wrong.patch.magnification = 8.0;
+    wrong.save(&card_path).unwrap();
+    let resolved = descl::model::resolve(&card_path.to_string_lossy()).unwrap();
+    let e = Engine::load_resolved(&resolved, Device::Cpu).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&onnx.display().to_string())
+            && msg.contains(&card_path.display().to_string())
+            && msg.contains("`patch_mr` 6 vs patch.magnification 8"),
+        "{msg}"
+    );
+    // So is an extractor built on it, before any image is read.
+    let e = descl::pipeline::Extractor::new(descl::pipeline::ExtractorConfig {
+        model: card_path.to_string_lossy().into_owned(),
+        device: Device::Cpu,
+        detector: descl::detect::DetectorConfig::default(),
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("patch_mr"), "{e}");
 }

@@ -24,7 +24,8 @@ enum Kind {
 /// One method: its display name and how it describes frames or patches.
 pub struct Method {
     pub name: String,
-    /// The measurement-region magnification the method expects (model card; 6 for SIFT frames).
+    /// The measurement-region magnification the method expects (model card or metadata, else 6;
+    /// 6 for SIFT frames).
     pub magnification: f32,
     /// The model card's file, for models that have one (`descl bench --record` writes to it).
     pub card_path: Option<std::path::PathBuf>,
@@ -54,10 +55,6 @@ impl Method {
             _ => {}
         }
         let resolved = crate::model::resolve(spec)?;
-        let magnification = resolved
-            .card
-            .as_ref()
-            .map_or(DEFAULT_MAGNIFICATION, |(c, _)| c.patch.magnification);
         let name = match &resolved.card {
             Some((c, _)) => c.name.clone(),
             None => resolved
@@ -66,6 +63,9 @@ impl Method {
                 .map_or(spec.to_string(), |s| s.to_string_lossy().to_string()),
         };
         let engine = Engine::load_resolved(&resolved, device)?;
+        let magnification = resolved
+            .magnification(&engine)
+            .unwrap_or(DEFAULT_MAGNIFICATION);
         Ok(Method {
             name,
             magnification,

@@ -351,6 +351,92 @@ impl Database {
     }
 }
 
+/// One image of an existing COLMAP database with its keypoints as descl frames.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredImage {
+    pub image_id: i64,
+    pub name: String,
+    pub frames: Vec<Frame>,
+}
+
+/// Reads every image's keypoints from a COLMAP database (descl's or COLMAP's own), as frames
+/// in descl's pixel convention (the [`COLMAP_PIXEL_OFFSET`] removed). Keypoints must have 6
+/// columns (x, y, a11, a12, a21, a22: COLMAP's affine shape, as both descl and COLMAP's SIFT
+/// extractor store them). The shape is returned as stored: descl stores `m·σ·R` (its frames),
+/// COLMAP's SIFT extractor `σ·R`, so a caller rescales by the magnification it needs.
+pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
+    let db_err = |e: rusqlite::Error| Error::Database {
+        path: path.into(),
+        reason: e.to_string(),
+    };
+    if !path.is_file() {
+        return Err(Error::format(path, "not a COLMAP database file"));
+    }
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(db_err)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT images.image_id, images.name, keypoints.rows, keypoints.cols, keypoints.data \
+             FROM images JOIN keypoints ON images.image_id = keypoints.image_id \
+             ORDER BY images.image_id",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, i64>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, Option<Vec<u8>>>(4)?,
+            ))
+        })
+        .map_err(db_err)?;
+    let mut images = Vec::new();
+    for row in rows {
+        let (image_id, name, n, cols, data) = row.map_err(db_err)?;
+        let data = data.unwrap_or_default();
+        if cols != 6 {
+            return Err(Error::format(
+                path,
+                format!("image {name}: keypoints have {cols} columns (need 6: x, y, affine shape)"),
+            ));
+        }
+        if n < 0 || data.len() != n as usize * 6 * 4 {
+            return Err(Error::format(
+                path,
+                format!(
+                    "image {name}: keypoint blob of {} bytes for {n} rows",
+                    data.len()
+                ),
+            ));
+        }
+        let values: Vec<f32> = data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let frames = values
+            .chunks_exact(6)
+            .map(|r| {
+                Frame::from_row([
+                    r[0] - COLMAP_PIXEL_OFFSET,
+                    r[1] - COLMAP_PIXEL_OFFSET,
+                    r[2],
+                    r[3],
+                    r[4],
+                    r[5],
+                ])
+            })
+            .collect();
+        images.push(StoredImage {
+            image_id,
+            name,
+            frames,
+        });
+    }
+    Ok(images)
+}
+
 fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
     let c = |r: usize, k: usize| {
         m[(r + 1) % 3][(k + 1) % 3] * m[(r + 2) % 3][(k + 2) % 3]
@@ -386,5 +472,42 @@ mod tests {
                 assert!((v - if r == c { 1.0 } else { 0.0 }).abs() < 1e-12);
             }
         }
+    }
+
+    #[test]
+    fn keypoints_read_back_as_written_frames() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.db");
+        let db = Database::create(&path, false).unwrap();
+        let cam = db
+            .add_camera(
+                CameraModel::SimplePinhole,
+                100,
+                80,
+                &[90.0, 50.0, 40.0],
+                false,
+            )
+            .unwrap();
+        let frames = vec![
+            Frame::from_row([3.0, 4.5, 6.0, -1.0, 1.0, 6.0]),
+            Frame::from_row([99.25, 0.0, -2.0, 0.0, 0.0, 2.0]),
+        ];
+        let id = db.add_image("a/b.jpg", cam).unwrap();
+        db.add_keypoints(id, &frames).unwrap();
+        let empty = db.add_image("c.jpg", cam).unwrap();
+        db.add_keypoints(empty, &[]).unwrap();
+        db.finish().unwrap();
+        let images = read_keypoints(&path).unwrap();
+        assert_eq!(images.len(), 2);
+        assert_eq!(
+            (images[0].image_id, images[0].name.as_str()),
+            (id, "a/b.jpg")
+        );
+        assert_eq!(images[0].frames, frames);
+        assert!(images[1].frames.is_empty());
+        let err = read_keypoints(&dir.path().join("missing.db"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("missing.db"), "{err}");
     }
 }

@@ -116,6 +116,26 @@ fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| Error::io(path, e))
 }
 
+/// One 3-D point of a reconstruction with its track: the observations `(image_id,
+/// point2D_idx)` that COLMAP triangulated it from. `point2D_idx` indexes the image's keypoints
+/// in the database (the keypoints blob row), so a track leads back to each view's own detected
+/// frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point3D {
+    pub id: u64,
+    pub xyz: [f64; 3],
+    /// Mean reprojection error over the track, pixels.
+    pub error: f64,
+    pub track: Vec<(u32, u32)>,
+}
+
+/// Bytes of one `points3D.bin` record before its track: id u64, xyz 3×f64, rgb 3×u8, error f64.
+const POINT3D_FIXED_BYTES: usize = 8 + 24 + 3 + 8;
+/// Bytes of one track element: image_id u32, point2D_idx u32.
+const TRACK_ELEMENT_BYTES: usize = 8;
+/// Bytes of one `images.bin` 2-D point: x, y f64, point3D_id i64.
+const POINT2D_BYTES: usize = 24;
+
 /// Reads a binary COLMAP model folder (images.bin and points3D.bin).
 pub fn read_model(dir: &Path) -> Result<Reconstruction> {
     let images_path = dir.join("images.bin");
@@ -133,8 +153,8 @@ pub fn read_model(dir: &Path) -> Result<Reconstruction> {
         let tvec = [r.f64()?, r.f64()?, r.f64()?];
         let camera_id = r.u32()?;
         let name = r.name()?;
-        let n2d = r.count(24)?;
-        r.take(n2d * 24)?;
+        let n2d = r.count(POINT2D_BYTES)?;
+        r.take(n2d * POINT2D_BYTES)?;
         images.push(RegisteredImage {
             image_id,
             camera_id,
@@ -143,22 +163,10 @@ pub fn read_model(dir: &Path) -> Result<Reconstruction> {
             tvec,
         });
     }
-    let points_path = dir.join("points3D.bin");
-    let data = read_file(&points_path)?;
-    let mut r = Reader {
-        data: &data,
-        pos: 0,
-        path: &points_path,
-    };
-    let n_points = r.count(43)?;
-    let (mut err_sum, mut track_sum) = (0.0, 0usize);
-    for _ in 0..n_points {
-        r.take(8 + 24 + 3)?; // id, xyz, rgb
-        err_sum += r.f64()?;
-        let track = r.count(8)?;
-        r.take(track * 8)?;
-        track_sum += track;
-    }
+    let points = read_points(dir)?;
+    let n_points = points.len();
+    let err_sum: f64 = points.iter().map(|p| p.error).sum();
+    let track_sum: usize = points.iter().map(|p| p.track.len()).sum();
     images.sort_by_key(|i| i.image_id);
     Ok(Reconstruction {
         path: dir.into(),
@@ -175,6 +183,37 @@ pub fn read_model(dir: &Path) -> Result<Reconstruction> {
             0.0
         },
     })
+}
+
+/// Reads `points3D.bin` of a binary COLMAP model folder: every 3-D point with its track.
+pub fn read_points(dir: &Path) -> Result<Vec<Point3D>> {
+    let points_path = dir.join("points3D.bin");
+    let data = read_file(&points_path)?;
+    let mut r = Reader {
+        data: &data,
+        pos: 0,
+        path: &points_path,
+    };
+    let n_points = r.count(POINT3D_FIXED_BYTES + TRACK_ELEMENT_BYTES)?;
+    let mut points = Vec::with_capacity(n_points);
+    for _ in 0..n_points {
+        let id = r.u64()?;
+        let xyz = [r.f64()?, r.f64()?, r.f64()?];
+        r.take(3)?; // rgb
+        let error = r.f64()?;
+        let len = r.count(TRACK_ELEMENT_BYTES)?;
+        let mut track = Vec::with_capacity(len);
+        for _ in 0..len {
+            track.push((r.u32()?, r.u32()?));
+        }
+        points.push(Point3D {
+            id,
+            xyz,
+            error,
+            track,
+        });
+    }
+    Ok(points)
 }
 
 /// The `colmap` executable: `$DESCL_COLMAP` or `colmap` on PATH.

@@ -3,7 +3,8 @@
 
 use crate::describe::{binarize, l2_normalize_rows, Descriptors};
 use crate::error::{Error, Result};
-use crate::model::card::OutputKind;
+use crate::model::card::{ModelCard, OutputKind};
+use crate::model::metadata::ModelMetadata;
 use crate::model::ResolvedModel;
 use crate::patch::PATCH_SIZE;
 use ndarray::{Array2, ArrayView3, Axis};
@@ -23,7 +24,8 @@ pub const ORT_DYLIB_ENV: &str = "ORT_DYLIB_PATH";
 /// Where `scripts/setup` installs the library, relative to the repository root.
 const ORT_LIB_IN_REPO: &str = ".deps/lib/libonnxruntime.so";
 
-/// Float models without a card must have this many outputs; binary ones [`crate::describe::BINARY_BITS`].
+/// Float models without a card or metadata must have this many outputs; binary ones
+/// [`crate::describe::BINARY_BITS`].
 const UNCARDED_FLOAT_DIM: usize = crate::describe::FLOAT_DIM;
 
 /// Where inference runs.
@@ -131,6 +133,7 @@ pub struct Engine {
     kind: OutputKind,
     dim: usize,
     device: Device,
+    metadata: Option<ModelMetadata>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -140,34 +143,29 @@ impl std::fmt::Debug for Engine {
             .field("kind", &self.kind)
             .field("dim", &self.dim)
             .field("device", &self.device)
+            .field("metadata", &self.metadata)
             .finish()
     }
 }
 
 impl Engine {
-    /// Loads a model without a card: 128 outputs are a float descriptor, 256 a binary one.
+    /// Loads a model without a card: its metadata ([`crate::model::metadata`]) says the output
+    /// kind; a model without metadata is read as float with 128 outputs, binary with 256.
     pub fn load(path: &Path, device: Device) -> Result<Engine> {
         Self::load_with(path, device, None)
     }
 
     /// Loads a resolved model; its card (if any) decides the output kind and must agree with
-    /// the model's output size.
+    /// the model's output size and with the model's own metadata when it has some.
     pub fn load_resolved(model: &ResolvedModel, device: Device) -> Result<Engine> {
         Self::load_with(
             &model.onnx,
             device,
-            model
-                .card
-                .as_ref()
-                .map(|(c, _)| (c.output.kind, c.output.dim)),
+            model.card.as_ref().map(|(c, p)| (c, p.as_path())),
         )
     }
 
-    fn load_with(
-        path: &Path,
-        device: Device,
-        expected: Option<(OutputKind, usize)>,
-    ) -> Result<Engine> {
+    fn load_with(path: &Path, device: Device, card: Option<(&ModelCard, &Path)>) -> Result<Engine> {
         let model_err = |reason: String| Error::Model {
             path: path.to_path_buf(),
             reason,
@@ -198,17 +196,41 @@ impl Engine {
             },
         };
         check_declared_io(&session).map_err(model_err)?;
+        let metadata = read_metadata(&session).map_err(model_err)?;
+        if let Some(m) = &metadata {
+            m.check_descl_input().map_err(model_err)?;
+        }
         let dim = probe_output_dim(&mut session).map_err(model_err)?;
-        let kind = match expected {
-            Some((kind, card_dim)) if card_dim == dim => kind,
-            Some((_, card_dim)) => {
-                return Err(model_err(format!("outputs {dim} values per patch but its card says {card_dim}")))
-            }
-            None if dim == UNCARDED_FLOAT_DIM => OutputKind::Float,
-            None if dim == crate::describe::BINARY_BITS => OutputKind::Binary,
-            None => {
+        let kind = match (card, &metadata) {
+            (Some((card, card_path)), _) if card.output.dim != dim => {
                 return Err(model_err(format!(
-                    "outputs {dim} values per patch; without a model card only {UNCARDED_FLOAT_DIM} (float) or {} (binary) are understood",
+                    "outputs {dim} values per patch but its card {} says {}",
+                    card_path.display(),
+                    card.output.dim
+                )))
+            }
+            (Some((card, card_path)), Some(m)) => {
+                m.check_card(card).map_err(|diffs| {
+                    model_err(format!(
+                        "its metadata and its card {} disagree: {diffs}",
+                        card_path.display()
+                    ))
+                })?;
+                card.output.kind
+            }
+            (Some((card, _)), None) => card.output.kind,
+            (None, Some(m)) if m.output_dim == dim => m.output_kind,
+            (None, Some(m)) => {
+                return Err(model_err(format!(
+                    "outputs {dim} values per patch but its metadata says {}",
+                    m.output_dim
+                )))
+            }
+            (None, None) if dim == UNCARDED_FLOAT_DIM => OutputKind::Float,
+            (None, None) if dim == crate::describe::BINARY_BITS => OutputKind::Binary,
+            (None, None) => {
+                return Err(model_err(format!(
+                    "outputs {dim} values per patch; without a model card or metadata only {UNCARDED_FLOAT_DIM} (float) or {} (binary) are understood",
                     crate::describe::BINARY_BITS
                 )))
             }
@@ -219,6 +241,7 @@ impl Engine {
             kind,
             dim,
             device,
+            metadata,
         })
     }
 
@@ -237,6 +260,11 @@ impl Engine {
     /// The ONNX file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+    /// The preprocessing the model file declares (None for files without descl metadata);
+    /// checked against the card when both exist.
+    pub fn metadata(&self) -> Option<&ModelMetadata> {
+        self.metadata.as_ref()
     }
 
     /// Describes N×32×32 patches: runs them in chunks of at most [`MAX_CHUNK`], then
@@ -363,6 +391,14 @@ fn float_tensor_shape(t: &ValueType) -> Option<Vec<i64>> {
         } => Some(shape.iter().copied().collect()),
         _ => None,
     }
+}
+
+/// The descl keys of the model's `metadata_props` (None when it has none of them).
+fn read_metadata(session: &Session) -> std::result::Result<Option<ModelMetadata>, String> {
+    let meta = session
+        .metadata()
+        .map_err(|e| format!("cannot read metadata: {e}"))?;
+    ModelMetadata::from_lookup(|key| meta.custom(key))
 }
 
 /// Runs a two-patch batch to learn the true output size D (declared shapes may be symbolic)

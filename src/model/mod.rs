@@ -1,11 +1,13 @@
-//! Models: where they live, how a name or path becomes an ONNX file (and its card), and the
-//! ONNX Runtime engine that runs them.
+//! Models: where they live, how a name or path becomes an ONNX file (and its card), the
+//! preprocessing a model carries in its own file, and the ONNX Runtime engine that runs them.
 
 pub mod card;
 pub mod engine;
+pub mod metadata;
 
 pub use card::{ModelCard, OutputKind};
 pub use engine::{Device, Engine};
+pub use metadata::ModelMetadata;
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -39,6 +41,16 @@ impl ResolvedModel {
         match &self.card {
             Some((c, _)) => c.name.clone(),
             None => self.onnx.display().to_string(),
+        }
+    }
+
+    /// The magnification the model was trained for: its card's, else its file's metadata's
+    /// (`engine` is this model loaded, which checked that the two agree when both exist); None
+    /// when neither says one.
+    pub fn magnification(&self, engine: &Engine) -> Option<f32> {
+        match &self.card {
+            Some((card, _)) => Some(card.patch.magnification),
+            None => engine.metadata().map(|m| m.magnification as f32),
         }
     }
 }

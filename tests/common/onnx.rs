@@ -133,3 +133,16 @@ pub fn linear(weights: &[f32], dim: usize) -> Vec<u8> {
         &[value_info("y", &[Dim::Sym("N"), Dim::Fixed(dim as i64)])],
     )
 }
+
+/// `model` with `metadata_props` (ModelProto field 14, StringStringEntryProto { key = 1,
+/// value = 2 }) appended: protobuf allows a repeated field after the others.
+pub fn with_metadata(model: &[u8], props: &[(&str, &str)]) -> Vec<u8> {
+    let mut m = model.to_vec();
+    for (k, v) in props {
+        let mut entry = Vec::new();
+        field_bytes(&mut entry, 1, k.as_bytes());
+        field_bytes(&mut entry, 2, v.as_bytes());
+        field_bytes(&mut m, 14, &entry);
+    }
+    m
+}

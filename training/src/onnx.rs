@@ -1,13 +1,23 @@
 //! ONNX export (tch cannot export): hand-written prost messages for the subset of `onnx.proto`
-//! descl needs, and a writer that turns a [`Net`]'s layer list into an opset-17 graph with input
-//! `patches` (N×1×32×32 f32, dynamic N) and output `descriptors` (N×D).
+//! descl needs, a writer that turns a [`Net`]'s layer list into an opset-17 graph with input
+//! `patches` (N×1×32×32 f32, dynamic N) and output `descriptors` (N×D), and its inverse
+//! ([`import`]), which reads a descl-exported file's initializers back into a [`Net`].
+//!
+//! Every exported model is self-describing: its `metadata_props` hold the preprocessing it
+//! expects (keys and formats in [`descl::model::metadata`], shared with the engine that reads
+//! them).
 //!
 //! Field numbers are those of onnx/onnx.proto (IR version 8). `oneof` members are written as
 //! optional fields with the same tags, which is the same wire format.
 
-use crate::net::{Layer, Net, BATCH_NORM_EPS, FRN_EPS, INPUT_SIZE, L2_NORM_EPS, PATCH_NORM_EPS};
-use anyhow::{Context, Result};
+use crate::net::{
+    Arch, Layer, Net, BATCH_NORM_EPS, FRN_EPS, INPUT_SIZE, L2_NORM_EPS, PATCH_NORM_EPS,
+};
+use anyhow::{bail, Context, Result};
+use descl::model::card::OutputKind;
+use descl::model::metadata::ModelMetadata;
 use prost::Message;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// IR version written in the model (ONNX 1.12+ understands it; opset 17 needs ≥ 8).
@@ -23,6 +33,8 @@ const BATCH_DIM: &str = "N";
 
 /// `TensorProto.DataType.FLOAT`.
 const DT_FLOAT: i32 = 1;
+/// Bytes of one float32 in `raw_data`.
+const F32_BYTES: usize = std::mem::size_of::<f32>();
 /// `TensorProto.DataType.INT64`.
 const DT_INT64: i32 = 7;
 /// `AttributeProto.AttributeType` values.
@@ -44,6 +56,17 @@ pub struct ModelProto {
     pub graph: Option<GraphProto>,
     #[prost(message, repeated, tag = "8")]
     pub opset_import: Vec<OperatorSetIdProto>,
+    /// Named metadata (ONNX Runtime: `ModelMetadata::custom`); descl's preprocessing keys.
+    #[prost(message, repeated, tag = "14")]
+    pub metadata_props: Vec<StringStringEntryProto>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct StringStringEntryProto {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -259,8 +282,32 @@ fn param(net: &Net, name: &str) -> Result<(Vec<i64>, Vec<f32>)> {
     Ok((shape, values))
 }
 
-/// The ONNX model of `net` in evaluation mode (batch norm uses running statistics, no dropout).
-pub fn model(net: &Net, doc: &str) -> Result<ModelProto> {
+/// The metadata of `net` cut at `magnification` (descl's patch size, input range and per-patch
+/// normalisation; output kind and size from the net).
+pub fn metadata(net: &Net, magnification: f64) -> Result<ModelMetadata> {
+    if !(magnification.is_finite() && magnification > 0.0) {
+        bail!("magnification must be a positive number, got {magnification}");
+    }
+    let kind = if net.is_binary() {
+        OutputKind::Binary
+    } else {
+        OutputKind::Float
+    };
+    let dim = usize::try_from(net.output_dim()).context("negative output size")?;
+    Ok(ModelMetadata::descl(magnification, kind, dim))
+}
+
+/// The ONNX model of `net` in evaluation mode (batch norm uses running statistics, no dropout),
+/// for patches cut at `magnification` (written into its metadata).
+pub fn model(net: &Net, doc: &str, magnification: f64) -> Result<ModelProto> {
+    let metadata_props = metadata(net, magnification)?
+        .entries()
+        .into_iter()
+        .map(|(key, value)| StringStringEntryProto {
+            key: key.into(),
+            value,
+        })
+        .collect();
     let mut g = GraphBuilder {
         nodes: Vec::new(),
         initializers: Vec::new(),
@@ -420,13 +467,126 @@ pub fn model(net: &Net, doc: &str) -> Result<ModelProto> {
             domain: String::new(),
             version: OPSET,
         }],
+        metadata_props,
     })
 }
 
-/// Writes `net` as an ONNX file (atomically: all or nothing).
-pub fn export(net: &Net, path: &Path, doc: &str) -> Result<()> {
-    let bytes = model(net, doc)?.encode_to_vec();
+/// The doc string of a named descl model (what training writes; a re-export keeps it).
+pub fn model_doc(name: &str, arch: Arch) -> String {
+    format!(
+        "descl model {name} ({} trained by descl-train)",
+        arch.name()
+    )
+}
+
+/// Writes `net` as an ONNX file for patches cut at `magnification` (atomically: all or
+/// nothing). The one export path: training and `descl-train export` both come here.
+pub fn export(net: &Net, path: &Path, doc: &str, magnification: f64) -> Result<()> {
+    let bytes = model(net, doc, magnification)?.encode_to_vec();
     descl::io::atomic::write_bytes_atomic(path, &bytes)
         .with_context(|| format!("{}: cannot write ONNX model", path.display()))?;
     Ok(())
+}
+
+/// Reads and decodes an ONNX file.
+pub fn read_model(path: &Path) -> Result<ModelProto> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("{}: cannot read ONNX model", path.display()))?;
+    ModelProto::decode(bytes.as_slice())
+        .with_context(|| format!("{}: not an ONNX model", path.display()))
+}
+
+/// The inverse of [`export`]: an `arch` net of `width` whose weights are the initializers of the
+/// descl-exported ONNX file at `path`. Float or binary as the graph says: float graphs end in
+/// L2 normalisation (a `ReduceSumSquare` node), binary ones in tanh with one output per bit.
+///
+/// Exact by construction: the net is re-exported in memory and its graph (every node, attribute
+/// and initializer byte) must equal the file's, so a file that is not a descl export of this
+/// architecture, or whose weights could not all be recovered, is an error naming it. The one
+/// state-dict entry ONNX does not carry, batch norm's `num_batches_tracked` (a counter PyTorch
+/// only uses when momentum is None; descl uses 0.1), stays 0.
+pub fn import(path: &Path, arch: Arch, width: f64) -> Result<Net> {
+    let file = read_model(path)?;
+    let graph = file
+        .graph
+        .as_ref()
+        .with_context(|| format!("{}: ONNX model without a graph", path.display()))?;
+    let bits = if graph.node.iter().any(|n| n.op_type == "ReduceSumSquare") {
+        None
+    } else {
+        let dim = graph
+            .output
+            .first()
+            .and_then(|o| o.r#type.as_ref())
+            .and_then(|t| t.tensor_type.as_ref())
+            .and_then(|t| t.shape.as_ref())
+            .and_then(|s| s.dim.get(1))
+            .and_then(|d| d.dim_value);
+        Some(dim.with_context(|| {
+            format!(
+                "{}: output `{OUTPUT_NAME}` has no fixed descriptor size",
+                path.display()
+            )
+        })?)
+    };
+    let initializers: HashMap<&str, &TensorProto> = graph
+        .initializer
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let device = tch::Device::Cpu;
+    let net = match bits {
+        Some(bits) => Net::new_binary(arch, width, bits, device)?,
+        None => Net::new(arch, width, device)?,
+    };
+    {
+        let _guard = tch::no_grad_guard();
+        for (name, mut var) in net.vs.variables() {
+            let Some(t) = initializers.get(name.as_str()) else {
+                if name.ends_with("num_batches_tracked") {
+                    continue;
+                }
+                bail!(
+                    "{}: no initializer {name:?}; not a descl export of {} width {width}{}",
+                    path.display(),
+                    arch.name(),
+                    bits.map_or(String::new(), |b| format!(" with {b} bits"))
+                );
+            };
+            if t.dims != var.size() {
+                bail!(
+                    "{}: initializer {name:?} has shape {:?}, {} width {width} expects {:?}",
+                    path.display(),
+                    t.dims,
+                    arch.name(),
+                    var.size()
+                );
+            }
+            if t.data_type != DT_FLOAT || t.raw_data.len() != F32_BYTES * var.numel() {
+                bail!(
+                    "{}: initializer {name:?} is not {} raw float32 values",
+                    path.display(),
+                    var.numel()
+                );
+            }
+            let values: Vec<f32> = t
+                .raw_data
+                .chunks_exact(F32_BYTES)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let src = tch::Tensor::f_from_slice(&values)?.f_reshape(var.size())?;
+            var.f_copy_(&src)?;
+        }
+    }
+    let again = model(&net, "", 1.0)?;
+    if again.graph != file.graph {
+        bail!(
+            "{}: the graph is not what descl exports for {} width {width}{} (re-exporting the \
+             recovered weights gives a different graph); check the architecture and width",
+            path.display(),
+            arch.name(),
+            bits.map_or(" (float)".to_string(), |b| format!(" with {b} bits"))
+        );
+    }
+    Ok(net)
 }

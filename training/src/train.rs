@@ -6,7 +6,7 @@
 //! checkpoint holds the weights, the optimizer state and the step, so an interrupted run
 //! continued with `--resume` follows the same trajectory as an uninterrupted one.
 
-use crate::data::{Augment, TrackSet, PATCH_SIDE};
+use crate::data::{Augment, TrackMix, TrackSet, PATCH_SIDE};
 use crate::loss;
 use crate::net::{Arch, Net};
 use crate::optim::{OptimConfig, Optimizer};
@@ -27,8 +27,6 @@ pub const LOG_FILE: &str = "log.jsonl";
 pub const CHECKPOINT_WEIGHTS: &str = "checkpoint.safetensors";
 pub const CHECKPOINT_META: &str = "checkpoint.json";
 pub const WEIGHTS_FILE: &str = "model.safetensors";
-/// Magnification of the DoG measurement region the models are trained for (DESIGN: A = 6σR).
-pub const MAGNIFICATION: f64 = 6.0;
 /// Odd constant mixing the step into the batch RNG seed (golden-ratio increment of SplitMix64).
 const STEP_SEED_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -49,20 +47,57 @@ fn one() -> f64 {
     1.0
 }
 
-/// Training data of a run.
+/// Training data of a run: one track file (`tracks`, optionally generated from `synthetic`), or
+/// several `sources` mixed by weight.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataConfig {
     /// Track file (see [`crate::data`]); generated from `synthetic` when missing.
-    pub tracks: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracks: Option<PathBuf>,
     /// How to generate the tracks when the file does not exist.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synthetic: Option<crate::data::synthetic::SyntheticConfig>,
+    /// Several track files mixed by weight (instead of `tracks`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<TrackSource>,
     #[serde(default)]
     pub augment: Augment,
-    /// Classes held out of training to report a nearest-neighbour accuracy (training photos only).
+    /// Classes held out of training (per source) to report a nearest-neighbour accuracy.
     #[serde(default)]
     pub validation: usize,
+}
+
+/// One source of a mixed run: a track file, generated when missing from `synthetic` (random
+/// homographies of the training photos) or `colmap` (a reconstruction's real tracks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackSource {
+    pub tracks: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<crate::data::synthetic::SyntheticConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colmap: Option<crate::data::colmap::ColmapTracksConfig>,
+    /// Relative share of the batch's classes drawn from this source.
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+impl DataConfig {
+    /// The sources of the run, the single-file form included.
+    pub fn all_sources(&self) -> Result<Vec<TrackSource>> {
+        match (&self.tracks, self.sources.is_empty()) {
+            (Some(tracks), true) => Ok(vec![TrackSource {
+                tracks: tracks.clone(),
+                synthetic: self.synthetic.clone(),
+                colmap: None,
+                weight: 1.0,
+            }]),
+            (None, false) if self.synthetic.is_none() => Ok(self.sources.clone()),
+            (None, true) => bail!("data needs `tracks` or `sources`"),
+            _ => bail!("data takes either `tracks` (+ `synthetic`) or `sources`, not both"),
+        }
+    }
 }
 
 /// Learning-rate schedule: `lr(step) = base · warm-up ramp · decay(step / iterations)`.
@@ -136,9 +171,15 @@ pub struct RunConfig {
     pub threads: Option<i32>,
     /// Output folder of the run.
     pub out: PathBuf,
-    /// Folder to install `NAME.onnx` + `NAME.json` into at the end (e.g. "models").
+    /// Folder to install `NAME.onnx`, `NAME.json` and the weights `NAME.safetensors` into at the
+    /// end (e.g. "models").
     #[serde(default)]
     pub install: Option<PathBuf>,
+    /// Weights to start from instead of a random initialisation (fine-tuning, e.g. a shipped
+    /// `models/NAME.safetensors`); the network (arch, width, bits) must be theirs. Ignored when
+    /// `--resume` finds a checkpoint. `descl-train train --init` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<PathBuf>,
     #[serde(default = "hundred")]
     pub log_every: usize,
     #[serde(default = "thousand")]
@@ -181,6 +222,7 @@ impl RunConfig {
             bail!("name {:?} must be a plain file stem", self.name);
         }
         parse_device(&self.device)?;
+        self.data.all_sources()?;
         Ok(())
     }
 }
@@ -213,6 +255,17 @@ struct CheckpointMeta {
     /// The loss's running state ([`loss::Loss::state`]).
     #[serde(default)]
     loss_state: serde_json::Value,
+    /// The `init` weights the run started from (file and SHA-256 when it started), so a resumed
+    /// run's card names them even if the file has changed since.
+    #[serde(default)]
+    init: Option<InitRecord>,
+}
+
+/// Weights a run started from: `training.init` in its card.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InitRecord {
+    pub file: PathBuf,
+    pub sha256: String,
 }
 
 /// What a finished run reports.
@@ -259,12 +312,18 @@ pub fn train_until(
 
     let mut tracks = load_or_generate_tracks(&config.data)?;
     let validation = tracks.split_off(config.data.validation);
-    if tracks.header.classes < config.batch {
+    if tracks.classes() < config.batch {
         bail!(
-            "{}: {} training classes, batch needs {}",
-            config.data.tracks.display(),
-            tracks.header.classes,
+            "{} training classes, batch needs {}",
+            tracks.classes(),
             config.batch
+        );
+    }
+    if tracks.views() < config.views {
+        bail!(
+            "tracks have {} views per class, the run draws {}",
+            tracks.views(),
+            config.views
         );
     }
 
@@ -272,6 +331,20 @@ pub fn train_until(
     let mut net = match config.net.bits {
         Some(bits) => Net::new_binary(config.net.arch, config.net.width, bits, device)?,
         None => Net::new(config.net.arch, config.net.width, device)?,
+    };
+    let meta_path = config.out.join(CHECKPOINT_META);
+    let resuming = resume && meta_path.exists();
+    // A checkpoint wins over `init`: it already descends from those weights.
+    let mut init = match (&config.init, resuming) {
+        (Some(file), false) => {
+            net.load_weights(file)
+                .with_context(|| format!("run {}: bad `init` weights", config.name))?;
+            Some(InitRecord {
+                file: file.clone(),
+                sha256: sha256_file(file)?,
+            })
+        }
+        _ => None,
     };
     let mut optimizer = Optimizer::new(&net.vs, config.optimizer)?;
     // Losses that sample (AdaSample, active learning) draw from the run seed unless their own is given.
@@ -281,10 +354,9 @@ pub fn train_until(
     }
     let mut loss_fn = loss::from_config(&loss_config)?;
     // One epoch = one pass over the training classes (end_epoch drives Alg. 1/2 of active learning).
-    let steps_per_epoch = (tracks.header.classes / config.batch).max(1);
+    let steps_per_epoch = (tracks.classes() / config.batch).max(1);
 
-    let meta_path = config.out.join(CHECKPOINT_META);
-    let (start, mut wall_before) = if resume && meta_path.exists() {
+    let (start, mut wall_before) = if resuming {
         let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)
             .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
         if meta.seed != config.seed {
@@ -304,6 +376,7 @@ pub fn train_until(
         loss_fn
             .restore(&meta.loss_state)
             .with_context(|| format!("{}: loss state", meta_path.display()))?;
+        init = meta.init;
         (meta.step, meta.wall_time_s)
     } else {
         (0, 0.0)
@@ -315,6 +388,16 @@ pub fn train_until(
         .truncate(start == 0)
         .open(config.out.join(LOG_FILE))
         .with_context(|| format!("{}: cannot open log", config.out.join(LOG_FILE).display()))?;
+    if start == 0 {
+        // The starting point's accuracy: chance for a random net, the source's for `init`.
+        if let Some(acc) = validation_accuracy(&net, &validation, &tracks.weights, device)? {
+            writeln!(
+                log,
+                "{}",
+                serde_json::json!({"step": 0, "validation_nn_accuracy_start": acc})
+            )?;
+        }
+    }
 
     let bar = ProgressBar::new(config.iterations as u64);
     bar.set_style(
@@ -394,6 +477,7 @@ pub fn train_until(
                     seed: config.seed,
                     last_loss: mean(&recent),
                     loss_state: loss_fn.state(),
+                    init: init.clone(),
                 },
             )?;
         }
@@ -410,11 +494,7 @@ pub fn train_until(
         mean(&recent)
     };
 
-    let validation_nn_accuracy = if validation.header.classes >= 2 {
-        Some(nn_accuracy(&net, &validation, device)?)
-    } else {
-        None
-    };
+    let validation_nn_accuracy = validation_accuracy(&net, &validation, &tracks.weights, device)?;
     if let Some(acc) = validation_nn_accuracy {
         writeln!(
             log,
@@ -428,11 +508,8 @@ pub fn train_until(
     crate::onnx::export(
         &net,
         &onnx_path,
-        &format!(
-            "descl model {} ({} trained by descl-train)",
-            config.name,
-            config.net.arch.name()
-        ),
+        &crate::onnx::model_doc(&config.name, config.net.arch),
+        tracks.magnification(),
     )?;
     let card = model_card(
         config,
@@ -442,12 +519,19 @@ pub fn train_until(
         wall_time_s,
         final_loss,
         validation_nn_accuracy,
+        init.as_ref(),
         device,
     )?;
     let card_path = config.out.join(format!("{}.json", config.name));
     card.save(&card_path)?;
     let (onnx, card_out) = match &config.install {
-        Some(dir) => install(dir, &config.name, &onnx_path, &card_path)?,
+        Some(dir) => install(
+            dir,
+            &config.name,
+            &onnx_path,
+            &card_path,
+            &config.out.join(WEIGHTS_FILE),
+        )?,
         None => (onnx_path, card_path),
     };
     Ok(Some(RunSummary {
@@ -474,22 +558,35 @@ fn last_checkpoint_loss(out: &Path) -> Result<f64> {
     Ok(meta.last_loss)
 }
 
-fn load_or_generate_tracks(data: &DataConfig) -> Result<TrackSet> {
-    if data.tracks.exists() {
-        return TrackSet::load(&data.tracks);
+/// Loads every source's track file, generating the missing ones from their generator.
+pub fn load_or_generate_tracks(data: &DataConfig) -> Result<TrackMix> {
+    let sources = data.all_sources()?;
+    let mut sets = Vec::with_capacity(sources.len());
+    for source in &sources {
+        sets.push(load_or_generate_source(source)?);
     }
-    let Some(synthetic) = &data.synthetic else {
-        bail!(
-            "{}: track file missing and no `synthetic` generator configured",
-            data.tracks.display()
-        );
+    TrackMix::new(sets, sources.iter().map(|s| s.weight).collect())
+}
+
+fn load_or_generate_source(source: &TrackSource) -> Result<TrackSet> {
+    let path = &source.tracks;
+    if path.exists() {
+        return TrackSet::load(path);
+    }
+    let set = match (&source.synthetic, &source.colmap) {
+        (Some(synthetic), None) => crate::data::synthetic::generate(synthetic)?,
+        (None, Some(colmap)) => crate::data::colmap::generate(colmap)?,
+        (None, None) => bail!(
+            "{}: track file missing and no generator (`synthetic` or `colmap`) configured",
+            path.display()
+        ),
+        (Some(_), Some(_)) => bail!("{}: a source has one generator", path.display()),
     };
-    let set = crate::data::synthetic::generate(synthetic)?;
-    if let Some(dir) = data.tracks.parent() {
+    if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create folder", dir.display()))?;
     }
-    set.save(&data.tracks)?;
+    set.save(path)?;
     Ok(set)
 }
 
@@ -551,6 +648,24 @@ pub fn describe(net: &Net, patches: &[f32], device: Device) -> Result<Tensor> {
     Ok(Tensor::f_cat(&outs, 0)?)
 }
 
+/// NN accuracy over the sources' validation sets, weighted as the sources are mixed (sources with
+/// fewer than 2 held-out classes are left out); None when no source has any.
+pub fn validation_accuracy(
+    net: &Net,
+    sets: &[TrackSet],
+    weights: &[f64],
+    device: Device,
+) -> Result<Option<f64>> {
+    let (mut sum, mut total) = (0.0, 0.0);
+    for (set, &w) in sets.iter().zip(weights) {
+        if set.header.classes >= 2 {
+            sum += w * nn_accuracy(net, set, device)?;
+            total += w;
+        }
+    }
+    Ok((total > 0.0).then(|| sum / total))
+}
+
 /// Fraction of validation classes whose view-0 descriptor has its own view 1 as nearest
 /// neighbour among all view-1 descriptors (a cheap progress signal on held-out training tracks).
 pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
@@ -597,10 +712,11 @@ fn model_card(
     config: &RunConfig,
     net: &Net,
     onnx: &Path,
-    tracks: &TrackSet,
+    tracks: &TrackMix,
     wall_time_s: f64,
     final_loss: f64,
     validation_nn_accuracy: Option<f64>,
+    init: Option<&InitRecord>,
     device: Device,
 ) -> Result<ModelCard> {
     let device_name = match device {
@@ -620,7 +736,7 @@ fn model_card(
             "augment": config.data.augment,
             "width": config.net.width,
         },
-        "data": {"tracks": tracks.header.source, "classes": tracks.header.classes, "views": tracks.header.views},
+        "data": {"sources": tracks.describe(), "classes": tracks.classes(), "views": tracks.views()},
         "iterations": config.iterations,
         "batch": config.batch,
         "seed": config.seed,
@@ -628,6 +744,7 @@ fn model_card(
         "wall_time_s": wall_time_s,
         "final_loss": final_loss,
         "validation_nn_accuracy": validation_nn_accuracy,
+        "init": init,
         "log": config.out.join(LOG_FILE),
         "code_commit": code_commit(),
         "config": config,
@@ -659,21 +776,36 @@ fn model_card(
         },
         patch: PatchSpec {
             size: PATCH_SIDE,
-            magnification: MAGNIFICATION as f32,
+            magnification: tracks.magnification() as f32,
         },
         training,
         metrics: serde_json::Map::new(),
     })
 }
 
-/// Copies the ONNX model and its card into `dir` (atomically).
-fn install(dir: &Path, name: &str, onnx: &Path, card: &Path) -> Result<(PathBuf, PathBuf)> {
+/// Copies the ONNX model, its card and its weights (`NAME.safetensors`, what `init` fine-tunes
+/// from) into `dir` (each atomically).
+fn install(
+    dir: &Path,
+    name: &str,
+    onnx: &Path,
+    card: &Path,
+    weights: &Path,
+) -> Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("{}: cannot create folder", dir.display()))?;
     let onnx_dst = dir.join(format!("{name}.onnx"));
     let card_dst = dir.join(format!("{name}.json"));
-    descl::io::atomic::write_bytes_atomic(&onnx_dst, &std::fs::read(onnx)?)?;
-    descl::io::atomic::write_bytes_atomic(&card_dst, &std::fs::read(card)?)?;
+    let weights_dst = dir.join(format!("{name}.safetensors"));
+    for (src, dst) in [
+        (onnx, &onnx_dst),
+        (card, &card_dst),
+        (weights, &weights_dst),
+    ] {
+        let bytes =
+            std::fs::read(src).with_context(|| format!("{}: cannot read", src.display()))?;
+        descl::io::atomic::write_bytes_atomic(dst, &bytes)?;
+    }
     Ok((onnx_dst, card_dst))
 }
 

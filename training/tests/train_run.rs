@@ -1,37 +1,17 @@
 //! A tiny training run end to end: config → log, checkpoint, weights, ONNX, model card; and
 //! `--resume` after an interruption reproduces the uninterrupted run exactly.
 
-use descl_training::data::{TrackSet, PATCH_PIXELS};
+mod common;
+
 use descl_training::train::{train, train_until, RunConfig};
-use rand::{Rng, SeedableRng};
 use std::path::Path;
+
+/// Noise of the toy views (small: these runs must learn quickly).
+const NOISE: f32 = 0.05;
 
 /// Classes of 3 noisy views of a random smooth patch.
 fn toy_tracks(path: &Path, classes: usize) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-    let mut set = TrackSet::new(3, serde_json::json!({"generator": "test"}));
-    for _ in 0..classes {
-        let (a, b, c) = (
-            rng.gen_range(1.0..6.0f32),
-            rng.gen_range(1.0..6.0f32),
-            rng.gen_range(0.0..std::f32::consts::TAU),
-        );
-        let views: Vec<Vec<f32>> = (0..3)
-            .map(|_| {
-                (0..PATCH_PIXELS)
-                    .map(|i| {
-                        let (x, y) = ((i % 32) as f32 / 32.0, (i / 32) as f32 / 32.0);
-                        (0.5 + 0.3 * (a * x * 6.0 + b * y * 6.0 + c).sin()
-                            + rng.gen_range(-0.05..0.05f32))
-                        .clamp(0.0, 1.0)
-                    })
-                    .collect()
-            })
-            .collect();
-        let refs: Vec<&[f32]> = views.iter().map(|v| v.as_slice()).collect();
-        set.push_class(&refs).unwrap();
-    }
-    set.save(path).unwrap();
+    common::toy_tracks(path, classes, NOISE);
 }
 
 fn config(dir: &Path, out: &str, iterations: usize) -> RunConfig {
@@ -97,6 +77,11 @@ fn a_tiny_run_writes_everything_and_learns() {
     assert!(
         dir.path().join("models/tiny.onnx").is_file()
             && dir.path().join("models/tiny.json").is_file()
+    );
+    // The weights are installed beside the model, for fine-tuning (`init`).
+    assert_eq!(
+        std::fs::read(dir.path().join("models/tiny.safetensors")).unwrap(),
+        std::fs::read(out.join("model.safetensors")).unwrap()
     );
     let log: Vec<serde_json::Value> = std::fs::read_to_string(out.join("log.jsonl"))
         .unwrap()
@@ -190,4 +175,28 @@ fn resume_after_an_interruption_reproduces_the_uninterrupted_run() {
         })
         .collect();
     assert_eq!(steps.len(), 5);
+}
+
+#[test]
+fn the_card_and_the_onnx_metadata_take_the_tracks_magnification() {
+    let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let tracks = dir.path().join("tracks.bin");
+    toy_tracks(&tracks, 100);
+    // Tracks cut at magnification 8 (not descl's default 6) make a model for magnification 8.
+    let mut set = descl_training::data::TrackSet::load(&tracks).unwrap();
+    set.header.magnification = 8.0;
+    set.save(&tracks).unwrap();
+    let summary = train(&config(dir.path(), "m8", 2), false).unwrap();
+    let card = descl::model::ModelCard::load(&summary.card).unwrap();
+    assert_eq!(card.patch.magnification, 8.0);
+    let model = descl_training::onnx::read_model(&summary.onnx).unwrap();
+    let props: Vec<(&str, &str)> = model
+        .metadata_props
+        .iter()
+        .map(|p| (p.key.as_str(), p.value.as_str()))
+        .collect();
+    assert!(props.contains(&("patch_mr", "8")), "{props:?}");
+    assert!(props.contains(&("output_kind", "float")), "{props:?}");
+    assert!(props.contains(&("output_dim", "128")), "{props:?}");
 }

@@ -1,9 +1,12 @@
-//! `descl-train`: train a descriptor network from a JSON run config, or export weights to ONNX.
+//! `descl-train`: train a descriptor network from a JSON run config, export weights to ONNX,
+//! or read a descl-exported ONNX file's weights back.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use descl_training::data::colmap::ColmapTracksConfig;
 use descl_training::net::{Arch, Net};
-use std::path::PathBuf;
+use descl_training::train::TrackSource;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -26,11 +29,48 @@ enum Command {
         /// Continue from the output folder's last checkpoint.
         #[arg(long)]
         resume: bool,
+        /// Start from these weights (e.g. models/NAME.safetensors) instead of a random
+        /// initialisation; overrides the config's `init`. A checkpoint found by --resume wins.
+        #[arg(long, value_name = "SAFETENSORS")]
+        init: Option<PathBuf>,
     },
-    /// Generate (or regenerate) a run's synthetic track file without training.
+    /// Generate (or regenerate) track files without training: every generated source of a run
+    /// config, or the real tracks of a COLMAP reconstruction (`--from-colmap`).
     Tracks {
-        #[arg(long)]
-        config: PathBuf,
+        /// Regenerate every source of this run config that has a generator.
+        #[arg(
+            long,
+            required_unless_present = "from_colmap",
+            conflicts_with = "from_colmap"
+        )]
+        config: Option<PathBuf>,
+        /// Sparse model folder (cameras.bin, images.bin, points3D.bin) of a reconstruction.
+        #[arg(long, value_name = "SPARSE", requires_all = ["database", "images", "out"])]
+        from_colmap: Option<PathBuf>,
+        /// The COLMAP database the model was reconstructed from.
+        #[arg(long, value_name = "DB")]
+        database: Option<PathBuf>,
+        /// Folder the database's image names are relative to.
+        #[arg(long, value_name = "DIR")]
+        images: Option<PathBuf>,
+        /// Track file to write.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Views per class (3D points seen in fewer distinct images are left out).
+        #[arg(long, default_value_t = 3)]
+        views: usize,
+        /// Largest mean reprojection error of a kept point (pixels).
+        #[arg(long, default_value_t = 1.0)]
+        max_reprojection_error: f64,
+        /// Magnification the patches are cut at (the trained model's).
+        #[arg(long, default_value_t = descl_training::data::colmap::DESCL_DATABASE_MAGNIFICATION)]
+        magnification: f64,
+        /// Magnification of the stored keypoint shapes: 6 for `descl sfm` databases of the
+        /// shipped models, 1 for COLMAP's own SIFT extractor.
+        #[arg(long, default_value_t = descl_training::data::colmap::DESCL_DATABASE_MAGNIFICATION)]
+        stored_magnification: f64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Compare training methods over seeds from a `descl bench sequences pose --json` report:
     /// mean ± sd per method and an exact one-sided Mann-Whitney test (MMA@3) against the first.
@@ -45,16 +85,43 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Export a safetensors state dict to ONNX (input "patches" N×1×32×32, output "descriptors").
+    /// Export a safetensors state dict to ONNX (input "patches" N×1×32×32, output "descriptors",
+    /// preprocessing in the metadata). With --card, the card's model is re-exported: its
+    /// magnification is used, its output must be the net's, and its sha256 is updated.
     Export {
         #[arg(long)]
         weights: PathBuf,
-        /// tfeat | l2net
+        /// tfeat | l2net | hynet
         #[arg(long)]
         arch: String,
         /// Channel multiplier the weights were trained with.
         #[arg(long, default_value_t = 1.0)]
         width: f64,
+        /// Binary head of this many bits (absent: float descriptors).
+        #[arg(long)]
+        bits: Option<i64>,
+        /// Measurement-region magnification the model's patches are cut at (metadata
+        /// `patch_mr`); default: the card's with --card, else descl's default (6).
+        #[arg(long)]
+        magnification: Option<f64>,
+        /// Model card of the exported file: checked against the net, its sha256 rewritten.
+        #[arg(long, value_name = "JSON")]
+        card: Option<PathBuf>,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Read the weights of a descl-exported ONNX file back into a safetensors state dict (the
+    /// inverse of `export`; float or binary as the graph says), e.g. to fine-tune a shipped model.
+    ImportOnnx {
+        /// tfeat | l2net | hynet
+        #[arg(long)]
+        arch: String,
+        /// Channel multiplier the model was trained with.
+        #[arg(long, default_value_t = 1.0)]
+        width: f64,
+        #[arg(long)]
+        onnx: PathBuf,
+        /// Safetensors file to write.
         #[arg(long)]
         out: PathBuf,
     },
@@ -62,26 +129,77 @@ enum Command {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Train { config, resume } => {
-            let cfg = descl_training::train::RunConfig::load(&config)?;
+        Command::Train {
+            config,
+            resume,
+            init,
+        } => {
+            let mut cfg = descl_training::train::RunConfig::load(&config)?;
+            if init.is_some() {
+                cfg.init = init;
+            }
             let summary = descl_training::train::train(&cfg, resume)?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
         }
-        Command::Tracks { config } => {
-            let cfg = descl_training::train::RunConfig::load(&config)?;
-            let synthetic = cfg
-                .data
-                .synthetic
-                .context("config has no data.synthetic generator")?;
-            let set = descl_training::data::synthetic::generate(&synthetic)?;
-            if let Some(dir) = cfg.data.tracks.parent() {
-                std::fs::create_dir_all(dir)?;
+        Command::Tracks {
+            config,
+            from_colmap,
+            database,
+            images,
+            out,
+            views,
+            max_reprojection_error,
+            magnification,
+            stored_magnification,
+            seed,
+        } => {
+            let jobs = match (config, from_colmap, database, images, out) {
+                (Some(config), ..) => {
+                    let cfg = descl_training::train::RunConfig::load(&config)?;
+                    cfg.data.all_sources()?
+                }
+                (None, Some(sparse), Some(database), Some(images), Some(out)) => {
+                    vec![TrackSource {
+                        tracks: out,
+                        synthetic: None,
+                        colmap: Some(ColmapTracksConfig {
+                            sparse,
+                            database,
+                            images,
+                            views,
+                            max_reprojection_error,
+                            stored_magnification,
+                            magnification,
+                            seed,
+                        }),
+                        weight: 1.0,
+                    }]
+                }
+                _ => anyhow::bail!(
+                    "tracks needs --config, or --from-colmap with --database, --images and --out"
+                ),
+            };
+            for job in jobs {
+                let set = match (&job.synthetic, &job.colmap) {
+                    (Some(s), None) => descl_training::data::synthetic::generate(s)?,
+                    (None, Some(c)) => descl_training::data::colmap::generate(c)?,
+                    _ => {
+                        eprintln!("{}: no generator, kept as it is", job.tracks.display());
+                        continue;
+                    }
+                };
+                if let Some(dir) = job.tracks.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("{}: cannot create folder", dir.display()))?;
+                }
+                set.save(&job.tracks)?;
+                println!(
+                    "{}",
+                    serde_json::json!({"tracks": job.tracks, "classes": set.header.classes,
+                        "views": set.header.views, "magnification": set.header.magnification,
+                        "stats": set.header.source.get("stats")})
+                );
             }
-            set.save(&cfg.data.tracks)?;
-            println!(
-                "{}",
-                serde_json::json!({"tracks": cfg.data.tracks, "classes": set.header.classes, "views": set.header.views})
-            );
         }
         Command::Compare {
             bench,
@@ -117,22 +235,90 @@ fn run(cli: Cli) -> Result<()> {
             weights,
             arch,
             width,
+            bits,
+            magnification,
+            card,
             out,
         } => {
             let arch = Arch::parse(&arch)?;
-            let net = Net::load(arch, width, &weights, tch::Device::Cpu)?;
-            let doc = format!(
-                "{} exported by descl-train from {}",
-                arch.name(),
-                weights.display()
-            );
-            descl_training::onnx::export(&net, &out, &doc)?;
+            let net = Net::load_as(arch, width, bits, &weights, tch::Device::Cpu)?;
+            export(&net, &weights, magnification, card.as_deref(), &out)?;
+        }
+        Command::ImportOnnx {
+            arch,
+            width,
+            onnx,
+            out,
+        } => {
+            let net = descl_training::onnx::import(&onnx, Arch::parse(&arch)?, width)?;
+            net.save(&out)?;
             println!(
                 "{}",
-                serde_json::json!({"onnx": out, "arch": arch.name(), "dim": net.output_dim()})
+                serde_json::json!({"weights": out, "from": onnx, "net": net.describe()})
             );
         }
     }
+    Ok(())
+}
+
+/// `descl-train export`: writes `net` to `out`; with a card, re-exports the card's model (the
+/// card's magnification and doc string, the card's output checked against the net) and writes
+/// the new file's SHA-256 into the card, leaving every other field as it was.
+fn export(
+    net: &Net,
+    weights: &Path,
+    magnification: Option<f64>,
+    card_path: Option<&Path>,
+    out: &Path,
+) -> Result<()> {
+    let card = card_path
+        .map(|p| descl::model::ModelCard::load(p).map(|c| (c, p)))
+        .transpose()?;
+    let card_m = card.as_ref().map(|(c, _)| f64::from(c.patch.magnification));
+    let magnification = match (magnification, card_m) {
+        (Some(m), Some(c)) if (m - c).abs() > 1e-6 * c.max(1.0) => {
+            bail!("--magnification {m} differs from the card's patch.magnification {c}")
+        }
+        (Some(m), _) | (None, Some(m)) => m,
+        (None, None) => f64::from(descl::detect::DEFAULT_MAGNIFICATION),
+    };
+    let doc = match &card {
+        Some((c, p)) => {
+            descl_training::onnx::metadata(net, magnification)?
+                .check_card(c)
+                .map_err(|diffs| {
+                    anyhow::anyhow!(
+                        "{}: the card does not describe this net: {diffs}",
+                        p.display()
+                    )
+                })?;
+            let named = out.file_name().and_then(|n| n.to_str());
+            if named != Some(c.file.as_str()) {
+                bail!(
+                    "{}: the card's file is {:?}, not {}",
+                    p.display(),
+                    c.file,
+                    out.display()
+                );
+            }
+            descl_training::onnx::model_doc(&c.name, net.arch)
+        }
+        None => format!(
+            "{} exported by descl-train from {}",
+            net.arch.name(),
+            weights.display()
+        ),
+    };
+    descl_training::onnx::export(net, out, &doc, magnification)?;
+    if let Some((mut c, p)) = card {
+        c.sha256 = descl::model::card::sha256_file(out)?;
+        c.save(p)?;
+    }
+    println!(
+        "{}",
+        serde_json::json!({"onnx": out, "arch": net.arch.name(), "dim": net.output_dim(),
+            "magnification": magnification, "card": card_path})
+    );
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 //! iterations only index memory. File layout (little endian):
 //! `TRACKS_MAGIC` · u32 header length · JSON [`TrackHeader`] · classes×views×32×32 u8.
 
+pub mod colmap;
 pub mod synthetic;
 
 use anyhow::{bail, Context, Result};
@@ -25,8 +26,17 @@ pub struct TrackHeader {
     pub classes: usize,
     pub views: usize,
     pub patch_size: usize,
+    /// Measurement-region magnification the patches were cut at (frame a = m·σ·R, see
+    /// ARCHITECTURE.md "Conventions"); a model trained on these tracks expects the same m.
+    /// Files written before this field existed were cut at m = 6.
+    #[serde(default = "default_magnification")]
+    pub magnification: f64,
     /// Generator description (source images, parameters, seed): copied into model cards.
     pub source: serde_json::Value,
+}
+
+fn default_magnification() -> f64 {
+    f64::from(descl::detect::DEFAULT_MAGNIFICATION)
 }
 
 /// Classes × views × 32×32 u8 patches (value = round(255 · intensity)).
@@ -48,12 +58,13 @@ pub struct Augment {
 }
 
 impl TrackSet {
-    pub fn new(views: usize, source: serde_json::Value) -> Self {
+    pub fn new(views: usize, magnification: f64, source: serde_json::Value) -> Self {
         TrackSet {
             header: TrackHeader {
                 classes: 0,
                 views,
                 patch_size: PATCH_SIDE,
+                magnification,
                 source,
             },
             pixels: Vec::new(),
@@ -194,6 +205,123 @@ impl TrackSet {
     }
 }
 
+/// Largest share of a source's classes held out for validation.
+pub const MAX_VALIDATION_SHARE: f64 = 0.1;
+
+/// Several track sets mixed by weight: each class of a batch comes from source `i` with
+/// probability `weights[i] / Σ weights` (a real reconstruction beside synthetic views, say).
+/// One source behaves exactly as the [`TrackSet`] alone (same random stream).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackMix {
+    pub sets: Vec<TrackSet>,
+    pub weights: Vec<f64>,
+}
+
+impl TrackMix {
+    /// Checks that the sources agree on what a patch is (magnification) and that the weights
+    /// are positive.
+    pub fn new(sets: Vec<TrackSet>, weights: Vec<f64>) -> Result<TrackMix> {
+        if sets.is_empty() || sets.len() != weights.len() {
+            bail!(
+                "{} track sources with {} weights",
+                sets.len(),
+                weights.len()
+            );
+        }
+        if let Some(w) = weights.iter().find(|w| !(w.is_finite() && **w > 0.0)) {
+            bail!("source weights must be positive, got {w}");
+        }
+        let m = sets[0].header.magnification;
+        if let Some(other) = sets.iter().find(|s| s.header.magnification != m) {
+            bail!(
+                "track sources cut at different magnifications ({m} and {}): a model expects one",
+                other.header.magnification
+            );
+        }
+        Ok(TrackMix { sets, weights })
+    }
+
+    /// Classes of all sources.
+    pub fn classes(&self) -> usize {
+        self.sets.iter().map(|s| s.header.classes).sum()
+    }
+
+    /// The magnification every source was cut at.
+    pub fn magnification(&self) -> f64 {
+        self.sets
+            .first()
+            .map_or(default_magnification(), |s| s.header.magnification)
+    }
+
+    /// Fewest views per class over the sources.
+    pub fn views(&self) -> usize {
+        self.sets.iter().map(|s| s.header.views).min().unwrap_or(0)
+    }
+
+    /// Splits off the last `n` classes of every source (a validation set per source), but at
+    /// most [`MAX_VALIDATION_SHARE`] of a source, so a small source keeps training classes.
+    pub fn split_off(&mut self, n: usize) -> Vec<TrackSet> {
+        self.sets
+            .iter_mut()
+            .map(|s| {
+                let cap = (s.header.classes as f64 * MAX_VALIDATION_SHARE) as usize;
+                s.split_off(n.min(cap))
+            })
+            .collect()
+    }
+
+    /// What the sources are, for model cards: each header's source with its weight and size.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.sets
+                .iter()
+                .zip(&self.weights)
+                .map(|(s, w)| {
+                    serde_json::json!({
+                        "weight": w,
+                        "classes": s.header.classes,
+                        "views": s.header.views,
+                        "magnification": s.header.magnification,
+                        "source": s.header.source,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// A batch as [`TrackSet::random_batch`]: `classes` classes, each drawn from a source
+    /// chosen by weight, grouped by source in source order.
+    pub fn random_batch<R: Rng>(
+        &self,
+        rng: &mut R,
+        classes: usize,
+        views: usize,
+        augment: Augment,
+    ) -> Result<Vec<f32>> {
+        if let [only] = self.sets.as_slice() {
+            return only.random_batch(rng, classes, views, augment);
+        }
+        let total: f64 = self.weights.iter().sum();
+        let mut counts = vec![0usize; self.sets.len()];
+        for _ in 0..classes {
+            let mut r = rng.gen::<f64>() * total;
+            let mut i = 0;
+            while i + 1 < self.weights.len() && r >= self.weights[i] {
+                r -= self.weights[i];
+                i += 1;
+            }
+            counts[i] += 1;
+        }
+        let mut out = Vec::with_capacity(classes * views * PATCH_PIXELS);
+        for (set, &n) in self.sets.iter().zip(&counts) {
+            if n > 0 {
+                out.extend(set.random_batch(rng, n, views, augment)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Appends `patch` flipped horizontally (optional) then rotated by `turns`·90° counter-clockwise.
 fn push_transformed(out: &mut Vec<f32>, patch: &[u8], flip: bool, turns: u32) {
     let n = PATCH_SIDE;
@@ -219,7 +347,7 @@ mod tests {
     use rand::SeedableRng;
 
     fn toy(classes: usize, views: usize) -> TrackSet {
-        let mut set = TrackSet::new(views, serde_json::json!({"kind": "test"}));
+        let mut set = TrackSet::new(views, 6.0, serde_json::json!({"kind": "test"}));
         for c in 0..classes {
             let patches: Vec<Vec<f32>> = (0..views)
                 .map(|v| {
@@ -298,5 +426,42 @@ mod tests {
         assert_eq!(set.header.classes, 8);
         assert_eq!(val.header.classes, 2);
         assert_eq!(val.patch(0, 0), tail_first.as_slice());
+    }
+
+    #[test]
+    fn a_mix_draws_by_weight_and_refuses_mixed_magnifications() {
+        // Source 0's first pixels are (7c + 3v) mod 256 with c < 50; source 1's are ≥ 128.
+        let a = toy(50, 2);
+        let mut b = toy(50, 2);
+        for p in b.pixels.iter_mut() {
+            *p = 128 + *p / 2;
+        }
+        let mix = TrackMix::new(vec![a.clone(), b.clone()], vec![1.0, 3.0]).unwrap();
+        assert_eq!(mix.classes(), 100);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut from_b = 0;
+        for _ in 0..50 {
+            let batch = mix
+                .random_batch(&mut rng, 8, 2, Augment::default())
+                .unwrap();
+            assert_eq!(batch.len(), 8 * 2 * PATCH_PIXELS);
+            from_b += (0..8)
+                .filter(|c| batch[c * 2 * PATCH_PIXELS] * 255.0 >= 127.5)
+                .count();
+        }
+        // 400 classes at p = 3/4: 300 expected, σ ≈ 8.7.
+        assert!((260..=340).contains(&from_b), "{from_b}");
+        let mut c = toy(5, 2);
+        c.header.magnification = 8.0;
+        assert!(TrackMix::new(vec![a.clone(), c], vec![1.0, 1.0]).is_err());
+        assert!(TrackMix::new(vec![a.clone()], vec![0.0]).is_err());
+        // One source draws exactly what the set draws.
+        let one = TrackMix::new(vec![a.clone()], vec![2.0]).unwrap();
+        let mut r1 = rand::rngs::StdRng::seed_from_u64(9);
+        let mut r2 = rand::rngs::StdRng::seed_from_u64(9);
+        assert_eq!(
+            one.random_batch(&mut r1, 4, 2, Augment::default()).unwrap(),
+            a.random_batch(&mut r2, 4, 2, Augment::default()).unwrap()
+        );
     }
 }

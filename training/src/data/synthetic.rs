@@ -523,7 +523,7 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
             let seed = cfg.seed ^ ((i as u64) << 32 | g as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let classes = render_group(cfg, &sources[i], seed)
                 .with_context(|| format!("{}", photos[i].display()))?;
-            let mut set = TrackSet::new(cfg.views, serde_json::Value::Null);
+            let mut set = TrackSet::new(cfg.views, cfg.magnification, serde_json::Value::Null);
             for class in &classes {
                 let views: Vec<&[f32]> = class.chunks(PATCH_PIXELS).collect();
                 set.push_class(&views)?;
@@ -546,6 +546,7 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
         .collect();
     let mut set = TrackSet::new(
         cfg.views,
+        cfg.magnification,
         serde_json::json!({"generator": "synthetic", "config": cfg, "photos": names}),
     );
     for group in groups {

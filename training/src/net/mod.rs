@@ -10,7 +10,9 @@ pub mod l2net;
 pub mod tfeat;
 
 use anyhow::{bail, Context, Result};
+use descl::model::metadata::{OUTPUT_DIM_KEY, OUTPUT_KIND_KEY};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::Path;
 use tch::{nn, Device, Kind, Tensor};
 
@@ -29,6 +31,15 @@ pub const FRN_EPS: f64 = 1e-6;
 pub const TLU_INIT: f64 = -1.0;
 /// Side of the input patches (DESIGN: 32×32).
 pub const INPUT_SIZE: i64 = 32;
+/// Key of the architecture name in a weights file's safetensors metadata. Saved weights say
+/// which network they belong to (with [`WEIGHTS_WIDTH_KEY`] and the output kind and size under
+/// the ONNX metadata's keys, [`descl::model::metadata`]), so that loading them into another is
+/// an error naming the file: shapes alone cannot tell a float TFeat from a 128-bit binary one.
+pub const WEIGHTS_ARCH_KEY: &str = "arch";
+/// Key of the channel multiplier in a weights file's safetensors metadata.
+pub const WEIGHTS_WIDTH_KEY: &str = "width";
+/// Widths closer than this are the same network (they are written as shortest decimals).
+const WIDTH_TOLERANCE: f64 = 1e-9;
 
 /// One layer. Parametric layers carry the state-dict prefix of their weights (PyTorch naming,
 /// e.g. `features.1` → `features.1.weight`, `features.1.bias`).
@@ -263,33 +274,125 @@ impl Net {
         })
     }
 
-    /// A network whose weights come from a safetensors state dict (PyTorch naming).
+    /// A float network whose weights come from a safetensors state dict (PyTorch naming).
     /// Every tensor of the network must be present with the right shape.
     pub fn load(arch: Arch, width: f64, weights: &Path, device: Device) -> Result<Net> {
-        let net = Net::new(arch, width, device)?;
+        Net::load_as(arch, width, None, weights, device)
+    }
+
+    /// [`Net::load`] for a float (`bits` None) or binary network.
+    pub fn load_as(
+        arch: Arch,
+        width: f64,
+        bits: Option<i64>,
+        weights: &Path,
+        device: Device,
+    ) -> Result<Net> {
+        let net = match bits {
+            Some(bits) => Net::new_binary(arch, width, bits, device)?,
+            None => Net::new(arch, width, device)?,
+        };
+        net.load_weights(weights)?;
+        Ok(net)
+    }
+
+    /// "tfeat width 0.25, float 128" / "tfeat width 1, binary 256": what the network is, for
+    /// messages.
+    pub fn describe(&self) -> String {
+        let kind = if self.is_binary() { "binary" } else { "float" };
+        format!(
+            "{} width {}, {kind} {}",
+            self.arch.name(),
+            self.width,
+            self.output_dim()
+        )
+    }
+
+    /// The safetensors metadata saved with the weights: architecture, width, output kind and
+    /// size.
+    fn weights_metadata(&self) -> HashMap<String, String> {
+        let kind = if self.is_binary() {
+            descl::model::OutputKind::Binary
+        } else {
+            descl::model::OutputKind::Float
+        };
+        HashMap::from([
+            (WEIGHTS_ARCH_KEY.to_string(), self.arch.name().to_string()),
+            (WEIGHTS_WIDTH_KEY.to_string(), self.width.to_string()),
+            (OUTPUT_KIND_KEY.to_string(), kind.as_str().to_string()),
+            (OUTPUT_DIM_KEY.to_string(), self.output_dim().to_string()),
+        ])
+    }
+
+    /// Copies the weights of a safetensors state dict into this network. The file must hold
+    /// every tensor with the right shape (other tensors, e.g. optimizer state, are ignored) and,
+    /// when its metadata says which network it belongs to (files saved by [`Net::save`]), be
+    /// this architecture, width and output; every mismatch is an error naming the file.
+    pub fn load_weights(&self, weights: &Path) -> Result<()> {
+        let bytes = std::fs::read(weights)
+            .with_context(|| format!("{}: cannot read weights", weights.display()))?;
+        let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
+            .with_context(|| format!("{}: not a safetensors file", weights.display()))?;
+        if let Some(meta) = header.metadata() {
+            if meta.contains_key(WEIGHTS_ARCH_KEY) {
+                let want = self.weights_metadata();
+                let same = |k: &str| match (meta.get(k), want.get(k)) {
+                    (Some(a), Some(b)) if k == WEIGHTS_WIDTH_KEY => {
+                        match (a.parse::<f64>(), b.parse::<f64>()) {
+                            (Ok(a), Ok(b)) => (a - b).abs() < WIDTH_TOLERANCE,
+                            _ => false,
+                        }
+                    }
+                    (a, b) => a == b,
+                };
+                if ![
+                    WEIGHTS_ARCH_KEY,
+                    WEIGHTS_WIDTH_KEY,
+                    OUTPUT_KIND_KEY,
+                    OUTPUT_DIM_KEY,
+                ]
+                .iter()
+                .all(|k| same(k))
+                {
+                    let field = |k: &str| meta.get(k).map_or("?", String::as_str);
+                    bail!(
+                        "{}: weights of {} width {}, {} {}; the network is {}",
+                        weights.display(),
+                        field(WEIGHTS_ARCH_KEY),
+                        field(WEIGHTS_WIDTH_KEY),
+                        field(OUTPUT_KIND_KEY),
+                        field(OUTPUT_DIM_KEY),
+                        self.describe()
+                    );
+                }
+            }
+        }
         let tensors = Tensor::read_safetensors(weights)
             .with_context(|| format!("{}: cannot read safetensors", weights.display()))?;
-        let file: std::collections::HashMap<String, Tensor> = tensors.into_iter().collect();
+        let file: HashMap<String, Tensor> = tensors.into_iter().collect();
         let _guard = tch::no_grad_guard();
-        for (name, mut var) in net.vs.variables() {
+        for (name, mut var) in self.vs.variables() {
             let src = match file.get(&name) {
                 Some(t) => t,
                 None if name.ends_with("num_batches_tracked") => continue,
-                None => bail!("{}: tensor {name:?} missing", weights.display()),
+                None => bail!(
+                    "{}: tensor {name:?} missing ({} expects it)",
+                    weights.display(),
+                    self.describe()
+                ),
             };
             if src.size() != var.size() {
                 bail!(
-                    "{}: tensor {name:?} has shape {:?}, {} {} expects {:?}",
+                    "{}: tensor {name:?} has shape {:?}, {} expects {:?}",
                     weights.display(),
                     src.size(),
-                    arch.name(),
-                    width,
+                    self.describe(),
                     var.size()
                 );
             }
-            var.f_copy_(&src.f_to_kind(var.kind())?)?;
+            var.f_copy_(&src.f_to_kind(var.kind())?.f_to_device(var.device())?)?;
         }
-        Ok(net)
+        Ok(())
     }
 
     /// The tensor `name` of the state dict.
@@ -395,10 +498,37 @@ impl Net {
         Ok(x)
     }
 
-    /// Saves the state dict as safetensors (PyTorch naming).
+    /// Saves the state dict as safetensors (PyTorch naming, float32), with metadata naming the
+    /// network ([`WEIGHTS_ARCH_KEY`]), atomically.
     pub fn save(&self, path: &Path) -> Result<()> {
-        self.vs
-            .save(path)
+        let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+        for (name, t) in self.vs.variables() {
+            let t = t
+                .f_detach()?
+                .f_to_kind(Kind::Float)?
+                .f_to_device(Device::Cpu)?;
+            let shape = t
+                .size()
+                .iter()
+                .map(|&d| usize::try_from(d))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .with_context(|| format!("tensor {name:?} has a negative dimension"))?;
+            let values = Vec::<f32>::try_from(t.f_flatten(0, -1)?)
+                .with_context(|| format!("tensor {name:?}"))?;
+            let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            tensors.push((name, shape, bytes));
+        }
+        let views = tensors
+            .iter()
+            .map(|(name, shape, bytes)| {
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes)
+                    .map(|v| (name.as_str(), v))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .with_context(|| format!("{}: cannot save weights", path.display()))?;
+        let bytes = safetensors::serialize(views, Some(self.weights_metadata()))
+            .with_context(|| format!("{}: cannot save weights", path.display()))?;
+        descl::io::atomic::write_bytes_atomic(path, &bytes)
             .with_context(|| format!("{}: cannot save weights", path.display()))
     }
 }
@@ -438,6 +568,40 @@ mod tests {
         let y2 = net.forward_t(&(x * 0.5 + 0.2), false).unwrap();
         let d = f64::try_from((y1 - y2).abs().max()).unwrap();
         assert!(d < 1e-3, "max difference {d}");
+    }
+
+    #[test]
+    fn saved_weights_name_their_network() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.safetensors");
+        tch::manual_seed(2);
+        // A 128-bit binary TFeat has exactly the tensors and shapes of a float one: only the
+        // file's metadata can tell them apart.
+        let binary = Net::new_binary(Arch::Tfeat, 0.25, 128, Device::Cpu).unwrap();
+        binary.save(&path).unwrap();
+        let e = Net::load(Arch::Tfeat, 0.25, &path, Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("w.safetensors") && e.contains("binary 128") && e.contains("float 128"),
+            "{e}"
+        );
+        let e = Net::load_as(Arch::Tfeat, 0.5, Some(128), &path, Device::Cpu)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("w.safetensors") && e.contains("width 0.5"),
+            "{e}"
+        );
+        // The right network loads them exactly.
+        let back = Net::load_as(Arch::Tfeat, 0.25, Some(128), &path, Device::Cpu).unwrap();
+        let (a, b) = (binary.vs.variables(), back.vs.variables());
+        assert_eq!(a.len(), b.len());
+        for (name, t) in &a {
+            assert!(t.equal(&b[name]), "{name}");
+        }
     }
 
     #[test]

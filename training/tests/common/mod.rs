@@ -35,3 +35,37 @@ pub fn test_patches(n: usize) -> Vec<f32> {
     }
     out
 }
+
+/// A toy track file at `path`: `classes` classes of 3 views of a random smooth patch (a
+/// sinusoid of random frequency and phase), each view with its own uniform noise of ±`noise`.
+pub fn toy_tracks(path: &std::path::Path, classes: usize, noise: f32) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut set = descl_training::data::TrackSet::new(
+        3,
+        f64::from(descl::detect::DEFAULT_MAGNIFICATION),
+        serde_json::json!({"generator": "test"}),
+    );
+    for _ in 0..classes {
+        let (a, b, c) = (
+            rng.gen_range(1.0..6.0f32),
+            rng.gen_range(1.0..6.0f32),
+            rng.gen_range(0.0..std::f32::consts::TAU),
+        );
+        let views: Vec<Vec<f32>> = (0..3)
+            .map(|_| {
+                (0..descl_training::data::PATCH_PIXELS)
+                    .map(|i| {
+                        let (x, y) = ((i % 32) as f32 / 32.0, (i / 32) as f32 / 32.0);
+                        (0.5 + 0.3 * (a * x * 6.0 + b * y * 6.0 + c).sin()
+                            + rng.gen_range(-noise..noise))
+                        .clamp(0.0, 1.0)
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[f32]> = views.iter().map(|v| v.as_slice()).collect();
+        set.push_class(&refs).unwrap();
+    }
+    set.save(path).unwrap();
+}
