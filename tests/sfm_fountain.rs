@@ -93,6 +93,9 @@ fn row(label: &str, a: &SfmAccuracy) -> String {
     )
 }
 
+/// A 3-D point as compared: id, mean reprojection error, track of (image_id, point2D_idx).
+type PointRow = (u64, f64, Vec<(u32, u32)>);
+
 /// `read_points` against COLMAP's own reading of the model: `colmap model_converter` to text,
 /// then every point's id, error and track compared.
 fn points_agree_with_colmaps_text_export(model: &Path, work: &Path) {
@@ -109,7 +112,7 @@ fn points_agree_with_colmaps_text_export(model: &Path, work: &Path) {
     ])
     .unwrap();
     let text = std::fs::read_to_string(txt.join("points3D.txt")).unwrap();
-    let mut theirs: Vec<(u64, f64, Vec<(u32, u32)>)> = text
+    let mut theirs: Vec<PointRow> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {

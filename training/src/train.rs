@@ -259,6 +259,9 @@ struct CheckpointMeta {
     /// run's card names them even if the file has changed since.
     #[serde(default)]
     init: Option<InitRecord>,
+    /// The checkout's commit when the run started (a resumed run keeps its first start's).
+    #[serde(default)]
+    code_commit: Option<String>,
 }
 
 /// Weights a run started from: `training.init` in its card.
@@ -356,6 +359,8 @@ pub fn train_until(
     // One epoch = one pass over the training classes (end_epoch drives Alg. 1/2 of active learning).
     let steps_per_epoch = (tracks.classes() / config.batch).max(1);
 
+    // Provenance is taken when the run starts: the code that trains it, not the checkout at its end.
+    let mut commit = code_commit();
     let (start, mut wall_before) = if resuming {
         let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)
             .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
@@ -377,6 +382,9 @@ pub fn train_until(
             .restore(&meta.loss_state)
             .with_context(|| format!("{}: loss state", meta_path.display()))?;
         init = meta.init;
+        if meta.code_commit.is_some() {
+            commit = meta.code_commit;
+        }
         (meta.step, meta.wall_time_s)
     } else {
         (0, 0.0)
@@ -478,6 +486,7 @@ pub fn train_until(
                     last_loss: mean(&recent),
                     loss_state: loss_fn.state(),
                     init: init.clone(),
+                    code_commit: commit.clone(),
                 },
             )?;
         }
@@ -520,6 +529,7 @@ pub fn train_until(
         final_loss,
         validation_nn_accuracy,
         init.as_ref(),
+        commit.as_deref(),
         device,
     )?;
     let card_path = config.out.join(format!("{}.json", config.name));
@@ -717,6 +727,7 @@ fn model_card(
     final_loss: f64,
     validation_nn_accuracy: Option<f64>,
     init: Option<&InitRecord>,
+    code_commit: Option<&str>,
     device: Device,
 ) -> Result<ModelCard> {
     let device_name = match device {
@@ -746,7 +757,7 @@ fn model_card(
         "validation_nn_accuracy": validation_nn_accuracy,
         "init": init,
         "log": config.out.join(LOG_FILE),
-        "code_commit": code_commit(),
+        "code_commit": code_commit,
         "config": config,
     });
     let serde_json::Value::Object(training) = training else {

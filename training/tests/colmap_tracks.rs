@@ -29,8 +29,11 @@ fn write_pgm(path: &Path, seed: u32) {
     std::fs::write(path, bytes).unwrap();
 }
 
-/// points3D.bin: (id, error, track of (image_id, point2D_idx)).
-fn write_points(path: &Path, points: &[(u64, f64, Vec<(u32, u32)>)]) {
+/// A 3-D point of the test model: id, mean reprojection error, track of (image_id, point2D_idx).
+type TestPoint = (u64, f64, Vec<(u32, u32)>);
+
+/// points3D.bin in COLMAP's binary layout.
+fn write_points(path: &Path, points: &[TestPoint]) {
     let mut b = Vec::new();
     b.extend((points.len() as u64).to_le_bytes());
     for (id, error, track) in points {

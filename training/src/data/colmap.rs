@@ -88,7 +88,8 @@ pub fn choose_tracks(
     };
     let mut classes = Vec::new();
     for p in &points {
-        if !(p.error <= cfg.max_reprojection_error) {
+        // A NaN error counts as high.
+        if p.error.is_nan() || p.error > cfg.max_reprojection_error {
             stats.high_error += 1;
             continue;
         }
