@@ -227,31 +227,34 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         .collect())
 }
 
+/// A card for unit tests of the modules that read cards (TFeat-like, 32-px patches).
+#[cfg(test)]
+pub(crate) fn test_card(magnification: f32, kind: OutputKind, dim: usize) -> ModelCard {
+    ModelCard {
+        name: "m".into(),
+        file: "m.onnx".into(),
+        sha256: "0".repeat(64),
+        architecture: "tfeat".into(),
+        input: InputSpec {
+            size: 32,
+            range: [0.0, 1.0],
+        },
+        output: OutputSpec { dim, kind },
+        patch: PatchSpec {
+            size: 32,
+            magnification,
+        },
+        training: serde_json::Map::new(),
+        metrics: serde_json::Map::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn card() -> ModelCard {
-        ModelCard {
-            name: "m".into(),
-            file: "m.onnx".into(),
-            sha256: "0".repeat(64),
-            architecture: "tfeat".into(),
-            input: InputSpec {
-                size: 32,
-                range: [0.0, 1.0],
-            },
-            output: OutputSpec {
-                dim: 128,
-                kind: OutputKind::Float,
-            },
-            patch: PatchSpec {
-                size: 32,
-                magnification: 6.0,
-            },
-            training: serde_json::Map::new(),
-            metrics: serde_json::Map::new(),
-        }
+        test_card(6.0, OutputKind::Float, 128)
     }
 
     #[test]

@@ -216,27 +216,10 @@ impl ModelMetadata {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::card::{InputSpec, OutputSpec, PatchSpec};
     use std::collections::HashMap;
 
     fn card(magnification: f32, kind: OutputKind, dim: usize) -> ModelCard {
-        ModelCard {
-            name: "m".into(),
-            file: "m.onnx".into(),
-            sha256: "0".repeat(64),
-            architecture: "tfeat".into(),
-            input: InputSpec {
-                size: 32,
-                range: [0.0, 1.0],
-            },
-            output: OutputSpec { dim, kind },
-            patch: PatchSpec {
-                size: 32,
-                magnification,
-            },
-            training: serde_json::Map::new(),
-            metrics: serde_json::Map::new(),
-        }
+        crate::model::card::test_card(magnification, kind, dim)
     }
 
     fn lookup(pairs: &[(&str, &str)]) -> impl FnMut(&str) -> Option<String> {

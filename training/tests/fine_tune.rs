@@ -17,24 +17,25 @@ const CLASSES: usize = 600;
 const VALIDATION: usize = 60;
 
 fn config(dir: &Path, name: &str, iterations: usize) -> RunConfig {
-    serde_json::from_value(serde_json::json!({
-        "name": name,
-        "net": {"arch": "tfeat", "width": 0.25},
-        "loss": {"name": "hardnet"},
-        "data": {"tracks": dir.join("tracks.bin"), "validation": VALIDATION},
-        "iterations": iterations,
-        "batch": 16,
-        "lr": 0.01,
-        "schedule": {"decay": "linear", "warmup": 2},
-        "optimizer": {"name": "adam"},
-        "seed": 3,
-        "threads": 1,
-        "out": dir.join(name),
-        "install": dir.join("models"),
-        "log_every": 5,
-        "checkpoint_every": 5,
-    }))
-    .unwrap()
+    common::tiny_config(
+        dir,
+        name,
+        name,
+        iterations,
+        serde_json::json!({"data": {"validation": VALIDATION}, "log_every": 5, "checkpoint_every": 5}),
+    )
+}
+
+/// A temporary folder with toy tracks and the weights of a fresh TFeat ×0.25 saved as `file`.
+fn random_start(file: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
+    let weights = dir.path().join(file);
+    Net::new(Arch::Tfeat, 0.25, tch::Device::Cpu)
+        .unwrap()
+        .save(&weights)
+        .unwrap();
+    (dir, weights)
 }
 
 /// The `validation_nn_accuracy_start` entry of a run's log.
@@ -103,13 +104,7 @@ fn init_starts_at_the_source_runs_final_validation_accuracy() {
 #[test]
 fn init_weights_of_another_network_are_refused_naming_the_file() {
     let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
-    let weights = dir.path().join("float-w0.25.safetensors");
-    Net::new(Arch::Tfeat, 0.25, tch::Device::Cpu)
-        .unwrap()
-        .save(&weights)
-        .unwrap();
+    let (dir, weights) = random_start("float-w0.25.safetensors");
 
     let mut wider: RunConfig = config(dir.path(), "wider", 2);
     wider.net.width = 0.5;
@@ -149,13 +144,7 @@ fn init_weights_of_another_network_are_refused_naming_the_file() {
 #[test]
 fn a_checkpoint_wins_over_init_on_resume_and_the_card_keeps_the_first_init() {
     let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
-    let weights = dir.path().join("start.safetensors");
-    Net::new(Arch::Tfeat, 0.25, tch::Device::Cpu)
-        .unwrap()
-        .save(&weights)
-        .unwrap();
+    let (dir, weights) = random_start("start.safetensors");
     let sha = descl::model::card::sha256_file(&weights).unwrap();
 
     let mut run = config(dir.path(), "run", 10);
@@ -172,13 +161,7 @@ fn a_checkpoint_wins_over_init_on_resume_and_the_card_keeps_the_first_init() {
 #[test]
 fn the_init_flag_overrides_the_configs_init() {
     let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
-    let weights = dir.path().join("start.safetensors");
-    Net::new(Arch::Tfeat, 0.25, tch::Device::Cpu)
-        .unwrap()
-        .save(&weights)
-        .unwrap();
+    let (dir, weights) = random_start("start.safetensors");
     let mut cfg = config(dir.path(), "flagged", 2);
     cfg.init = Some(dir.path().join("not-this.safetensors"));
     let cfg_path = dir.path().join("flagged.json");

@@ -15,24 +15,17 @@ fn toy_tracks(path: &Path, classes: usize) {
 }
 
 fn config(dir: &Path, out: &str, iterations: usize) -> RunConfig {
-    serde_json::from_value(serde_json::json!({
-        "name": "tiny",
-        "net": {"arch": "tfeat", "width": 0.25},
-        "loss": {"name": "hardnet"},
-        "data": {"tracks": dir.join("tracks.bin"), "augment": {"flip": true, "rot90": true}, "validation": 16},
-        "iterations": iterations,
-        "batch": 16,
-        "lr": 0.01,
-        "schedule": {"decay": "linear", "warmup": 2},
-        "optimizer": {"name": "adam"},
-        "seed": 3,
-        "threads": 1,
-        "out": dir.join(out),
-        "install": dir.join("models"),
-        "log_every": 2,
-        "checkpoint_every": 4,
-    }))
-    .unwrap()
+    common::tiny_config(
+        dir,
+        "tiny",
+        out,
+        iterations,
+        serde_json::json!({
+            "data": {"augment": {"flip": true, "rot90": true}, "validation": 16},
+            "log_every": 2,
+            "checkpoint_every": 4,
+        }),
+    )
 }
 
 fn weights(path: &Path) -> Vec<(String, Vec<f32>)> {

@@ -69,3 +69,43 @@ pub fn toy_tracks(path: &std::path::Path, classes: usize, noise: f32) {
     }
     set.save(path).unwrap();
 }
+
+/// The tiny run the training tests share: TFeat ×0.25, HardNet, batch 16 on the toy tracks
+/// `dir/tracks.bin`, output `dir/out`, installed into `dir/models`. `overrides` replaces
+/// top-level fields; its `data` object is merged into the default `data`.
+pub fn tiny_config(
+    dir: &std::path::Path,
+    name: &str,
+    out: &str,
+    iterations: usize,
+    overrides: serde_json::Value,
+) -> descl_training::train::RunConfig {
+    let mut config = serde_json::json!({
+        "name": name,
+        "net": {"arch": "tfeat", "width": 0.25},
+        "loss": {"name": "hardnet"},
+        "data": {"tracks": dir.join("tracks.bin")},
+        "iterations": iterations,
+        "batch": 16,
+        "lr": 0.01,
+        "schedule": {"decay": "linear", "warmup": 2},
+        "optimizer": {"name": "adam"},
+        "seed": 3,
+        "threads": 1,
+        "out": dir.join(out),
+        "install": dir.join("models"),
+    });
+    if let serde_json::Value::Object(fields) = overrides {
+        for (k, v) in fields {
+            match (k.as_str(), v) {
+                ("data", serde_json::Value::Object(data)) => {
+                    for (dk, dv) in data {
+                        config["data"][dk] = dv;
+                    }
+                }
+                (_, v) => config[k] = v,
+            }
+        }
+    }
+    serde_json::from_value(config).unwrap()
+}
