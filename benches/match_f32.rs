@@ -2,15 +2,17 @@
 //! pass) against OpenCV's BFMatcher (knnMatch k=2 A→B and k=1 B→A, NORM_L2) on the same
 //! 4000 × 4000 unit 128-d descriptors in the same run, plus the PCA + kd-tree approximate
 //! matcher. Goal: ≥ 3× faster than OpenCV. The final JSON line is
-//! `descl::matching::speed::compare_with_opencv` (also checks that both return the same matches).
+//! `opencv_speed::compare_with_opencv` (also checks that both return the same matches).
 //!
 //! `cargo bench -p descl --bench match_f32` (`DESCL_BENCH_N` overrides 4000).
+
+mod opencv_speed;
 
 use criterion::Criterion;
 use descl::describe::Descriptors;
 use descl::matching::kdtree::{approximate_match, ApproxConfig};
-use descl::matching::speed::{float_mat, opencv_knn, synthetic_float};
 use descl::matching::{match_descriptors, MatchConfig};
+use opencv_speed::{float_mat, opencv_knn, synthetic_float};
 use std::hint::black_box;
 
 /// Descriptors per side (issue 3: 4,000 × 4,000).
@@ -51,6 +53,6 @@ fn main() {
     });
     g.finish();
     c.final_summary();
-    let report = descl::matching::speed::compare_with_opencv(n, n, SEED).expect("speed report");
+    let report = opencv_speed::compare_with_opencv(n, n, SEED).expect("speed report");
     println!("{}", serde_json::to_string(&report).expect("json"));
 }

@@ -5,10 +5,12 @@
 //!
 //! `cargo bench -p descl --bench match_hamming` (`DESCL_BENCH_N` overrides 4000).
 
+mod opencv_speed;
+
 use criterion::Criterion;
 use descl::describe::Descriptors;
-use descl::matching::speed::{binary_mat, opencv_knn, synthetic_binary};
 use descl::matching::{match_descriptors, MatchConfig};
+use opencv_speed::{binary_mat, opencv_knn, synthetic_binary};
 use std::hint::black_box;
 
 /// Descriptors per side (issue 3: 4,000 × 4,000).

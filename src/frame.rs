@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 /// A local affine frame: centre `(x, y)` in pixels (OpenCV convention: pixel centres at integer
 /// coordinates) and a 2×2 matrix `a` (row-major) mapping the patch square [-1, 1]² to image
 /// offsets: an image point is `(x, y) + a · (u, v)` for patch coordinates `(u, v)`.
-/// `a` includes the measurement-region magnification (DoG: `a = m·σ·R(angle)`, see DESIGN).
+/// `a` includes the measurement-region magnification (DoG: `a = m·σ·R(angle)`, see
+/// ARCHITECTURE.md "Conventions").
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Frame {
     pub x: f32,

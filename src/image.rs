@@ -37,6 +37,41 @@ fn image_err(path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
+/// File extensions of the images taken from a folder (case-insensitive): the formats
+/// [`load_gray`] decodes.
+pub const IMAGE_EXTENSIONS: [&str; 10] = [
+    "jpg", "jpeg", "png", "ppm", "pgm", "pbm", "pnm", "tif", "tiff", "bmp",
+];
+
+/// Whether `path` has one of the [`IMAGE_EXTENSIONS`].
+pub fn has_image_extension(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// The image files of `dir` (by extension, not recursive), sorted by name; an error naming the
+/// folder when it has none.
+pub fn list_images(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out = Vec::new();
+    for e in entries {
+        let p = e.map_err(|e| Error::io(dir, e))?.path();
+        if p.is_file() && has_image_extension(&p) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    if out.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "{}: no images ({}) in this folder",
+            dir.display(),
+            IMAGE_EXTENSIONS.join(", ")
+        )));
+    }
+    Ok(out)
+}
+
 /// Decodes `path` (jpg, png, ppm/pgm, tiff, bmp; the format is guessed from the content) into a
 /// gray image. Rejects with [`Error::Image`] naming the file: missing or unreadable, empty, not an
 /// image, truncated, smaller than [`MIN_IMAGE_SIDE`] or larger than [`MAX_IMAGE_PIXELS`].

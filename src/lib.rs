@@ -8,17 +8,20 @@
 pub mod data;
 pub mod describe;
 pub mod detect;
+pub mod draw;
 pub mod error;
 pub mod eval;
 pub mod features;
 pub mod frame;
 pub mod geometry;
 pub mod image;
+pub mod image_set;
 pub mod io;
 pub mod matching;
 pub mod model;
 pub mod patch;
 pub mod pipeline;
+pub mod progress;
 pub mod sfm;
 
 pub use error::{Error, Result};

@@ -3,8 +3,8 @@
 //!
 //! Patch grid: patch pixel (row i, column j), i, j ∈ 0..32, sits at patch coordinates
 //! `u = (2j+1)/32 − 1`, `v = (2i+1)/32 − 1` (pixel centres of a 32×32 grid tiling [−1, 1]²), and
-//! samples the image at `(x, y) + a·(u, v)` (DESIGN frame convention, OpenCV pixel centres at
-//! integer coordinates). Borders are replicated: points outside the image take the value of the
+//! samples the image at `(x, y) + a·(u, v)` (the frame convention of ARCHITECTURE.md
+//! "Conventions", OpenCV pixel centres at integer coordinates). Borders are replicated: points outside the image take the value of the
 //! nearest edge pixel (as OpenCV's BORDER_REPLICATE).
 
 use crate::frame::Frame;

@@ -1,62 +1,54 @@
-//! One image's whole path: load → detect → sample patches → describe. The model is loaded once
-//! per [`Extractor`]; its card (or, without one, its file's metadata) sets the patch
-//! magnification so frames and training agree.
+//! One image's whole path: load → detect → sample patches → describe. The [`Describer`] is
+//! loaded once per [`Extractor`]; its magnification (model card or file metadata, SIFT's 6)
+//! sets the detector's, so frames and training agree.
 
-use crate::describe::Descriptors;
+use crate::describe::Describer;
 use crate::detect::{detect, DetectorConfig};
 use crate::error::Result;
 use crate::features::{FeatureMeta, Features};
 use crate::image::{load_gray, GrayImage};
-use crate::model::engine::MAX_CHUNK;
-use crate::model::{resolve, Device, Engine, ResolvedModel};
-use crate::patch::{PatchSampler, PATCH_SIZE};
-use ndarray::Array3;
+use crate::model::Device;
 use std::path::Path;
 
 /// What an [`Extractor`] runs.
 #[derive(Debug, Clone)]
 pub struct ExtractorConfig {
-    /// Model name (in `models/`) or path to an `.onnx` file.
+    /// Describer: `sift`, `rootsift`, a model name (in `models/`) or a path to an `.onnx` file.
     pub model: String,
     pub device: Device,
-    /// Detector settings; `magnification` is replaced by the model's (card or metadata) when it
-    /// says one.
+    /// Detector settings; `magnification` is replaced by the describer's.
     pub detector: DetectorConfig,
 }
 
-/// A loaded model plus detector settings, ready to extract any number of images.
+/// A loaded describer plus detector settings, ready to extract any number of images.
 #[derive(Debug)]
 pub struct Extractor {
     detector: DetectorConfig,
-    engine: Engine,
-    model: ResolvedModel,
+    describer: Describer,
 }
 
 impl Extractor {
-    /// Resolves and loads the model (checking its card's SHA-256 and its inputs/outputs).
+    /// Opens the describer (for models: resolves, checks the card's SHA-256, loads).
     pub fn new(cfg: ExtractorConfig) -> Result<Extractor> {
-        let model = resolve(&cfg.model)?;
-        let engine = Engine::load_resolved(&model, cfg.device)?;
-        let mut detector = cfg.detector;
-        if let Some(m) = model.magnification(&engine) {
-            detector.magnification = m;
-        }
-        Ok(Extractor {
-            detector,
-            engine,
-            model,
-        })
+        let describer = Describer::open(&cfg.model, cfg.device)?;
+        Ok(Extractor::with_describer(describer, cfg.detector))
     }
 
-    /// The detector settings in use (magnification from the model's card or metadata).
+    /// An extractor around an already opened describer.
+    pub fn with_describer(describer: Describer, mut detector: DetectorConfig) -> Extractor {
+        detector.magnification = describer.magnification();
+        Extractor {
+            detector,
+            describer,
+        }
+    }
+
+    /// The detector settings in use (magnification from the describer).
     pub fn detector(&self) -> &DetectorConfig {
         &self.detector
     }
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-    pub fn model(&self) -> &ResolvedModel {
-        &self.model
+    pub fn describer(&self) -> &Describer {
+        &self.describer
     }
 
     /// Features of the image file at `path`.
@@ -70,20 +62,11 @@ impl Extractor {
         let detections = detect(img, &self.detector)?;
         let frames: Vec<_> = detections.iter().map(|d| d.frame).collect();
         let scores = detections.iter().map(|d| d.score).collect();
-        // Sample and describe chunk by chunk so patch memory stays flat with keypoint count.
-        let sampler = PatchSampler::new(img);
-        let parts = frames
-            .chunks(MAX_CHUNK)
-            .map(|chunk| self.engine.describe(sampler.sample(chunk).view()))
-            .collect::<Result<Vec<_>>>()?;
-        let descriptors = match Descriptors::concat(parts)? {
-            Some(d) => d,
-            None => self
-                .engine
-                .describe(Array3::zeros((0, PATCH_SIZE, PATCH_SIZE)).view())?,
-        };
+        let descriptors =
+            self.describer
+                .describe_frames(img, None, &frames, self.detector.magnification)?;
         let meta = FeatureMeta {
-            model: self.model.display_name(),
+            model: self.describer.provenance(),
             detector: self.detector.kind.to_string(),
             image_width: img.width as u32,
             image_height: img.height as u32,

@@ -212,3 +212,47 @@ fn models_lists_cards_with_the_default_marked() {
         "{stdout}"
     );
 }
+
+/// `-m sift` and `-m rootsift` run through the same describe path as the models: same frames,
+/// and RootSIFT is SIFT L1-normalised and square-rooted (Arandjelović & Zisserman 2012), row by
+/// row, which ties the two outputs together independently of the code that computes either.
+#[test]
+fn extract_with_sift_and_rootsift() {
+    let Some(data) = common::data_root_or_skip("extract_with_sift_and_rootsift") else {
+        return;
+    };
+    let img = data.join("oxford/graf/img1.png");
+    let features = |method: &str| {
+        let out = tempfile::tempdir().unwrap();
+        let (ok, stdout, stderr) = run(descl()
+            .arg("extract")
+            .arg(&img)
+            .arg("--out")
+            .arg(out.path())
+            .args(["-m", method, "--max-keypoints", "300", "--json"]));
+        assert!(ok, "{stderr}");
+        let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        // Method names are case-insensitive and recorded in lower case.
+        assert_eq!(summary["model"], method.to_ascii_lowercase());
+        let f = read_features(&out.path().join("img1.npz")).unwrap();
+        assert_eq!(f.meta.model, method.to_ascii_lowercase());
+        assert_consistent_unit_rows(&out.path().join("img1.npz"));
+        f
+    };
+    let (sift, root) = (features("sift"), features("RootSIFT"));
+    assert_eq!(sift.frames, root.frames, "one detector, the same frames");
+    assert!(sift.frames.len() > 100);
+    let (Descriptors::Float(s), Descriptors::Float(r)) = (&sift.descriptors, &root.descriptors)
+    else {
+        panic!("SIFT descriptors are float");
+    };
+    for (srow, rrow) in s.rows().into_iter().zip(r.rows()) {
+        let l1: f32 = srow.iter().sum();
+        for (x, y) in srow.iter().zip(rrow) {
+            assert!(
+                *y >= 0.0 && (x / l1 - y * y).abs() < 1e-5,
+                "{x} / {l1} vs {y}²"
+            );
+        }
+    }
+}

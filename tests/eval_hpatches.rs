@@ -4,7 +4,7 @@
 use descl::describe::Descriptors;
 use descl::eval::hpatches::{self, SequenceDescriptors, VerificationPair, IMAGE_NAMES};
 use descl::eval::metrics::{average_precision, roc_auc};
-use indicatif::ProgressBar;
+use descl::progress::Silent;
 use ndarray::{Array2, Array3};
 use std::path::Path;
 
@@ -106,8 +106,7 @@ fn describes_sequences_written_in_the_release_layout() {
         )))
     };
     let seqs = vec!["v_a".to_string(), "i_b".to_string()];
-    let d = hpatches::describe_sequences(dir.path(), &seqs, &mut describe, &ProgressBar::hidden())
-        .unwrap();
+    let d = hpatches::describe_sequences(dir.path(), &seqs, &mut describe, &Silent).unwrap();
     assert_eq!(calls.get(), 32);
     let Descriptors::Float(t5) = &d["v_a"][15] else {
         panic!()
@@ -122,7 +121,7 @@ fn describes_sequences_written_in_the_release_layout() {
     image::GrayImage::new(65, 65)
         .save(dir.path().join("v_a").join("h2.png"))
         .unwrap();
-    let e = hpatches::describe_sequences(dir.path(), &seqs, &mut describe, &ProgressBar::hidden())
+    let e = hpatches::describe_sequences(dir.path(), &seqs, &mut describe, &Silent)
         .unwrap_err()
         .to_string();
     assert!(e.contains("h2.png"), "{e}");
@@ -151,12 +150,7 @@ fn matching_task_by_hand() {
     let mut d = SequenceDescriptors::new();
     d.insert("v_x".into(), v);
     d.insert("i_y".into(), i);
-    let r = hpatches::matching(
-        &d,
-        &["v_x".to_string(), "i_y".to_string()],
-        &ProgressBar::hidden(),
-    )
-    .unwrap();
+    let r = hpatches::matching(&d, &["v_x".to_string(), "i_y".to_string()], &Silent).unwrap();
     let e = &r.per_sequence["v_x"]["e"];
     assert_eq!(e[0], 0.0);
     assert!((e[1] - 0.125).abs() < 1e-9, "{e:?}");
@@ -264,7 +258,7 @@ fn retrieval_task_by_hand() {
         ("i_y".to_string(), 1),
     ];
     let p = Path::new("retr.csv");
-    let r = hpatches::retrieval(&d, (p, &q), (p, &dl), &ProgressBar::hidden()).unwrap();
+    let r = hpatches::retrieval(&d, (p, &q), (p, &dl), &Silent).unwrap();
     // e: ranked 0.5p 1.5p 2.0n 2.5p 3.5p 4.5p 50n: positive ranks 1,2,4,5,6:
     // AP = (1/5)·[(1+1)/2 + (1+1)/2 + (2/3+3/4)/2 + (3/4+4/5)/2 + (4/5+5/6)/2]
     let ap =
@@ -284,7 +278,7 @@ fn retrieval_task_by_hand() {
         &d,
         (Path::new("retr_queries_split-a.csv"), &bad),
         (p, &dl),
-        &ProgressBar::hidden(),
+        &Silent,
     )
     .unwrap_err()
     .to_string();

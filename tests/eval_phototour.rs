@@ -3,7 +3,7 @@
 
 use descl::describe::Descriptors;
 use descl::eval::phototour;
-use indicatif::ProgressBar;
+use descl::progress::Silent;
 use ndarray::{Array2, Array3};
 
 /// Patch `id` is filled with grey value `id % 250` except one pixel at (row 0, col 0) = 255.
@@ -75,8 +75,7 @@ fn fpr95_on_a_written_pair_file() {
             |(i, _)| p[[i, 5, 5]],
         )))
     };
-    let r =
-        phototour::evaluate(dir.path(), &pairs_file, &mut grey, &ProgressBar::hidden()).unwrap();
+    let r = phototour::evaluate(dir.path(), &pairs_file, &mut grey, &Silent).unwrap();
     assert_eq!(r.pairs, 40);
     assert_eq!(r.fpr95, 0.0);
     let mut folded = |p: &Array3<f32>| -> descl::Result<Descriptors> {
@@ -94,8 +93,7 @@ fn fpr95_on_a_written_pair_file() {
             },
         )))
     };
-    let r =
-        phototour::evaluate(dir.path(), &pairs_file, &mut folded, &ProgressBar::hidden()).unwrap();
+    let r = phototour::evaluate(dir.path(), &pairs_file, &mut folded, &Silent).unwrap();
     assert!((r.fpr95 - 25.0).abs() < 1e-9, "{}", r.fpr95);
     assert!(r.roc.first() == Some(&(0.0, 0.0)) && r.roc.last() == Some(&(1.0, 1.0)));
 }

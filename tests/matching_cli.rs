@@ -3,6 +3,8 @@
 //! of issue 3.
 
 mod common;
+#[path = "../benches/opencv_speed/mod.rs"]
+mod opencv_speed;
 
 use common::{descl, run};
 use descl::describe::Descriptors;
@@ -35,7 +37,7 @@ fn frames(n: usize) -> Vec<Frame> {
 }
 
 fn float_features(n: usize, dim: usize, seed: u64) -> Features {
-    let (d, _) = descl::matching::speed::synthetic_float(n, 1, dim, seed);
+    let (d, _) = opencv_speed::synthetic_float(n, 1, dim, seed);
     Features {
         frames: frames(n),
         scores: vec![1.0; n],

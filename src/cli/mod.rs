@@ -3,10 +3,12 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod args;
 mod bench;
 mod extract;
 mod matches;
 mod models;
+mod progress;
 mod sfm;
 
 #[derive(Parser)]

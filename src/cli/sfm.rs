@@ -1,9 +1,10 @@
 //! `descl sfm IMAGES_DIR --database out.db`: extract, match and verify every chosen pair with
-//! descl, write a COLMAP database, and with `--reconstruct` run `colmap mapper` on it.
+//! descl (any describer, any matcher), write a COLMAP database, and with `--reconstruct` run
+//! `colmap mapper` on it.
 
-use super::matches::{ExtractArgs, MatchArgs};
+use super::args::{CameraModelArg, DescribeArgs, MatchArgs};
+use super::progress::Bar;
 use anyhow::{bail, Context};
-use descl::io::colmap::CameraModel;
 use descl::io::colmap_model::{run_mapper, MapperOptions};
 use descl::matching::pairs::PairMode;
 use descl::sfm::{build_database, SfmConfig, COLMAP_MIN_NUM_INLIERS};
@@ -29,8 +30,8 @@ pub struct Args {
     #[arg(long, requires = "reconstruct")]
     refine_principal_point: bool,
     /// COLMAP camera model.
-    #[arg(long, default_value = "SIMPLE_RADIAL", value_parser = ["SIMPLE_PINHOLE", "PINHOLE", "SIMPLE_RADIAL"])]
-    camera_model: String,
+    #[arg(long, value_enum, default_value_t = CameraModelArg::SimpleRadial)]
+    camera_model: CameraModelArg,
     /// One camera shared by all images (same camera and size).
     #[arg(long)]
     single_camera: bool,
@@ -49,7 +50,33 @@ pub struct Args {
     #[command(flatten)]
     matching: MatchArgs,
     #[command(flatten)]
-    extract: ExtractArgs,
+    describe: DescribeArgs,
+}
+
+impl Args {
+    fn config(&self) -> anyhow::Result<SfmConfig> {
+        Ok(SfmConfig {
+            pair: self.matching.pair_config()?,
+            pairs: match (&self.sequential, &self.pairs) {
+                (Some(w), _) => PairMode::Sequential(*w),
+                (None, Some(p)) => PairMode::File(p.clone()),
+                (None, None) => PairMode::Exhaustive,
+            },
+            camera_model: self.camera_model.into(),
+            single_camera: self.single_camera,
+            min_inliers: self.min_inliers,
+        })
+    }
+
+    fn sparse_dir(&self) -> PathBuf {
+        self.sparse_dir.clone().unwrap_or_else(|| {
+            let stem = self
+                .database
+                .file_stem()
+                .map_or("colmap".into(), |s| s.to_string_lossy());
+            self.database.with_file_name(format!("{stem}-sparse"))
+        })
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -59,42 +86,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.database.display()
         );
     }
-    if args.matching.matcher != "exact" {
-        bail!(
-            "descl sfm uses the exact matcher (--matcher {} is for descl match)",
-            args.matching.matcher
-        );
-    }
-    let pair = args.matching.pair_config();
-    if pair.geometry == Some(descl::geometry::ModelKind::Essential)
-        && (args.matching.intrinsics.is_some() || args.matching.intrinsics_file.is_some())
-    {
-        bail!("descl sfm takes intrinsics from EXIF or COLMAP's prior per image; --intrinsics is for descl match");
-    }
-    let cfg = SfmConfig {
-        pair,
-        pairs: match (&args.sequential, &args.pairs) {
-            (Some(w), _) => PairMode::Sequential(*w),
-            (None, Some(p)) => PairMode::File(p.clone()),
-            (None, None) => PairMode::Exhaustive,
-        },
-        camera_model: CameraModel::parse(&args.camera_model)?,
-        single_camera: args.single_camera,
-        min_inliers: args.min_inliers,
-    };
-    let extractor = args.extract.extractor()?;
+    let cfg = args.config()?;
+    let extractor = args.describe.extractor()?;
+    let bar = Bar::new(true);
     let summary = build_database(
         &args.images_dir,
         &args.database,
         args.overwrite,
         &cfg,
         |p| extractor.extract(p),
-        true,
+        &bar,
     )?;
     for s in &summary.skipped {
-        eprintln!("warning: skipped pair {s}");
+        eprintln!("warning: skipped {s}");
     }
-    let mut out = serde_json::json!({ "database": summary });
     eprintln!(
         "{}: {} images, {} pairs, {} verified (mean {:.0} matches, {:.0} inliers per pair)",
         summary.database.display(),
@@ -104,41 +109,49 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         summary.mean_matches,
         summary.mean_inliers
     );
+    let mut out = serde_json::json!({ "database": summary });
     if args.reconstruct {
-        let sparse = args.sparse_dir.clone().unwrap_or_else(|| {
-            let stem = args
-                .database
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "colmap".into());
-            args.database.with_file_name(format!("{stem}-sparse"))
-        });
-        let options = MapperOptions {
-            num_threads: None,
-            refine_principal_point: args.refine_principal_point,
-        };
-        let recon = run_mapper(&args.database, &args.images_dir, &sparse, &options)
-            .context("colmap mapper")?;
-        eprintln!(
-            "reconstruction {}: {}/{} images registered, {} points, mean reprojection error {:.3} px",
-            recon.path.display(),
-            recon.images.len(),
-            summary.images.len(),
-            recon.num_points,
-            recon.mean_reprojection_error
-        );
-        out["reconstruction"] = serde_json::json!({
-            "path": recon.path,
-            "registered_images": recon.images.len(),
-            "total_images": summary.images.len(),
-            "num_points": recon.num_points,
-            "mean_reprojection_error_px": recon.mean_reprojection_error,
-            "mean_track_length": recon.mean_track_length,
-            "images": recon.images,
-        });
+        out["reconstruction"] = reconstruct(&args, summary.images.len())?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     }
+    if !summary.skipped.is_empty() {
+        bail!(
+            "{} images or pairs failed (see the warnings)",
+            summary.skipped.len()
+        );
+    }
     Ok(())
+}
+
+/// Runs `colmap mapper` on the database and reports what it registered.
+fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::Value> {
+    let options = MapperOptions {
+        num_threads: None,
+        refine_principal_point: args.refine_principal_point,
+    };
+    let recon = run_mapper(
+        &args.database,
+        &args.images_dir,
+        &args.sparse_dir(),
+        &options,
+    )
+    .context("colmap mapper")?;
+    eprintln!(
+        "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
+        recon.path.display(),
+        recon.images.len(),
+        recon.num_points,
+        recon.mean_reprojection_error
+    );
+    Ok(serde_json::json!({
+        "path": recon.path,
+        "registered_images": recon.images.len(),
+        "total_images": total_images,
+        "num_points": recon.num_points,
+        "mean_reprojection_error_px": recon.mean_reprojection_error,
+        "mean_track_length": recon.mean_track_length,
+        "images": recon.images,
+    }))
 }

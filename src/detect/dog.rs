@@ -1,11 +1,11 @@
 //! DoG keypoints from OpenCV's SIFT detector (Lowe 2004), their conversion to and from local
 //! affine frames, and SIFT / RootSIFT descriptors on frames (the benchmark baselines).
 //!
-//! Frame convention (DESIGN): σ = size/2 and `a = m·σ·R(θ)` with θ = `KeyPoint::angle` in
-//! degrees. OpenCV measures that angle in image coordinates (x right, y down), i.e. it is the
-//! dominant gradient direction `atan2(∂I/∂y, ∂I/∂x)`, clockwise on screen; `R(θ)` is the usual
-//! `[[cos θ, −sin θ], [sin θ, cos θ]]` in those coordinates, so the patch's +u axis points along
-//! the dominant gradient.
+//! Frame convention (ARCHITECTURE.md "Conventions"): σ = size/2 and `a = m·σ·R(θ)` with
+//! θ = `KeyPoint::angle` in degrees. OpenCV measures that angle in image coordinates (x right,
+//! y down), i.e. it is the dominant gradient direction `atan2(∂I/∂y, ∂I/∂x)`, clockwise on
+//! screen; `R(θ)` is the usual `[[cos θ, −sin θ], [sin θ, cos θ]]` in those coordinates, so the
+//! patch's +u axis points along the dominant gradient.
 
 use crate::error::{Error, Result};
 use crate::frame::{Detection, Frame};

@@ -1,6 +1,7 @@
 //! Keypoint detection: image → oriented local affine frames with a response, strongest first.
 //! Two detectors: DoG (OpenCV's SIFT detector, [`dog`]) and Harris-Affine (Rust,
-//! [`harris_affine`]). Both express their frames in the DESIGN conventions ([`Frame`]).
+//! [`harris_affine`]). Both express their frames in the conventions of ARCHITECTURE.md
+//! "Conventions" ([`Frame`]).
 
 pub mod dog;
 pub mod harris_affine;
@@ -10,7 +11,8 @@ use crate::frame::Detection;
 use crate::image::GrayImage;
 use serde::{Deserialize, Serialize};
 
-/// Measurement-region magnification m of DESIGN: a DoG frame is `a = m·σ·R(angle)`, so the
+/// Measurement-region magnification m (ARCHITECTURE.md "Conventions", Frame): a DoG frame is
+/// `a = m·σ·R(angle)`, so the
 /// patch covers 2m·σ = 12σ (HardNet / kornia / hloc).
 pub const DEFAULT_MAGNIFICATION: f32 = 6.0;
 
@@ -29,12 +31,22 @@ pub enum DetectorKind {
     HarrisAffine,
 }
 
-impl std::fmt::Display for DetectorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl DetectorKind {
+    /// Every detector, in the order the command line lists them.
+    pub const ALL: &'static [DetectorKind] = &[DetectorKind::Dog, DetectorKind::HarrisAffine];
+
+    /// The name on the command line and in features files.
+    pub fn name(self) -> &'static str {
+        match self {
             DetectorKind::Dog => "dog",
             DetectorKind::HarrisAffine => "harris-affine",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for DetectorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -46,7 +58,7 @@ pub struct DetectorConfig {
     pub max_keypoints: usize,
     /// DoG contrast threshold (OpenCV's `contrastThreshold`); ignored by Harris-Affine.
     pub contrast_threshold: f32,
-    /// Measurement-region magnification m (DESIGN: `a = m·σ·R`).
+    /// Measurement-region magnification m (ARCHITECTURE.md "Conventions": `a = m·σ·R`).
     pub magnification: f32,
 }
 

@@ -1,12 +1,13 @@
 //! Descriptor distances for the benchmarks: L2 for float descriptors, Hamming for binary ones
-//! (DESIGN "Descriptors"). One pair at a time, or a whole distance matrix (SGEMM for float).
+//! (ARCHITECTURE.md "Conventions", Descriptors). One pair at a time, or a whole distance matrix
+//! (SGEMM for float).
 
 use crate::describe::Descriptors;
 use crate::error::{Error, Result};
 use ndarray::{Array2, Axis};
 
 /// Which distance a descriptor set is compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Metric {
     L2,
     Hamming,
@@ -70,10 +71,8 @@ pub fn distance(a: &Descriptors, i: usize, b: &Descriptors, j: usize) -> Result<
     })
 }
 
-/// Hamming distance of two 256-bit codes.
-pub fn hamming(a: &[u64; 4], b: &[u64; 4]) -> u32 {
-    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
-}
+/// Hamming distance of two 256-bit codes: the matcher's own ([`crate::matching::hamming`]).
+pub use crate::matching::hamming::distance as hamming;
 
 /// All distances between the rows of `a` (rows of the result) and of `b` (columns).
 /// Float: ‖a‖² + ‖b‖² − 2·a·b through SGEMM (ndarray → matrixmultiply), clamped at 0.

@@ -12,11 +12,11 @@ use crate::describe::Descriptors;
 use crate::error::{Error, Result};
 use crate::eval::distance::{distance, distance_matrix, Metric};
 use crate::eval::metrics::{average_precision, roc_auc};
-use indicatif::ProgressBar;
+use crate::progress::Progress;
 use ndarray::Array3;
 use opencv::core::{Mat, MatTraitConst, MatTraitConstManual, Rect, Size};
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -31,8 +31,9 @@ pub const IMAGE_NAMES: [&str; 16] = [
 /// Geometric-noise levels: easy, hard, tough (`tp` in hpatches-benchmark).
 pub const DIFFICULTIES: [char; 3] = ['e', 'h', 't'];
 
-/// Side of the patches given to the describers (DESIGN "Patch": 32×32).
-pub const PATCH_SIZE: usize = 32;
+/// Side of the patches given to the describers: descl's one patch size (ARCHITECTURE.md
+/// "Conventions", Patch).
+pub use crate::patch::PATCH_SIZE;
 
 /// Pool sizes (queries + distractors considered) of the retrieval task (`at_ranks` in tasks.py).
 pub const RETRIEVAL_POOL_SIZES: [usize; 7] = [100, 500, 1000, 5000, 10000, 15000, 20000];
@@ -135,7 +136,7 @@ pub fn describe_sequences(
     root: &Path,
     sequences: &[String],
     describe: &mut dyn FnMut(&Array3<f32>) -> Result<Descriptors>,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<SequenceDescriptors> {
     let mut out = SequenceDescriptors::new();
     progress.set_length((sequences.len() * IMAGE_NAMES.len()) as u64);
@@ -298,14 +299,14 @@ fn verification_distances(
 
 /// Verification scores of one negative kind: ROC AUC on all pairs ("balanced") and AP with only
 /// the first 20 % of the positives ("imbalanced"), both in [0, 1].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerificationScores {
     pub balanced_auc: f64,
     pub imbalanced_ap: f64,
 }
 
 /// Verification result of one difficulty.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerificationDifficulty {
     pub intra: VerificationScores,
     pub inter: VerificationScores,
@@ -313,7 +314,7 @@ pub struct VerificationDifficulty {
 
 /// Verification task result; `map` is the published "verification mAP" (hpatches `results.py`:
 /// mean of the six imbalanced APs, in %).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerificationResult {
     pub metric: Metric,
     pub per_difficulty: BTreeMap<String, VerificationDifficulty>,
@@ -382,7 +383,7 @@ pub fn verification(
 
 /// Matching task result (`DescriptorMatchingResult`): mAP in % per difficulty for viewpoint (`v_`)
 /// and illumination (`i_`) sequences; `map` = mean of the viewpoint and illumination averages.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MatchingResult {
     pub metric: Metric,
     /// difficulty → {"v": mAP, "i": mAP}.
@@ -423,7 +424,7 @@ fn mean(v: &[f64]) -> Option<f64> {
 pub fn matching(
     descr: &SequenceDescriptors,
     test: &[String],
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<MatchingResult> {
     progress.set_length(test.len() as u64);
     let mut per_sequence = BTreeMap::new();
@@ -481,7 +482,7 @@ pub fn matching(
 
 /// Retrieval task result (`DescriptorRetrievalResult`): mAP in % per difficulty and pool size;
 /// per difficulty the mean over pool sizes; `map` the mean over difficulties.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RetrievalResult {
     pub metric: Metric,
     pub queries: usize,
@@ -510,11 +511,14 @@ fn ap_from_ranks(ranks: &mut [usize]) -> f64 {
 /// positives (the same patch in images 1–5 of a difficulty) followed by the distractors (`ref`
 /// patches) that are not from its own sequence, in file order; the pool of size k keeps the
 /// first k entries. Ties rank the positives first (the official stable sort on `hstack(pos, distr)`).
+///
+/// Longer than most functions on purpose: it follows the official `eval_retrieval` step by step
+/// (lookups, own-sequence mask, ranking, AP per pool size) so the two read side by side.
 pub fn retrieval(
     descr: &SequenceDescriptors,
     queries: (&Path, &[(String, usize)]),
     distractors: (&Path, &[(String, usize)]),
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<RetrievalResult> {
     let metric = metric_of(descr);
     for (src, list) in [queries, distractors] {

@@ -3,7 +3,6 @@
 
 pub mod distance;
 pub mod hpatches;
-pub mod method;
 pub mod metrics;
 pub mod overlap;
 pub mod oxford;
@@ -13,3 +12,4 @@ pub mod pose;
 pub mod report;
 pub mod runner;
 pub mod sequences;
+pub mod suite;

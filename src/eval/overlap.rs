@@ -18,7 +18,7 @@ pub const NORMALISED_RADIUS: f64 = 30.0;
 pub const DEFAULT_OVERLAP_THRESHOLD: f64 = 0.4;
 
 /// A 3×3 homography, row-major, mapping image-1 points to image 2 (x₂ ~ H x₁).
-pub type Homography = [[f64; 3]; 3];
+pub type Homography = crate::geometry::Mat3;
 
 /// An elliptic region: centre and Σ, the region being (x − c)ᵀ Σ⁻¹ (x − c) ≤ 1.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -129,20 +129,13 @@ fn mul2(a: &[[f64; 2]; 2], b: &[[f64; 2]; 2]) -> [[f64; 2]; 2] {
     ]
 }
 
-/// Inverse of a homography (adjugate / determinant).
+/// Determinant magnitude at or below which a homography counts as singular.
+const SINGULAR_DET: f64 = 1e-15;
+
+/// Inverse of a homography (adjugate / determinant, [`crate::geometry::invert3`]).
 pub fn invert_homography(h: &Homography) -> Result<Homography> {
-    let c =
-        |r0: usize, r1: usize, c0: usize, c1: usize| h[r0][c0] * h[r1][c1] - h[r0][c1] * h[r1][c0];
-    let adj = [
-        [c(1, 2, 1, 2), -c(0, 2, 1, 2), c(0, 1, 1, 2)],
-        [-c(1, 2, 0, 2), c(0, 2, 0, 2), -c(0, 1, 0, 2)],
-        [c(1, 2, 0, 1), -c(0, 2, 0, 1), c(0, 1, 0, 1)],
-    ];
-    let det = h[0][0] * adj[0][0] + h[0][1] * adj[1][0] + h[0][2] * adj[2][0];
-    if !(det.is_finite() && det.abs() > 1e-15) {
-        return Err(Error::InvalidInput(format!("singular homography {h:?}")));
-    }
-    Ok(adj.map(|r| r.map(|v| v / det)))
+    crate::geometry::invert3(h, SINGULAR_DET)
+        .ok_or_else(|| Error::InvalidInput(format!("singular homography {h:?}")))
 }
 
 /// Overlap error 1 − |E₁ ∩ E₂| / |E₁ ∪ E₂| after scaling both so that `e1` has radius

@@ -9,10 +9,10 @@ use crate::error::Result;
 use crate::eval::overlap::{self, Ellipse, DEFAULT_OVERLAP_THRESHOLD};
 use crate::eval::sequences::Mat3;
 use crate::frame::Frame;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Repeatability and matching score of one image pair.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScorePair {
     pub sequence: String,
     pub target: usize,
@@ -82,7 +82,7 @@ pub fn score_pair(
 }
 
 /// Means over pairs (%).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScoreSummary {
     pub pairs: usize,
     pub repeatability: f64,

@@ -11,10 +11,10 @@ use crate::describe::Descriptors;
 use crate::error::{Error, Result};
 use crate::eval::distance::{distance, Metric};
 use crate::eval::metrics::{fpr_at_recall, roc_curve, UBC_RECALL};
-use indicatif::ProgressBar;
+use crate::progress::Progress;
 use ndarray::Array3;
 use opencv::core::{Mat, MatTraitConst, MatTraitConstManual, Rect, Size};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -28,8 +28,8 @@ pub const PATCHES_PER_ROW: usize = 16;
 pub const PATCHES_PER_SHEET: usize = PATCHES_PER_ROW * PATCHES_PER_ROW;
 /// The standard test-pair file of each dataset.
 pub const TEST_PAIRS_FILE: &str = "m50_100000_100000_0.txt";
-/// Side of the patches given to the describers.
-const OUT_SIDE: i32 = 32;
+/// Side of the patches given to the describers (descl's one patch size, as OpenCV's `int`).
+const OUT_SIDE: i32 = crate::patch::PATCH_SIZE as i32;
 
 /// The three datasets, in the order of the standard table.
 pub const DATASETS: [&str; 3] = ["liberty", "notredame", "yosemite"];
@@ -177,7 +177,7 @@ pub fn load_patches(dir: &Path, ids: &[usize]) -> Result<Array3<f32>> {
 }
 
 /// Result on one dataset's test pairs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PhotoTourResult {
     pub dataset: String,
     pub metric: Metric,
@@ -197,7 +197,7 @@ pub fn evaluate(
     dir: &Path,
     pairs_file: &Path,
     describe: &mut dyn FnMut(&Array3<f32>) -> Result<Descriptors>,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<PhotoTourResult> {
     let info = read_info(&dir.join("info.txt"))?;
     let pairs = read_pairs(pairs_file)?;

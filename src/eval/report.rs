@@ -5,15 +5,21 @@ use crate::eval::hpatches::{MatchingResult, RetrievalResult, VerificationResult}
 use crate::eval::phototour::PhotoTourResult;
 use crate::eval::runner::{PoseSummary, Timing};
 use crate::eval::sequences::{summarise, PairResult, SequenceSummary, MMA3_INDEX};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// Reads an `f64` that is infinite when a pair failed (a corner or pose error): serde_json
+/// writes non-finite numbers as `null`, so `null` reads back as +∞.
+pub(crate) fn infinite_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+}
 
 /// Name of the combined group of all homography sequences.
 pub const ALL_SEQUENCES: &str = "all";
 
 /// The machine a run was measured on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
     pub cpu: String,
     pub logical_cpus: usize,
@@ -41,7 +47,7 @@ impl Machine {
 }
 
 /// Protocol settings recorded with the numbers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     pub detector: String,
     pub max_keypoints: usize,
@@ -52,14 +58,14 @@ pub struct Settings {
 }
 
 /// One group of homography sequences for one method.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SequenceGroup {
     pub summary: SequenceSummary,
     pub pairs: Vec<PairResult>,
 }
 
 /// HPatches patch tasks of one method on one split.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HPatchesReport {
     pub split: String,
     pub verification: Option<VerificationResult>,
@@ -68,7 +74,7 @@ pub struct HPatchesReport {
 }
 
 /// Everything a run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchReport {
     pub descl_version: String,
     pub command: String,
@@ -85,8 +91,6 @@ pub struct BenchReport {
     /// method → one result per test dataset.
     pub phototour: BTreeMap<String, Vec<PhotoTourResult>>,
     pub timing: Timing,
-    /// `descl bench match`: the matcher speed comparison against OpenCV.
-    pub matcher_speed: Option<serde_json::Value>,
 }
 
 /// Groups pair results per dataset and adds the combined group [`ALL_SEQUENCES`].
@@ -144,194 +148,229 @@ impl BenchReport {
             self.settings.homography_ransac,
             self.settings.pose_ransac
         );
-        if !self.sequences.is_empty() {
-            let groups: Vec<String> = self
+        self.md_sequences(&mut s);
+        self.md_pose(&mut s);
+        self.md_matching_score(&mut s);
+        self.md_hpatches(&mut s);
+        self.md_phototour(&mut s);
+        self.md_timing(&mut s);
+        s
+    }
+
+    /// Homography sequences: MMA and homography accuracy per method.
+    fn md_sequences(&self, s: &mut String) {
+        if self.sequences.is_empty() {
+            return;
+        }
+        let groups: Vec<String> = self
+            .sequences
+            .values()
+            .next()
+            .map(|g| g.keys().cloned().collect())
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "### Homography sequences: MMA@3 (%) and homography accuracy\n"
+        );
+        let mut header = "| method |".to_string();
+        let mut rule = "|---|".to_string();
+        for g in &groups {
+            let n = self
                 .sequences
                 .values()
                 .next()
-                .map(|g| g.keys().cloned().collect())
-                .unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "### Homography sequences: MMA@3 (%) and homography accuracy\n"
-            );
-            let mut header = "| method |".to_string();
-            let mut rule = "|---|".to_string();
+                .and_then(|m| m.get(g))
+                .map_or(0, |x| x.summary.pairs);
+            let _ = write!(header, " {g} MMA@3 ({n}) |");
+            rule += "---|";
+        }
+        header += " MMA@1 / @5 / @10 | H acc @1 / @3 / @5 px | keypoints | matches | correct@3 |";
+        rule += "---|---|---|---|---|";
+        let _ = writeln!(s, "{header}\n{rule}");
+        for (m, by_group) in &self.sequences {
+            let mut row = format!("| {m} |");
             for g in &groups {
-                let n = self
-                    .sequences
-                    .values()
-                    .next()
-                    .and_then(|m| m.get(g))
-                    .map_or(0, |x| x.summary.pairs);
-                let _ = write!(header, " {g} MMA@3 ({n}) |");
-                rule += "---|";
+                let v = by_group
+                    .get(g)
+                    .map_or(f64::NAN, |x| x.summary.mma[MMA3_INDEX].1);
+                let _ = write!(row, " {} |", f1(v));
             }
-            header +=
-                " MMA@1 / @5 / @10 | H acc @1 / @3 / @5 px | keypoints | matches | correct@3 |";
-            rule += "---|---|---|---|---|";
-            let _ = writeln!(s, "{header}\n{rule}");
-            for (m, by_group) in &self.sequences {
-                let mut row = format!("| {m} |");
-                for g in &groups {
-                    let v = by_group
-                        .get(g)
-                        .map_or(f64::NAN, |x| x.summary.mma[MMA3_INDEX].1);
-                    let _ = write!(row, " {} |", f1(v));
-                }
-                let main = by_group
-                    .get(ALL_SEQUENCES)
-                    .or_else(|| by_group.values().next());
-                if let Some(x) = main {
-                    let sm = &x.summary;
-                    let _ = write!(
-                        row,
-                        " {} / {} / {} | {} / {} / {} | {:.0} | {:.0} | {:.0} |",
-                        f1(sm.mma[0].1),
-                        f1(sm.mma[4].1),
-                        f1(sm.mma[9].1),
-                        f1(sm.homography_accuracy[0].1),
-                        f1(sm.homography_accuracy[1].1),
-                        f1(sm.homography_accuracy[2].1),
-                        sm.mean_keypoints,
-                        sm.mean_matches,
-                        sm.mean_correct_3px
-                    );
-                }
-                let _ = writeln!(s, "{row}");
-            }
-            s += "\n";
-        }
-        if !self.pose.is_empty() {
-            let n = self.pose.values().next().map_or(0, |p| p.pairs);
-            let _ = writeln!(
-                s,
-                "### Relative pose ({n} pairs): AUC (%) of max(rotation, translation) error\n"
-            );
-            let _ = writeln!(
-                s,
-                "| method | AUC@5° | AUC@10° | AUC@20° | mAA@10° |\n|---|---|---|---|---|"
-            );
-            for (m, p) in &self.pose {
-                let _ = writeln!(
-                    s,
-                    "| {m} | {} | {} | {} | {} |",
-                    f1(p.auc[0].1),
-                    f1(p.auc[1].1),
-                    f1(p.auc[2].1),
-                    f1(p.maa10)
+            let main = by_group
+                .get(ALL_SEQUENCES)
+                .or_else(|| by_group.values().next());
+            if let Some(x) = main {
+                let sm = &x.summary;
+                let _ = write!(
+                    row,
+                    " {} / {} / {} | {} / {} / {} | {:.0} | {:.0} | {:.0} |",
+                    f1(sm.mma[0].1),
+                    f1(sm.mma[4].1),
+                    f1(sm.mma[9].1),
+                    f1(sm.homography_accuracy[0].1),
+                    f1(sm.homography_accuracy[1].1),
+                    f1(sm.homography_accuracy[2].1),
+                    sm.mean_keypoints,
+                    sm.mean_matches,
+                    sm.mean_correct_3px
                 );
             }
-            s += "\n";
+            let _ = writeln!(s, "{row}");
         }
-        if !self.matching_score.is_empty() {
-            let n = self
-                .matching_score
-                .values()
-                .flat_map(|m| m.values())
-                .next()
-                .map_or(0, |x| x.pairs);
-            let _ = writeln!(
-                s,
-                "### Oxford matching score and repeatability ({n} pairs, overlap error < 40 %)\n"
-            );
-            let _ = writeln!(
-                s,
-                "| detector | method | repeatability (%) | matching score (%) |\n|---|---|---|---|"
-            );
-            for (d, by_method) in &self.matching_score {
-                for (m, x) in by_method {
-                    let _ = writeln!(
-                        s,
-                        "| {d} | {m} | {} | {} |",
-                        f1(x.repeatability),
-                        f1(x.matching_score)
-                    );
-                }
-            }
-            s += "\n";
+        s.push('\n');
+    }
+
+    /// Relative pose AUC per method.
+    fn md_pose(&self, s: &mut String) {
+        if self.pose.is_empty() {
+            return;
         }
-        if !self.hpatches.is_empty() {
-            let split = self
-                .hpatches
-                .values()
-                .next()
-                .map_or(String::new(), |h| h.split.clone());
-            let _ = writeln!(s, "### HPatches patches, split {split}: mAP (%)\n");
+        let n = self.pose.values().next().map_or(0, |p| p.pairs);
+        let _ = writeln!(
+            s,
+            "### Relative pose ({n} pairs): AUC (%) of max(rotation, translation) error\n"
+        );
+        let _ = writeln!(
+            s,
+            "| method | AUC@5° | AUC@10° | AUC@20° | mAA@10° |\n|---|---|---|---|---|"
+        );
+        for (m, p) in &self.pose {
             let _ = writeln!(
                 s,
-                "| method | distance | verification | matching | retrieval | matching easy / hard / tough |\n|---|---|---|---|---|---|"
+                "| {m} | {} | {} | {} | {} |",
+                f1(p.auc[0].1),
+                f1(p.auc[1].1),
+                f1(p.auc[2].1),
+                f1(p.maa10)
             );
-            for (m, h) in &self.hpatches {
-                let per = |t: &str| {
-                    let g = &h.matching.per_difficulty[t];
-                    let v: Vec<f64> = g.values().copied().collect();
-                    f1(v.iter().sum::<f64>() / v.len().max(1) as f64)
-                };
+        }
+        s.push('\n');
+    }
+
+    /// Oxford matching score and repeatability per detector and method.
+    fn md_matching_score(&self, s: &mut String) {
+        if self.matching_score.is_empty() {
+            return;
+        }
+        let n = self
+            .matching_score
+            .values()
+            .flat_map(|m| m.values())
+            .next()
+            .map_or(0, |x| x.pairs);
+        let _ = writeln!(
+            s,
+            "### Oxford matching score and repeatability ({n} pairs, overlap error < 40 %)\n"
+        );
+        let _ = writeln!(
+            s,
+            "| detector | method | repeatability (%) | matching score (%) |\n|---|---|---|---|"
+        );
+        for (d, by_method) in &self.matching_score {
+            for (m, x) in by_method {
                 let _ = writeln!(
                     s,
-                    "| {m} | {} | {} | {} | {} | {} / {} / {} |",
-                    h.matching.metric.name(),
-                    h.verification.as_ref().map_or("–".into(), |v| f1(v.map)),
-                    f1(h.matching.map),
-                    h.retrieval.as_ref().map_or("–".into(), |r| f1(r.map)),
-                    per("e"),
-                    per("h"),
-                    per("t")
+                    "| {d} | {m} | {} | {} |",
+                    f1(x.repeatability),
+                    f1(x.matching_score)
                 );
             }
-            s += "\n";
         }
-        if !self.phototour.is_empty() {
-            let _ = writeln!(s, "### UBC PhotoTour: FPR (%) at 95 % recall\n");
-            let sets: Vec<String> = self
-                .phototour
-                .values()
-                .next()
-                .map(|v| v.iter().map(|r| r.dataset.clone()).collect())
-                .unwrap_or_default();
-            let mut header = "| method |".to_string();
-            let mut rule = "|---|".to_string();
-            for d in &sets {
-                let _ = write!(header, " test {d} |");
-                rule += "---|";
-            }
-            let _ = writeln!(s, "{header} mean |\n{rule}---|");
-            for (m, rs) in &self.phototour {
-                let mut row = format!("| {m} |");
-                for r in rs {
-                    let _ = write!(row, " {:.2} |", r.fpr95);
-                }
-                let mean = rs.iter().map(|r| r.fpr95).sum::<f64>() / rs.len().max(1) as f64;
-                let _ = writeln!(s, "{row} {mean:.2} |");
-            }
-            s += "\n";
+        s.push('\n');
+    }
+
+    /// HPatches patch tasks per method.
+    fn md_hpatches(&self, s: &mut String) {
+        if self.hpatches.is_empty() {
+            return;
         }
-        if !self.timing.per_method.is_empty() {
-            let t = &self.timing;
+        let split = self
+            .hpatches
+            .values()
+            .next()
+            .map_or(String::new(), |h| h.split.clone());
+        let _ = writeln!(s, "### HPatches patches, split {split}: mAP (%)\n");
+        let _ = writeln!(
+            s,
+            "| method | distance | verification | matching | retrieval | matching easy / hard / tough |\n|---|---|---|---|---|---|"
+        );
+        for (m, h) in &self.hpatches {
+            let per = |t: &str| {
+                let g = &h.matching.per_difficulty[t];
+                let v: Vec<f64> = g.values().copied().collect();
+                f1(v.iter().sum::<f64>() / v.len().max(1) as f64)
+            };
             let _ = writeln!(
                 s,
-                "### Speed: detection {:.2} s for {} images ({:.0} keypoints/image, shared by all methods)\n",
-                t.detect_s,
-                t.images,
-                t.keypoints as f64 / t.images.max(1) as f64
+                "| {m} | {} | {} | {} | {} | {} / {} / {} |",
+                h.matching.metric.name(),
+                h.verification.as_ref().map_or("–".into(), |v| f1(v.map)),
+                f1(h.matching.map),
+                h.retrieval.as_ref().map_or("–".into(), |r| f1(r.map)),
+                per("e"),
+                per("h"),
+                per("t")
             );
+        }
+        s.push('\n');
+    }
+
+    /// UBC PhotoTour FPR95 per method and dataset.
+    fn md_phototour(&self, s: &mut String) {
+        if self.phototour.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "### UBC PhotoTour: FPR (%) at 95 % recall\n");
+        let sets: Vec<String> = self
+            .phototour
+            .values()
+            .next()
+            .map(|v| v.iter().map(|r| r.dataset.clone()).collect())
+            .unwrap_or_default();
+        let mut header = "| method |".to_string();
+        let mut rule = "|---|".to_string();
+        for d in &sets {
+            let _ = write!(header, " test {d} |");
+            rule += "---|";
+        }
+        let _ = writeln!(s, "{header} mean |\n{rule}---|");
+        for (m, rs) in &self.phototour {
+            let mut row = format!("| {m} |");
+            for r in rs {
+                let _ = write!(row, " {:.2} |", r.fpr95);
+            }
+            let mean = rs.iter().map(|r| r.fpr95).sum::<f64>() / rs.len().max(1) as f64;
+            let _ = writeln!(s, "{row} {mean:.2} |");
+        }
+        s.push('\n');
+    }
+
+    /// Describe and match time per method.
+    fn md_timing(&self, s: &mut String) {
+        if self.timing.per_method.is_empty() {
+            return;
+        }
+        let t = &self.timing;
+        let _ = writeln!(
+            s,
+            "### Speed: detection {:.2} s for {} images ({:.0} keypoints/image, shared by all methods)\n",
+            t.detect_s,
+            t.images,
+            t.keypoints as f64 / t.images.max(1) as f64
+        );
+        let _ = writeln!(
+            s,
+            "| method | describe (s) | patches/s | match (ms/pair) |\n|---|---|---|---|"
+        );
+        for (m, mt) in &t.per_method {
             let _ = writeln!(
                 s,
-                "| method | describe (s) | patches/s | match (ms/pair) |\n|---|---|---|---|"
+                "| {m} | {:.2} | {:.0} | {:.1} |",
+                mt.describe_s,
+                mt.patches_per_s(),
+                1000.0 * mt.match_s / mt.pairs_matched.max(1) as f64
             );
-            for (m, mt) in &t.per_method {
-                let _ = writeln!(
-                    s,
-                    "| {m} | {:.2} | {:.0} | {:.1} |",
-                    mt.describe_s,
-                    mt.patches_per_s(),
-                    1000.0 * mt.match_s / mt.pairs_matched.max(1) as f64
-                );
-            }
-            s += "\n";
         }
-        s
+        s.push('\n');
     }
 }
 

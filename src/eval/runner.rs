@@ -3,10 +3,10 @@
 //! those frames; pairs are matched by mutual nearest neighbour without ratio test and verified
 //! with USAC MAGSAC (homography 3 px; essential matrix 1 px / mean focal). Times every stage.
 
+use crate::describe::Describer;
 use crate::describe::Descriptors;
 use crate::detect::{detect, DetectorConfig};
 use crate::error::Result;
-use crate::eval::method::Method;
 use crate::eval::metrics::{mean_average_accuracy, pose_auc, POSE_AUC_THRESHOLDS};
 use crate::eval::pose::{self, PoseScene};
 use crate::eval::sequences::{self, evaluate_pair, HomographySequence, PairResult};
@@ -15,8 +15,8 @@ use crate::geometry::{self, Intrinsics, ModelKind, RansacConfig};
 use crate::image::load_gray;
 use crate::matching::{match_descriptors, MatchConfig};
 use crate::patch::PatchSampler;
-use indicatif::ProgressBar;
-use serde::Serialize;
+use crate::progress::Progress;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -39,7 +39,7 @@ pub fn mutual_nn() -> MatchConfig {
 }
 
 /// Accumulated time per stage.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct MethodTiming {
     pub describe_s: f64,
     pub patches: usize,
@@ -59,7 +59,7 @@ impl MethodTiming {
 }
 
 /// Timing of a run: detection is shared by the methods, the rest is per method.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Timing {
     pub images: usize,
     pub detect_s: f64,
@@ -76,7 +76,7 @@ struct ImageFeatures {
 
 fn extract(
     path: &std::path::Path,
-    methods: &[Method],
+    methods: &[Describer],
     det: &DetectorConfig,
     timing: &mut Timing,
 ) -> Result<ImageFeatures> {
@@ -86,12 +86,16 @@ fn extract(
     timing.detect_s += t.elapsed().as_secs_f64();
     timing.images += 1;
     timing.keypoints += frames.len();
-    let sampler = PatchSampler::new(&img);
+    // One pyramid per image, shared by every model method.
+    let sampler = methods
+        .iter()
+        .any(Describer::uses_patches)
+        .then(|| PatchSampler::new(&img));
     let mut descriptors = Vec::with_capacity(methods.len());
     for m in methods {
         let t = Instant::now();
-        descriptors.push(m.describe_frames(&img, &sampler, &frames, det.magnification)?);
-        let mt = timing.per_method.entry(m.name.clone()).or_default();
+        descriptors.push(m.describe_frames(&img, sampler.as_ref(), &frames, det.magnification)?);
+        let mt = timing.per_method.entry(m.name().to_string()).or_default();
         mt.describe_s += t.elapsed().as_secs_f64();
         mt.patches += frames.len();
     }
@@ -125,10 +129,10 @@ pub type SequenceResults = BTreeMap<String, BTreeMap<String, Vec<PairResult>>>;
 /// Runs the pairs 1 → k of every sequence in `groups` (group name → sequences) for all methods.
 pub fn run_sequences(
     groups: &BTreeMap<String, Vec<HomographySequence>>,
-    methods: &[Method],
+    methods: &[Describer],
     det: &DetectorConfig,
     timing: &mut Timing,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<SequenceResults> {
     let total: usize = groups
         .values()
@@ -143,7 +147,7 @@ pub fn run_sequences(
     let mcfg = mutual_nn();
     for (group, seqs) in groups {
         for seq in seqs {
-            progress.set_message(format!("{group}/{}", seq.name));
+            progress.message(&format!("{group}/{}", seq.name));
             let first = extract(&seq.images[0], methods, det, timing)?;
             progress.inc(1);
             for k in 2..=sequences::SEQUENCE_LENGTH {
@@ -154,7 +158,7 @@ pub fn run_sequences(
                     let t = Instant::now();
                     let matches =
                         match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mcfg)?;
-                    let mt = timing.per_method.entry(m.name.clone()).or_default();
+                    let mt = timing.per_method.entry(m.name().to_string()).or_default();
                     mt.match_s += t.elapsed().as_secs_f64();
                     mt.pairs_matched += 1;
                     let (pa, pb) = matched_points(&first, &other, &matches.pairs);
@@ -170,7 +174,7 @@ pub fn run_sequences(
                         v.model.as_ref(),
                         first.size,
                     );
-                    out.entry(m.name.clone())
+                    out.entry(m.name().to_string())
                         .or_default()
                         .entry(group.clone())
                         .or_default()
@@ -183,19 +187,21 @@ pub fn run_sequences(
 }
 
 /// One pose pair's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PosePair {
     pub scene: String,
     pub i: usize,
     pub j: usize,
     pub matches: usize,
     pub inliers: usize,
-    /// max(rotation, translation-direction) error in degrees; infinite when no pose was found.
+    /// max(rotation, translation-direction) error in degrees; infinite when no pose was found
+    /// (JSON writes that as `null`, which reads back as infinite).
+    #[serde(deserialize_with = "crate::eval::report::infinite_if_null")]
     pub error_deg: f64,
 }
 
 /// Pose summary of one method: AUC (%) at 5/10/20° and mAA@10 (%).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PoseSummary {
     pub pairs: usize,
     pub auc: Vec<(f64, f64)>,
@@ -215,10 +221,10 @@ fn intrinsics(c: &pose::Camera) -> Intrinsics {
 /// Relative pose on every pair i < j ≤ i + 2 of each scene, for all methods.
 pub fn run_pose(
     scenes: &[PoseScene],
-    methods: &[Method],
+    methods: &[Describer],
     det: &DetectorConfig,
     timing: &mut Timing,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<BTreeMap<String, PoseSummary>> {
     progress.set_length(scenes.iter().map(|s| s.images.len()).sum::<usize>() as u64);
     let ransac = RansacConfig {
@@ -228,7 +234,7 @@ pub fn run_pose(
     let mcfg = mutual_nn();
     let mut details: BTreeMap<String, Vec<PosePair>> = BTreeMap::new();
     for scene in scenes {
-        progress.set_message(scene.name.clone());
+        progress.message(&scene.name.clone());
         let mut feats = Vec::with_capacity(scene.images.len());
         for p in &scene.images {
             feats.push(extract(p, methods, det, timing)?);
@@ -241,7 +247,7 @@ pub fn run_pose(
                 let t = Instant::now();
                 let matches =
                     match_descriptors(&feats[i].descriptors[mi], &feats[j].descriptors[mi], &mcfg)?;
-                let mt = timing.per_method.entry(m.name.clone()).or_default();
+                let mt = timing.per_method.entry(m.name().to_string()).or_default();
                 mt.match_s += t.elapsed().as_secs_f64();
                 mt.pairs_matched += 1;
                 let (pa, pb) = matched_points(&feats[i], &feats[j], &matches.pairs);
@@ -250,14 +256,17 @@ pub fn run_pose(
                 let error_deg = v.pose.as_ref().map_or(f64::INFINITY, |p| {
                     pose::pose_error_deg(&p.r, &p.t, &r_gt, &t_gt)
                 });
-                details.entry(m.name.clone()).or_default().push(PosePair {
-                    scene: scene.name.clone(),
-                    i,
-                    j,
-                    matches: matches.len(),
-                    inliers: v.num_inliers,
-                    error_deg,
-                });
+                details
+                    .entry(m.name().to_string())
+                    .or_default()
+                    .push(PosePair {
+                        scene: scene.name.clone(),
+                        i,
+                        j,
+                        matches: matches.len(),
+                        inliers: v.num_inliers,
+                        error_deg,
+                    });
             }
         }
     }
@@ -286,17 +295,17 @@ pub fn run_pose(
 /// Oxford matching score and repeatability for one detector: method → summary over the pairs.
 pub fn run_matching_score(
     seqs: &[HomographySequence],
-    methods: &[Method],
+    methods: &[Describer],
     det: &DetectorConfig,
     timing: &mut Timing,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<BTreeMap<String, crate::eval::oxford::ScoreSummary>> {
     use crate::eval::oxford::{score_pair, summarise};
     progress.set_length((seqs.len() * sequences::SEQUENCE_LENGTH) as u64);
     let mcfg = mutual_nn();
     let mut pairs: BTreeMap<String, Vec<crate::eval::oxford::ScorePair>> = BTreeMap::new();
     for seq in seqs {
-        progress.set_message(format!("{} {}", det.kind, seq.name));
+        progress.message(&format!("{} {}", det.kind, seq.name));
         let first = extract(&seq.images[0], methods, det, timing)?;
         progress.inc(1);
         for k in 2..=sequences::SEQUENCE_LENGTH {
@@ -307,7 +316,7 @@ pub fn run_matching_score(
                 let t = Instant::now();
                 let matches =
                     match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mcfg)?;
-                let mt = timing.per_method.entry(m.name.clone()).or_default();
+                let mt = timing.per_method.entry(m.name().to_string()).or_default();
                 mt.match_s += t.elapsed().as_secs_f64();
                 mt.pairs_matched += 1;
                 let s = score_pair(
@@ -320,7 +329,7 @@ pub fn run_matching_score(
                     size(&first),
                     size(&other),
                 )?;
-                pairs.entry(m.name.clone()).or_default().push(s);
+                pairs.entry(m.name().to_string()).or_default().push(s);
             }
         }
     }

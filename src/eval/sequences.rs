@@ -10,11 +10,10 @@ use crate::eval::metrics::{
     accuracy_at, homography_corner_error, matching_accuracy, reprojection_errors,
     HOMOGRAPHY_THRESHOLDS, MMA_THRESHOLDS,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// A 3×3 matrix, row-major.
-pub type Mat3 = [[f64; 3]; 3];
+pub use crate::geometry::Mat3;
 
 /// Images per sequence (1 reference + 5 targets) in both releases.
 pub const SEQUENCE_LENGTH: usize = 6;
@@ -129,7 +128,7 @@ pub fn list_sequences(root: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Result of one pair 1 → k.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairResult {
     pub sequence: String,
     pub target: usize,
@@ -139,7 +138,9 @@ pub struct PairResult {
     pub correct: Vec<usize>,
     /// Matching accuracy at each of [`MMA_THRESHOLDS`] (0 without matches).
     pub accuracy: Vec<f64>,
-    /// Mean corner error (px) of the estimated homography; infinite when none was found.
+    /// Mean corner error (px) of the estimated homography; infinite when none was found (JSON
+    /// writes that as `null`, which reads back as infinite).
+    #[serde(deserialize_with = "crate::eval::report::infinite_if_null")]
     pub corner_error: f64,
 }
 
@@ -176,7 +177,7 @@ pub fn evaluate_pair(
 }
 
 /// Summary over pairs: means in %, as the tables report them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SequenceSummary {
     pub pairs: usize,
     /// (threshold px, MMA %) for 1…10 px.

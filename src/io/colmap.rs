@@ -9,9 +9,10 @@
 //! Coordinates: COLMAP puts the centre of the top-left pixel at (0.5, 0.5); descl (OpenCV) at
 //! (0, 0). Keypoints are shifted by [`COLMAP_PIXEL_OFFSET`] on the way in.
 
-use crate::describe::Descriptors;
+use crate::describe::{BinaryDescriptor, Descriptors};
 use crate::error::{Error, Result};
 use crate::frame::Frame;
+use crate::geometry::invert3;
 use rusqlite::{params, Connection};
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,11 @@ pub const COLMAP_PIXEL_OFFSET: f32 = 0.5;
 /// keeps the sign of learned descriptors, which have negative components.
 pub const DESCRIPTOR_U8_SCALE: f32 = 512.0;
 pub const DESCRIPTOR_U8_OFFSET: f32 = 128.0;
+/// Bytes of one binary descriptor row (the 256 bits, 32 bytes).
+const BINARY_DESCRIPTOR_BYTES: usize = std::mem::size_of::<BinaryDescriptor>();
+/// A homography whose determinant is not above this magnitude has no inverse to store for the
+/// swapped pair (H is then written as zeros, like an absent model).
+const SINGULAR_DET: f64 = 1e-300;
 
 const CREATE_CAMERAS: &str = "CREATE TABLE IF NOT EXISTS cameras   (camera_id            INTEGER  PRIMARY KEY AUTOINCREMENT  NOT NULL,    model                INTEGER                             NOT NULL,    width                INTEGER                             NOT NULL,    height               INTEGER                             NOT NULL,    params               BLOB,    prior_focal_length   INTEGER                             NOT NULL);";
 const CREATE_IMAGES: &str = "CREATE TABLE IF NOT EXISTS images   (image_id   INTEGER  PRIMARY KEY AUTOINCREMENT  NOT NULL,    name       TEXT                                NOT NULL UNIQUE,    camera_id  INTEGER                             NOT NULL,    prior_qw   REAL,    prior_qx   REAL,    prior_qy   REAL,    prior_qz   REAL,    prior_tx   REAL,    prior_ty   REAL,    prior_tz   REAL,CONSTRAINT image_id_check CHECK(image_id >= 0 and image_id < 2147483647),FOREIGN KEY(camera_id) REFERENCES cameras(camera_id));CREATE UNIQUE INDEX IF NOT EXISTS index_name ON images(name);";
@@ -115,7 +121,7 @@ fn mat3_blob(m: &[[f64; 3]; 3]) -> Vec<u8> {
 }
 
 /// Descriptor rows as COLMAP-style bytes: float → u8 (see [`DESCRIPTOR_U8_SCALE`]),
-/// binary → the 32 bytes of the 256 bits.
+/// binary → the [`BINARY_DESCRIPTOR_BYTES`] bytes of the 256 bits.
 pub fn descriptor_bytes(d: &Descriptors) -> (usize, Vec<u8>) {
     match d {
         Descriptors::Float(m) => (
@@ -129,7 +135,7 @@ pub fn descriptor_bytes(d: &Descriptors) -> (usize, Vec<u8>) {
                 .collect(),
         ),
         Descriptors::Binary(b) => (
-            32,
+            BINARY_DESCRIPTOR_BYTES,
             b.iter()
                 .flat_map(|w| w.iter().flat_map(|x| x.to_le_bytes()))
                 .collect(),
@@ -308,7 +314,7 @@ impl Database {
             }
         };
         let hb = match h {
-            Some(h) if swap => mat3_blob(&invert3(h).unwrap_or(zero)),
+            Some(h) if swap => mat3_blob(&invert3(h, SINGULAR_DET).unwrap_or(zero)),
             Some(h) => mat3_blob(h),
             None => mat3_blob(&zero),
         };
@@ -437,19 +443,6 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
     Ok(images)
 }
 
-fn invert3(m: &[[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
-    let c = |r: usize, k: usize| {
-        m[(r + 1) % 3][(k + 1) % 3] * m[(r + 2) % 3][(k + 2) % 3]
-            - m[(r + 1) % 3][(k + 2) % 3] * m[(r + 2) % 3][(k + 1) % 3]
-    };
-    let det = m[0][0] * c(0, 0) + m[0][1] * c(0, 1) + m[0][2] * c(0, 2);
-    if det.abs() < 1e-300 {
-        return None;
-    }
-    // inverse[k][r] = cofactor(r, k) / det
-    Some([0, 1, 2].map(|k| [0, 1, 2].map(|r| c(r, k) / det)))
-}
-
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)]
 mod tests {
@@ -460,18 +453,6 @@ mod tests {
         assert_eq!(pair_id(1, 2), 2147483647 + 2);
         assert_eq!(pair_id(7, 3), 3 * 2147483647 + 7);
         assert_eq!(image_ids(pair_id(7, 3)), (3, 7));
-    }
-
-    #[test]
-    fn inverse_of_3x3() {
-        let m = [[2.0, 0.0, 1.0], [1.0, 3.0, 0.0], [0.0, 1.0, 4.0]];
-        let i = invert3(&m).unwrap();
-        for r in 0..3 {
-            for c in 0..3 {
-                let v: f64 = (0..3).map(|k| m[r][k] * i[k][c]).sum();
-                assert!((v - if r == c { 1.0 } else { 0.0 }).abs() < 1e-12);
-            }
-        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! | member | dtype, shape | content |
 //! |---|---|---|
-//! | `frames` | `<f4`, N×6 | x, y, a11, a12, a21, a22 (DESIGN frame convention) |
+//! | `frames` | `<f4`, N×6 | x, y, a11, a12, a21, a22 (ARCHITECTURE.md "Conventions") |
 //! | `scores` | `<f4`, N | detector response |
 //! | `descriptors` | `<f4`, N×D (unit rows) or `|u1`, N×32 | float descriptors, or 256-bit codes: bit i is bit i % 8 of byte i / 8 (`numpy.unpackbits(d, axis=1, bitorder="little")`) |
 //! | `meta` | `<U…`, scalar | JSON of [`FeatureMeta`] (`json.loads(str(z["meta"]))`) |

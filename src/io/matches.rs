@@ -46,6 +46,32 @@ pub struct MatchesFile {
     pub meta: MatchesMeta,
 }
 
+impl MatchesFile {
+    /// The file of one matched pair (A and B recorded by their input paths).
+    pub fn from_pair(pair: &crate::io::output::PairRecord<'_>) -> MatchesFile {
+        let (r, fa, fb) = (pair.result, pair.a.features, pair.b.features);
+        let v = r.verification.as_ref();
+        MatchesFile {
+            pairs: r.matches.pairs.clone(),
+            distances: r.matches.distances.clone(),
+            inliers: v.map(|v| v.inliers.clone()),
+            model: v.and_then(|v| v.model),
+            meta: MatchesMeta {
+                a: pair.a.path.display().to_string(),
+                b: pair.b.path.display().to_string(),
+                size_a: [fa.meta.image_width, fa.meta.image_height],
+                size_b: [fb.meta.image_width, fb.meta.image_height],
+                model: fa.meta.model.clone(),
+                config: pair.config.clone(),
+                num_matches: r.matches.len(),
+                num_inliers: v.map(|v| v.num_inliers),
+                geometry: v.map(|v| v.kind),
+                reason: v.and_then(|v| v.reason.clone()),
+            },
+        }
+    }
+}
+
 /// Writes a matches file atomically.
 pub fn write_matches(path: &Path, m: &MatchesFile) -> Result<()> {
     let n = m.pairs.len();

@@ -6,4 +6,5 @@ pub mod colmap_model;
 pub mod features;
 pub mod matches;
 pub mod npz;
+pub mod output;
 pub mod viz;

@@ -21,34 +21,16 @@ fn load_rgb(path: &Path) -> Result<RgbImage> {
         .to_rgb8())
 }
 
-/// Draws a 1-px line (Bresenham), clipped to the canvas.
+/// Draws a 1-px line (Bresenham between the rounded end points), clipped to the canvas;
+/// non-finite end points draw nothing. The rasteriser is [`crate::draw::line`].
 pub fn draw_line(img: &mut RgbImage, (x0, y0): (f32, f32), (x1, y1): (f32, f32), c: Rgb<u8>) {
-    if ![x0, y0, x1, y1].iter().all(|v| v.is_finite()) {
-        return;
-    }
-    let (mut x, mut y) = (x0.round() as i64, y0.round() as i64);
-    let (xe, ye) = (x1.round() as i64, y1.round() as i64);
-    let (dx, dy) = ((xe - x).abs(), -(ye - y).abs());
-    let (sx, sy) = (if x < xe { 1 } else { -1 }, if y < ye { 1 } else { -1 });
-    let mut err = dx + dy;
-    let (w, h) = (img.width() as i64, img.height() as i64);
-    loop {
-        if x >= 0 && y >= 0 && x < w && y < h {
-            img.put_pixel(x as u32, y as u32, c);
-        }
-        if x == xe && y == ye {
-            break;
-        }
-        let e2 = 2 * err;
-        if e2 >= dy {
-            err += dy;
-            x += sx;
-        }
-        if e2 <= dx {
-            err += dx;
-            y += sy;
-        }
-    }
+    crate::draw::line(
+        img,
+        (f64::from(x0), f64::from(y0)),
+        (f64::from(x1), f64::from(y1)),
+        c,
+        1,
+    );
 }
 
 /// The side-by-side picture of `points` (`[xa, ya, xb, yb]` in each image's pixels) with

@@ -13,7 +13,6 @@ pub mod guided;
 pub mod hamming;
 pub mod kdtree;
 pub mod pairs;
-pub mod speed;
 pub mod two_view;
 
 pub use filters::MatchConfig;

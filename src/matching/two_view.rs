@@ -1,28 +1,97 @@
-//! One image pair: match descriptors, then verify geometry. Shared by `descl match` and
-//! `descl sfm`.
+//! One image pair: match descriptors with the chosen [`Matcher`], then verify geometry. The
+//! one pair path: `descl match` (one pair or a folder), `descl sfm` and the Python bindings all
+//! call [`match_pair`], so every matcher works everywhere.
 
+use super::guided::{guided_match, GuideModel};
+use super::kdtree::{approximate_match, ApproxConfig};
 use super::{match_descriptors, MatchConfig, Matches};
-use crate::error::Result;
+use crate::describe::Descriptors;
+use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::{verify, Intrinsics, ModelKind, RansacConfig, Verification};
 use serde::{Deserialize, Serialize};
 
+/// Search radius (pixels) of guided matching around the first model's prediction.
+pub const GUIDED_RADIUS_PX: f32 = 4.0;
+
+/// How descriptors of a pair are matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Matcher {
+    /// Exact brute force (SGEMM for float, popcount for binary).
+    #[default]
+    Exact,
+    /// PCA + kd-tree candidates with exact re-ranking (float descriptors only).
+    Approx,
+    /// Exact, verified, then matched again near the model's prediction (COLMAP's guided
+    /// matching; needs a homography or fundamental matrix).
+    Guided,
+}
+
+impl Matcher {
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Matcher::Exact => "exact",
+            Matcher::Approx => "approx",
+            Matcher::Guided => "guided",
+        }
+    }
+}
+
+fn default_guided_radius() -> f32 {
+    GUIDED_RADIUS_PX
+}
+
 /// Matching and verification settings for a pair.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairConfig {
+    /// Matcher (files written before it was recorded read as `exact`).
+    #[serde(default)]
+    pub matcher: Matcher,
     pub matching: MatchConfig,
     /// None: no verification.
     pub geometry: Option<ModelKind>,
     pub ransac: RansacConfig,
+    /// Guided matching's search radius in pixels.
+    #[serde(default = "default_guided_radius")]
+    pub guided_radius: f32,
 }
 
 impl Default for PairConfig {
     fn default() -> Self {
         PairConfig {
+            matcher: Matcher::Exact,
             matching: MatchConfig::default(),
             geometry: Some(ModelKind::Fundamental),
             ransac: RansacConfig::default(),
+            guided_radius: GUIDED_RADIUS_PX,
         }
+    }
+}
+
+impl PairConfig {
+    /// Checks the settings that do not depend on the data: the matcher's needs of the
+    /// geometry, the radius, the filters.
+    pub fn check(&self) -> Result<()> {
+        self.matching.check()?;
+        if self.matcher == Matcher::Guided {
+            if !matches!(
+                self.geometry,
+                Some(ModelKind::Homography | ModelKind::Fundamental)
+            ) {
+                return Err(Error::InvalidInput(
+                    "the guided matcher needs a homography or fundamental geometry".into(),
+                ));
+            }
+            if !(self.guided_radius.is_finite() && self.guided_radius > 0.0) {
+                return Err(Error::InvalidInput(format!(
+                    "guided radius must be a positive number of pixels, got {}",
+                    self.guided_radius
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -50,17 +119,18 @@ impl PairResult {
     }
 }
 
-/// Matches `a` against `b` and verifies the result. `intrinsics` (of a and b) is needed for
-/// [`ModelKind::Essential`].
+/// Matches `a` against `b` with `cfg.matcher` and verifies the result. `intrinsics` (of a and
+/// b) is needed for [`ModelKind::Essential`].
 pub fn match_pair(
     a: &Features,
     b: &Features,
     cfg: &PairConfig,
     intrinsics: Option<(&Intrinsics, &Intrinsics)>,
 ) -> Result<PairResult> {
+    cfg.check()?;
     for (side, f) in [("A", a), ("B", b)] {
         if f.frames.len() != f.descriptors.len() {
-            return Err(crate::error::Error::InvalidInput(format!(
+            return Err(Error::InvalidInput(format!(
                 "features {side} ({}): {} frames but {} descriptors",
                 f.meta.image,
                 f.frames.len(),
@@ -68,8 +138,66 @@ pub fn match_pair(
             )));
         }
     }
-    let matches = match_descriptors(&a.descriptors, &b.descriptors, &cfg.matching)?;
-    verify_matches(a, b, matches, cfg, intrinsics)
+    if cfg.geometry == Some(ModelKind::Essential) && intrinsics.is_none() {
+        return Err(Error::InvalidInput(format!(
+            "{} – {}: the essential matrix needs both images' intrinsics",
+            a.meta.image, b.meta.image
+        )));
+    }
+    match cfg.matcher {
+        Matcher::Exact => {
+            let matches = match_descriptors(&a.descriptors, &b.descriptors, &cfg.matching)?;
+            verify_matches(a, b, matches, cfg, intrinsics)
+        }
+        Matcher::Approx => {
+            let (Descriptors::Float(da), Descriptors::Float(db)) = (&a.descriptors, &b.descriptors)
+            else {
+                return Err(Error::InvalidInput(format!(
+                    "the approx matcher needs float descriptors ({} has {})",
+                    a.meta.image,
+                    a.descriptors.kind()
+                )));
+            };
+            super::validate(&a.descriptors, &b.descriptors, &cfg.matching)?;
+            let matches = approximate_match(
+                da.view(),
+                db.view(),
+                &ApproxConfig::default(),
+                &cfg.matching,
+            )?;
+            verify_matches(a, b, matches, cfg, intrinsics)
+        }
+        Matcher::Guided => {
+            let exact = PairConfig {
+                matcher: Matcher::Exact,
+                ..cfg.clone()
+            };
+            let first = match_pair(a, b, &exact, intrinsics)?;
+            let guide = match first
+                .verification
+                .as_ref()
+                .and_then(|v| v.model.map(|m| (v.kind, m)))
+            {
+                Some((ModelKind::Homography, h)) => GuideModel::Homography(h),
+                Some((ModelKind::Fundamental, f)) => GuideModel::Fundamental(f),
+                // No model (too few matches): the exact result stands. Essential is refused
+                // by `check`.
+                _ => return Ok(first),
+            };
+            let pa: Vec<[f32; 2]> = a.frames.iter().map(|f| [f.x, f.y]).collect();
+            let pb: Vec<[f32; 2]> = b.frames.iter().map(|f| [f.x, f.y]).collect();
+            let matches = guided_match(
+                &pa,
+                &pb,
+                &a.descriptors,
+                &b.descriptors,
+                &guide,
+                cfg.guided_radius,
+                &cfg.matching,
+            )?;
+            verify_matches(a, b, matches, cfg, intrinsics)
+        }
+    }
 }
 
 /// Verifies given matches of `a` and `b` (from any matcher) with `cfg.geometry`.
@@ -85,7 +213,7 @@ pub fn verify_matches(
             .get(k as usize)
             .map(|fr| [fr.x as f64, fr.y as f64])
             .ok_or_else(|| {
-                crate::error::Error::InvalidInput(format!(
+                Error::InvalidInput(format!(
                     "match index {k} beyond the {} frames of {}",
                     f.frames.len(),
                     f.meta.image

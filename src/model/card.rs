@@ -236,12 +236,12 @@ pub(crate) fn test_card(magnification: f32, kind: OutputKind, dim: usize) -> Mod
         sha256: "0".repeat(64),
         architecture: "tfeat".into(),
         input: InputSpec {
-            size: 32,
+            size: PATCH_SIZE,
             range: [0.0, 1.0],
         },
         output: OutputSpec { dim, kind },
         patch: PatchSpec {
-            size: 32,
+            size: PATCH_SIZE,
             magnification,
         },
         training: serde_json::Map::new(),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// At most this many patches go to the model in one run, so memory stays flat however many
-/// keypoints an image has (DESIGN: "chunks ≤ 1024").
+/// keypoints an image has (ARCHITECTURE.md "Conventions", Model: chunks ≤ 1024).
 pub const MAX_CHUNK: usize = 1024;
 
 /// Environment variable naming the ONNX Runtime shared library (overrides the search).

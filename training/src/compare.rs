@@ -1,11 +1,12 @@
 //! Comparing training methods over seeds: per-method mean ± sd of `descl bench` numbers and an
 //! exact one-sided Mann-Whitney test against the baseline, as AdaSample reports its comparisons.
 //! Small samples (3–5 seeds) make the normal approximation meaningless, so p is the exact
-//! permutation probability.
+//! permutation probability. The report is read through descl's own [`BenchReport`], so a change
+//! of its shape is a compile error here, not a silently missing number.
 
 use anyhow::{bail, Context, Result};
+use descl::eval::report::{BenchReport, ALL_SEQUENCES};
 use serde::Serialize;
-use serde_json::Value;
 use std::path::Path;
 
 /// Mann-Whitney U of `a` against `b`: the number of pairs (a_i, b_j) with a_i > b_j, ties
@@ -67,18 +68,30 @@ pub struct BenchNumbers {
     pub pose_auc10: f64,
 }
 
-fn at(list: &Value, threshold: f64) -> Option<f64> {
-    list.as_array()?.iter().find_map(|p| {
-        let t = p.get(0)?.as_f64()?;
-        ((t - threshold).abs() < 1e-9)
-            .then(|| p.get(1)?.as_f64())
-            .flatten()
-    })
+/// Tolerance when looking a threshold up in a report's (threshold, value) list.
+const THRESHOLD_TOLERANCE: f64 = 1e-9;
+
+/// The value at `threshold` of a (threshold, value) list.
+fn at(list: &[(f64, f64)], threshold: f64) -> Option<f64> {
+    list.iter()
+        .find(|(t, _)| (t - threshold).abs() < THRESHOLD_TOLERANCE)
+        .map(|&(_, v)| v)
+}
+
+/// Reads a `descl bench --json` report.
+pub fn read_report(path: &Path) -> Result<BenchReport> {
+    let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
+    serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a JSON bench report", path.display()))
 }
 
 /// Reads `model`'s numbers from a bench report (its combined "all" sequence group).
-pub fn bench_numbers(report: &Value, model: &str, path: &Path) -> Result<BenchNumbers> {
-    let all = &report["sequences"][model]["all"]["summary"];
+pub fn bench_numbers(report: &BenchReport, model: &str, path: &Path) -> Result<BenchNumbers> {
+    let all = report
+        .sequences
+        .get(model)
+        .and_then(|groups| groups.get(ALL_SEQUENCES))
+        .map(|group| &group.summary);
     let missing = |what: &str| {
         format!(
             "{}: no {what} for `{model}` (run `descl bench sequences pose -m {model} ...`)",
@@ -86,10 +99,16 @@ pub fn bench_numbers(report: &Value, model: &str, path: &Path) -> Result<BenchNu
         )
     };
     Ok(BenchNumbers {
-        mma3: at(&all["mma"], 3.0).with_context(|| missing("sequences MMA@3"))?,
-        homography3: at(&all["homography_accuracy"], 3.0)
+        mma3: all
+            .and_then(|s| at(&s.mma, 3.0))
+            .with_context(|| missing("sequences MMA@3"))?,
+        homography3: all
+            .and_then(|s| at(&s.homography_accuracy, 3.0))
             .with_context(|| missing("homography accuracy"))?,
-        pose_auc10: at(&report["pose"][model]["auc"], 10.0)
+        pose_auc10: report
+            .pose
+            .get(model)
+            .and_then(|p| at(&p.auc, 10.0))
             .with_context(|| missing("pose AUC@10"))?,
     })
 }
@@ -116,7 +135,7 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
 
 /// Rows for `groups` = [(method, [model names])]; the first group is the baseline.
 pub fn compare(
-    report: &Value,
+    report: &BenchReport,
     path: &Path,
     groups: &[(String, Vec<String>)],
 ) -> Result<Vec<MethodRow>> {
@@ -222,18 +241,41 @@ mod tests {
         );
     }
 
+    /// A complete bench report (as `descl bench --json` writes one) with only sequences and pose.
+    fn report_json(
+        sequences: serde_json::Value,
+        pose: serde_json::Value,
+    ) -> serde_json::Value {
+        serde_json::json!({
+            "descl_version": "0", "command": "descl bench", "unix_time": 0,
+            "machine": {"cpu": "c", "logical_cpus": 1, "os": "o"},
+            "settings": {"detector": "dog", "max_keypoints": 2048, "magnification": 6.0,
+                "matcher": "m", "homography_ransac": "h", "pose_ransac": "p"},
+            "methods": [], "sequences": sequences, "pose": pose, "matching_score": {},
+            "hpatches": {}, "phototour": {},
+            "timing": {"images": 0, "detect_s": 0.0, "keypoints": 0, "per_method": {}},
+            "matcher_speed": null
+        })
+    }
+
     #[test]
     fn reads_a_bench_report_and_compares() {
         let seq = |m: f64| {
-            serde_json::json!({"all": {"summary": {
+            serde_json::json!({"all": {"pairs": [], "summary": {
+                "pairs": 3, "mean_keypoints": 0.0, "mean_matches": 0.0, "mean_correct_3px": 0.0,
                 "mma": [[1.0, m - 10.0], [2.0, m - 5.0], [3.0, m]],
                 "homography_accuracy": [[1.0, 10.0], [3.0, 60.0], [5.0, 80.0]]}}})
         };
-        let pose = serde_json::json!({"auc": [[5.0, 90.0], [10.0, 95.0], [20.0, 97.0]]});
-        let report = serde_json::json!({
-            "sequences": {"a1": seq(50.0), "a2": seq(52.0), "b1": seq(53.0), "b2": seq(54.0)},
-            "pose": {"a1": pose, "a2": pose, "b1": pose, "b2": pose},
-        });
+        let pose = serde_json::json!({"pairs": 1, "maa10": 0.0, "details": [
+            {"scene": "s", "i": 0, "j": 1, "matches": 0, "inliers": 0, "error_deg": null}],
+            "auc": [[5.0, 90.0], [10.0, 95.0], [20.0, 97.0]]});
+        let report: BenchReport = serde_json::from_value(report_json(
+            serde_json::json!({"a1": seq(50.0), "a2": seq(52.0), "b1": seq(53.0), "b2": seq(54.0)}),
+            serde_json::json!({"a1": pose, "a2": pose, "b1": pose, "b2": pose}),
+        ))
+        .unwrap();
+        // A failed pose (error written as null) reads back as infinite.
+        assert_eq!(report.pose["a1"].details[0].error_deg, f64::INFINITY);
         let groups = vec![
             ("base".to_string(), vec!["a1".to_string(), "a2".to_string()]),
             ("new".to_string(), vec!["b1".to_string(), "b2".to_string()]),
@@ -251,5 +293,33 @@ mod tests {
         let missing = vec![("x".to_string(), vec!["nope".to_string()])];
         let err = compare(&report, Path::new("r.json"), &missing).unwrap_err();
         assert!(format!("{err:#}").contains("r.json") && format!("{err:#}").contains("nope"));
+    }
+
+    #[test]
+    fn the_shipped_comparison_is_reproduced_from_its_report() {
+        // docs/bench/methods-2026-11-22.{json,compare.json}, grouped as
+        // training/configs/compare/README.md does.
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/bench");
+        let report = read_report(&docs.join("methods-2026-11-22.json")).unwrap();
+        let seeds = |m: &str| {
+            let mut v = vec![format!("descl-tfeat-{m}")];
+            v.extend((2..=4).map(|s| format!("descl-tfeat-{m}-s{s}")));
+            v
+        };
+        let one = |m: &str| vec![format!("descl-tfeat-{m}")];
+        let groups = vec![
+            ("hardnet".to_string(), seeds("hardnet")),
+            ("sdgm".to_string(), seeds("sdgm")),
+            ("cdf".to_string(), one("cdf")),
+            ("adasample".to_string(), one("adasample")),
+            ("active".to_string(), one("active")),
+            ("cdf-binary256".to_string(), one("cdf-binary256")),
+        ];
+        let rows = compare(&report, Path::new("r.json"), &groups).unwrap();
+        // Compared as text: every number to the last digit (parsing the expected file back
+        // could be one ulp off, serde_json's default float parser is not exactly rounded).
+        let expected =
+            std::fs::read_to_string(docs.join("methods-2026-11-22.compare.json")).unwrap();
+        assert_eq!(serde_json::to_string_pretty(&rows).unwrap(), expected.trim_end());
     }
 }

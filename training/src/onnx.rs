@@ -24,9 +24,9 @@ use std::path::Path;
 pub const IR_VERSION: i64 = 8;
 /// Default-domain operator set the graph uses.
 pub const OPSET: i64 = 17;
-/// Name of the graph input (DESIGN).
+/// Name of the graph input (ARCHITECTURE.md "Conventions", Model).
 pub const INPUT_NAME: &str = "patches";
-/// Name of the graph output (DESIGN).
+/// Name of the graph output (ARCHITECTURE.md "Conventions", Model).
 pub const OUTPUT_NAME: &str = "descriptors";
 /// Symbolic batch dimension.
 const BATCH_DIM: &str = "N";

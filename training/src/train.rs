@@ -148,9 +148,6 @@ pub struct RunConfig {
     pub net: NetConfig,
     /// `{"name": "hardnet", ...parameters}` (see [`loss::from_config`]).
     pub loss: serde_json::Value,
-    /// Batch sampler; absent = uniformly random classes.
-    #[serde(default)]
-    pub sampler: Option<serde_json::Value>,
     pub data: DataConfig,
     pub iterations: usize,
     /// Classes per batch.
@@ -739,7 +736,6 @@ fn model_card(
         "method": config.loss.get("name").cloned().unwrap_or(serde_json::Value::Null),
         "hyper_parameters": {
             "loss": config.loss,
-            "sampler": config.sampler,
             "optimizer": config.optimizer,
             "lr": config.lr,
             "schedule": config.schedule,

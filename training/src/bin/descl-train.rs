@@ -206,10 +206,7 @@ fn run(cli: Cli) -> Result<()> {
             methods,
             json,
         } => {
-            let report: serde_json::Value = serde_json::from_slice(
-                &std::fs::read(&bench).with_context(|| bench.display().to_string())?,
-            )
-            .with_context(|| format!("{}: not a JSON bench report", bench.display()))?;
+            let report = descl_training::compare::read_report(&bench)?;
             let groups = methods
                 .iter()
                 .map(|g| {

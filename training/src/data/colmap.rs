@@ -28,8 +28,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// Magnification of the frames `descl sfm` stores with the shipped models (their cards' m).
-pub const DESCL_DATABASE_MAGNIFICATION: f64 = 6.0;
+/// Magnification of the frames `descl sfm` stores with the shipped models (their cards' m):
+/// descl's default, [`descl::detect::DEFAULT_MAGNIFICATION`].
+pub const DESCL_DATABASE_MAGNIFICATION: f64 = descl::detect::DEFAULT_MAGNIFICATION as f64;
 /// Magnification of the frames COLMAP's own SIFT extractor stores (`a = σ·R`).
 pub const COLMAP_SIFT_MAGNIFICATION: f64 = 1.0;
 

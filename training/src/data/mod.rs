@@ -15,8 +15,8 @@ use std::path::Path;
 
 /// First bytes of a track file.
 pub const TRACKS_MAGIC: &[u8; 10] = b"DESCLTRK1\n";
-/// Side of a stored patch.
-pub const PATCH_SIDE: usize = 32;
+/// Side of a stored patch: descl's patch size, the models' input.
+pub const PATCH_SIDE: usize = descl::patch::PATCH_SIZE;
 /// Pixels per stored patch.
 pub const PATCH_PIXELS: usize = PATCH_SIDE * PATCH_SIDE;
 

@@ -70,7 +70,7 @@ pub struct SyntheticConfig {
     pub jitter_rotation_deg: f64,
     pub jitter_scale: f64,
     pub jitter_shift: f64,
-    /// Measurement-region magnification (DESIGN: A = m·σ·R).
+    /// Measurement-region magnification (ARCHITECTURE.md "Conventions": A = m·σ·R).
     pub magnification: f64,
     pub seed: u64,
 }
@@ -111,7 +111,7 @@ impl Default for SyntheticConfig {
 }
 
 /// 3×3 homography, row-major, x' ~ H x.
-pub type Homography = [[f64; 3]; 3];
+pub type Homography = descl::geometry::Mat3;
 
 /// Maps a point through `h`.
 pub fn apply(h: &Homography, x: f64, y: f64) -> (f64, f64) {
@@ -142,21 +142,12 @@ fn mul3(a: &Homography, b: &Homography) -> Homography {
     c
 }
 
-/// Inverse of a 3×3 matrix (adjugate / determinant).
+/// Determinant magnitude at or below which a homography counts as singular.
+const SINGULAR_DET: f64 = 1e-12;
+
+/// Inverse of a 3×3 matrix (adjugate / determinant, [`descl::geometry::invert3`]).
 pub fn invert(h: &Homography) -> Result<Homography> {
-    let m = h;
-    let cof =
-        |r0: usize, r1: usize, c0: usize, c1: usize| m[r0][c0] * m[r1][c1] - m[r0][c1] * m[r1][c0];
-    let adj = [
-        [cof(1, 2, 1, 2), -cof(0, 2, 1, 2), cof(0, 1, 1, 2)],
-        [-cof(1, 2, 0, 2), cof(0, 2, 0, 2), -cof(0, 1, 0, 2)],
-        [cof(1, 2, 0, 1), -cof(0, 2, 0, 1), cof(0, 1, 0, 1)],
-    ];
-    let det = m[0][0] * adj[0][0] + m[0][1] * adj[1][0] + m[0][2] * adj[2][0];
-    if det.abs() < 1e-12 {
-        bail!("singular homography");
-    }
-    Ok(adj.map(|r| r.map(|v| v / det)))
+    descl::geometry::invert3(h, SINGULAR_DET).context("singular homography")
 }
 
 fn mul2(a: &[[f64; 2]; 2], b: &[[f64; 2]; 2]) -> [[f64; 2]; 2] {

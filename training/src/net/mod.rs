@@ -2,8 +2,8 @@
 //!
 //! A network is a `Vec<Layer>` plus its weights in a tch `VarStore`. The same list drives the
 //! tch forward pass (training) and the ONNX export ([`crate::onnx`]), so the two cannot drift
-//! apart. Every network starts with [`Layer::PatchNorm`] (per-patch normalisation, DESIGN) and
-//! float networks end with [`Layer::L2Norm`].
+//! apart. Every network starts with [`Layer::PatchNorm`] (per-patch normalisation,
+//! ARCHITECTURE.md "Conventions") and float networks end with [`Layer::L2Norm`].
 
 pub mod hynet;
 pub mod l2net;
@@ -29,8 +29,9 @@ pub const L2_NORM_EPS: f64 = 1e-10;
 pub const FRN_EPS: f64 = 1e-6;
 /// Initial TLU threshold τ (HyNet's reference initialisation).
 pub const TLU_INIT: f64 = -1.0;
-/// Side of the input patches (DESIGN: 32×32).
-pub const INPUT_SIZE: i64 = 32;
+/// Side of the input patches: descl's patch size (ARCHITECTURE.md "Conventions", Patch), as
+/// the `i64` that tch shapes take.
+pub const INPUT_SIZE: i64 = descl::patch::PATCH_SIZE as i64;
 /// Key of the architecture name in a weights file's safetensors metadata. Saved weights say
 /// which network they belong to (with [`WEIGHTS_WIDTH_KEY`] and the output kind and size under
 /// the ONNX metadata's keys, [`descl::model::metadata`]), so that loading them into another is

@@ -3,6 +3,9 @@
 use crate::error::{Error, Result};
 use ndarray::{Array2, ArrayView2};
 
+mod describer;
+pub use describer::{Describer, ROOTSIFT, SIFT};
+
 /// Length of float descriptors.
 pub const FLOAT_DIM: usize = 128;
 /// Number of bits of binary descriptors.

@@ -1,15 +1,21 @@
 //! Speed comparison against OpenCV's `BFMatcher` (called through the opencv crate in the same
-//! process on the same descriptors), for `descl bench match` and the criterion benches.
+//! process on the same descriptors), shared by the benches (`matcher_vs_opencv`, `match_f32`,
+//! `match_hamming`) and the agreement test `tests/matcher_vs_opencv.rs`. It lives beside the
+//! benches, not in the library: it is a measurement of the library against another one, and
+//! nothing in descl's own path calls it.
 //!
 //! The task timed is the one users run: mutual nearest neighbours with Lowe's ratio test.
-//! descl does it in one pass ([`super::nearest_two`] + [`super::filters::apply`]); with OpenCV
+//! descl does it in one pass (`matching::nearest_two` + `matching::filters::apply`); with OpenCV
 //! it takes `knnMatch(A, B, k=2)` (ratio) plus `knnMatch(B, A, k=1)` (mutual check). The report
 //! also gives the time of the single `knnMatch(A, B, k=2)` call so the comparison is open.
 //! Results are checked to be the same: the final match sets are compared pair by pair.
 
-use super::{filters, MatchConfig, Matches, NearestTwo, Nn2};
-use crate::describe::{BinaryDescriptor, Descriptors};
-use crate::error::{Error, Result};
+// Each including target uses its own subset of these helpers.
+#![allow(dead_code)]
+
+use descl::describe::{BinaryDescriptor, Descriptors, BINARY_BITS};
+use descl::error::{Error, Result};
+use descl::matching::{filters, kdtree, MatchConfig, Matches, NearestTwo, Nn2};
 use ndarray::Array2;
 use opencv::core::{DMatch, Mat, Vector, CV_8U};
 use opencv::prelude::*;
@@ -69,7 +75,7 @@ pub struct ApproxReport {
     pub matches_approx: usize,
 }
 
-/// The whole comparison, serialised as JSON by `descl bench match`.
+/// The whole comparison, printed as JSON by `cargo bench --bench matcher_vs_opencv`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpeedReport {
     pub n_a: usize,
@@ -147,7 +153,7 @@ pub fn synthetic_binary(
         .map(|_| {
             if n_a > 0 && rng.gen_bool(TRUE_MATCH_FRACTION) {
                 let mut d = a[rng.gen_range(0..n_a)];
-                for bit in 0..256 {
+                for bit in 0..BINARY_BITS {
                     if rng.gen_bool(BIT_FLIP_PROBABILITY) {
                         d[bit / 64] ^= 1 << (bit % 64);
                     }
@@ -171,8 +177,11 @@ pub fn float_mat(m: &Array2<f32>) -> Result<Mat> {
     Ok(Mat::new_rows_cols_with_data(rows, cols, &data)?.try_clone()?)
 }
 
-/// Binary descriptors as an N×32 CV_8U Mat (little-endian bytes of each word; Hamming
-/// distances do not depend on the byte order as long as both sides use the same).
+/// Bytes of one binary descriptor (32 for 256 bits).
+const BINARY_BYTES: usize = std::mem::size_of::<BinaryDescriptor>();
+
+/// Binary descriptors as an N×[`BINARY_BYTES`] CV_8U Mat (little-endian bytes of each word;
+/// Hamming distances do not depend on the byte order as long as both sides use the same).
 pub fn binary_mat(d: &[BinaryDescriptor]) -> Result<Mat> {
     let bytes: Vec<u8> = d
         .iter()
@@ -180,7 +189,7 @@ pub fn binary_mat(d: &[BinaryDescriptor]) -> Result<Mat> {
         .collect();
     let rows =
         i32::try_from(d.len()).map_err(|_| Error::InvalidInput("too many descriptors".into()))?;
-    let m = Mat::new_rows_cols_with_data(rows, 32, &bytes)?.try_clone()?;
+    let m = Mat::new_rows_cols_with_data(rows, BINARY_BYTES as i32, &bytes)?.try_clone()?;
     debug_assert_eq!(m.typ(), CV_8U);
     Ok(m)
 }
@@ -227,7 +236,7 @@ fn kind_report(
     tolerance: f32,
 ) -> Result<KindReport> {
     let (descl_s, (ours, nn)) = median_time(|| {
-        let nn = super::nearest_two(a, b)?;
+        let nn = descl::matching::nearest_two(a, b)?;
         Ok((filters::apply(&nn, config), nn))
     })?;
     let (opencv_s, theirs) = median_time(|| opencv_mutual_ratio(mat_a, mat_b, norm, config))?;
@@ -263,7 +272,7 @@ pub fn compare_with_opencv(n_a: usize, n_b: usize, seed: u64) -> Result<SpeedRep
         )));
     }
     let config = MatchConfig::default();
-    let (fa, fb) = synthetic_float(n_a, n_b, crate::describe::FLOAT_DIM, seed);
+    let (fa, fb) = synthetic_float(n_a, n_b, descl::describe::FLOAT_DIM, seed);
     let (mfa, mfb) = (float_mat(&fa)?, float_mat(&fb)?);
     let (da, db) = (Descriptors::Float(fa), Descriptors::Float(fb));
     let float = kind_report(
@@ -312,14 +321,13 @@ fn approx_report(a: &Descriptors, b: &Descriptors, config: &MatchConfig) -> Resu
             "approximate matching needs float descriptors".into(),
         ));
     };
-    let (exact_s, exact) = median_time(|| super::match_descriptors(a, b, config))?;
-    let approx_cfg = super::kdtree::ApproxConfig::default();
-    let (approx_s, approx) = median_time(|| {
-        super::kdtree::approximate_match(fa.view(), fb.view(), &approx_cfg, config)
-    })?;
+    let (exact_s, exact) = median_time(|| descl::matching::match_descriptors(a, b, config))?;
+    let approx_cfg = kdtree::ApproxConfig::default();
+    let (approx_s, approx) =
+        median_time(|| kdtree::approximate_match(fa.view(), fb.view(), &approx_cfg, config))?;
     let common = pair_set(&exact).intersection(&pair_set(&approx)).count();
     Ok(ApproxReport {
-        pca_dim: super::kdtree::PCA_DIM,
+        pca_dim: kdtree::PCA_DIM,
         candidates: approx_cfg.candidates,
         approx_s,
         exact_s,
@@ -332,21 +340,4 @@ fn approx_report(a: &Descriptors, b: &Descriptors, config: &MatchConfig) -> Resu
         matches_exact: exact.len(),
         matches_approx: approx.len(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn small_comparison_agrees_with_opencv() {
-        let r = compare_with_opencv(300, 280, 5).unwrap();
-        for k in [&r.float, &r.binary] {
-            assert!(k.matches_descl > 50, "{k:?}");
-            assert_eq!(k.matches_descl, k.matches_common, "{k:?}");
-            assert_eq!(k.matches_opencv, k.matches_common, "{k:?}");
-            assert_eq!(k.rows_same_best_distance, k.rows, "{k:?}");
-        }
-        assert!(r.approximate.recall > 0.8, "{:?}", r.approximate);
-    }
 }

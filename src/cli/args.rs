@@ -1,0 +1,284 @@
+//! Flags shared by several subcommands, and their mapping to the library's typed configs: raw
+//! flags are parsed by clap (`ValueEnum` for every choice, so a typo is a usage error, never a
+//! silent default) and turned into ready-to-run configs here, in one place.
+
+use anyhow::Context;
+use descl::describe::Describer;
+use descl::detect::{DetectorConfig, DetectorKind, DEFAULT_CONTRAST_THRESHOLD};
+use descl::features::Features;
+use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
+use descl::image_set::CameraInfo;
+use descl::io::colmap::CameraModel;
+use descl::io::output::Format;
+use descl::matching::filters::LOWE_RATIO;
+use descl::matching::two_view::{Matcher, PairConfig, GUIDED_RADIUS_PX};
+use descl::matching::MatchConfig;
+use descl::model::{Device, DEFAULT_MODEL};
+use descl::pipeline::Extractor;
+use std::path::{Path, PathBuf};
+
+/// Default cap on keypoints per image (strongest by detector response).
+pub const DEFAULT_MAX_KEYPOINTS: usize = 2048;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceArg {
+    /// ONNX Runtime's CPU provider.
+    Cpu,
+    /// CUDA; fails if unavailable.
+    Cuda,
+    /// CUDA when available, else CPU.
+    Auto,
+}
+
+impl From<DeviceArg> for Device {
+    fn from(d: DeviceArg) -> Device {
+        match d {
+            DeviceArg::Cpu => Device::Cpu,
+            DeviceArg::Cuda => Device::Cuda,
+            DeviceArg::Auto => Device::Auto,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MatcherArg {
+    /// SGEMM / popcount brute force.
+    Exact,
+    /// PCA + kd-tree candidates, exact re-ranking (float descriptors).
+    Approx,
+    /// Exact, then again near the first model's prediction (COLMAP-style).
+    Guided,
+}
+
+impl From<MatcherArg> for Matcher {
+    fn from(m: MatcherArg) -> Matcher {
+        match m {
+            MatcherArg::Exact => Matcher::Exact,
+            MatcherArg::Approx => Matcher::Approx,
+            MatcherArg::Guided => Matcher::Guided,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GeometryArg {
+    Homography,
+    Fundamental,
+    /// Needs intrinsics (flag, file or EXIF).
+    Essential,
+    /// No verification.
+    None,
+}
+
+impl GeometryArg {
+    fn model(self) -> Option<ModelKind> {
+        match self {
+            GeometryArg::Homography => Some(ModelKind::Homography),
+            GeometryArg::Fundamental => Some(ModelKind::Fundamental),
+            GeometryArg::Essential => Some(ModelKind::Essential),
+            GeometryArg::None => None,
+        }
+    }
+}
+
+/// A value parser for a library enum that lists its variants (`ALL`) and names them (`name`):
+/// the command line offers exactly the library's choices, so a new detector or output format
+/// is a library change only.
+pub fn choice<T: Copy + Send + Sync + 'static>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    let names: Vec<&'static str> = all.iter().map(|&t| name(t)).collect();
+    clap::builder::PossibleValuesParser::new(names).try_map(move |s: String| {
+        all.iter()
+            .copied()
+            .find(|&t| name(t) == s)
+            .ok_or_else(|| format!("unknown choice {s:?}"))
+    })
+}
+
+/// `--format` of the outputs.
+pub fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
+    choice(Format::ALL, Format::name)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CameraModelArg {
+    #[value(name = "SIMPLE_PINHOLE")]
+    SimplePinhole,
+    #[value(name = "PINHOLE")]
+    Pinhole,
+    #[value(name = "SIMPLE_RADIAL")]
+    SimpleRadial,
+}
+
+impl From<CameraModelArg> for CameraModel {
+    fn from(c: CameraModelArg) -> CameraModel {
+        match c {
+            CameraModelArg::SimplePinhole => CameraModel::SimplePinhole,
+            CameraModelArg::Pinhole => CameraModel::Pinhole,
+            CameraModelArg::SimpleRadial => CameraModel::SimpleRadial,
+        }
+    }
+}
+
+/// How features are computed: describer, device, detector.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DescribeArgs {
+    /// Describer: a model name (see `descl models`), a path to an .onnx file, `sift` or
+    /// `rootsift`.
+    #[arg(long, short = 'm', default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// Where the model runs.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+    /// Keypoint detector.
+    #[arg(long, default_value = "dog", value_parser = choice(DetectorKind::ALL, DetectorKind::name))]
+    pub detector: DetectorKind,
+    /// Keep at most N keypoints per image, the strongest first (0 = all).
+    #[arg(long, default_value_t = DEFAULT_MAX_KEYPOINTS, value_name = "N")]
+    pub max_keypoints: usize,
+    /// DoG contrast threshold (OpenCV SIFT `contrastThreshold`).
+    #[arg(long, default_value_t = DEFAULT_CONTRAST_THRESHOLD, value_name = "X")]
+    pub contrast_threshold: f32,
+}
+
+impl DescribeArgs {
+    /// Opens the describer (models are resolved and loaded here).
+    pub fn extractor(&self) -> anyhow::Result<Extractor> {
+        let describer = Describer::open(&self.model, self.device.into())
+            .with_context(|| format!("describer `{}`", self.model))?;
+        let detector = DetectorConfig {
+            kind: self.detector,
+            max_keypoints: self.max_keypoints,
+            contrast_threshold: self.contrast_threshold,
+            ..DetectorConfig::default()
+        };
+        Ok(Extractor::with_describer(describer, detector))
+    }
+}
+
+/// Matching and verification of pairs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MatchArgs {
+    /// Descriptor matcher.
+    #[arg(long, value_enum, default_value_t = MatcherArg::Exact)]
+    pub matcher: MatcherArg,
+    /// Lowe's ratio threshold (Lowe 2004; hloc's default for learned descriptors).
+    #[arg(long, default_value_t = LOWE_RATIO)]
+    pub ratio: f32,
+    /// Turn the ratio test off.
+    #[arg(long)]
+    pub no_ratio: bool,
+    /// Mutual nearest neighbours only (default on; --mutual false to turn off).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub mutual: bool,
+    /// Distance gate: keep matches with descriptor distance ≤ D (L2, or bits for binary).
+    #[arg(long, value_name = "D")]
+    pub max_distance: Option<f32>,
+    /// Binary descriptors: keep matches whose second-best is at least G bits worse.
+    #[arg(long, value_name = "G")]
+    pub min_gap: Option<f32>,
+    /// Keep the K best matches.
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Geometric verification model.
+    #[arg(long, value_enum, default_value_t = GeometryArg::Fundamental)]
+    pub geometry: GeometryArg,
+    /// RANSAC (USAC MAGSAC) inlier threshold in pixels.
+    #[arg(long, default_value_t = RansacConfig::default().threshold_px, value_name = "PX")]
+    pub threshold: f64,
+    /// RANSAC confidence.
+    #[arg(long, default_value_t = RansacConfig::default().confidence)]
+    pub confidence: f64,
+    /// RANSAC iteration cap.
+    #[arg(long, default_value_t = RansacConfig::default().max_iters)]
+    pub max_iters: i32,
+    /// Guided matching: search radius around the prediction (pixels).
+    #[arg(long, default_value_t = GUIDED_RADIUS_PX, value_name = "PX")]
+    pub guided_radius: f32,
+}
+
+impl MatchArgs {
+    /// The validated pair settings.
+    pub fn pair_config(&self) -> anyhow::Result<PairConfig> {
+        let cfg = PairConfig {
+            matcher: self.matcher.into(),
+            matching: MatchConfig {
+                mutual: self.mutual,
+                ratio: (!self.no_ratio).then_some(self.ratio),
+                max_distance: self.max_distance,
+                min_gap: self.min_gap,
+                top_k: self.top_k,
+            },
+            geometry: self.geometry.model(),
+            ransac: RansacConfig {
+                threshold_px: self.threshold,
+                confidence: self.confidence,
+                max_iters: self.max_iters,
+            },
+            guided_radius: self.guided_radius,
+        };
+        cfg.check()?;
+        Ok(cfg)
+    }
+}
+
+/// Intrinsics given on the command line, for `descl match`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct IntrinsicsArgs {
+    /// Intrinsics for the essential matrix, both images: fx,fy,cx,cy.
+    #[arg(long, value_name = "FX,FY,CX,CY", conflicts_with = "intrinsics_file")]
+    pub intrinsics: Option<String>,
+    /// Intrinsics from a file (JSON {fx,fy,cx,cy} or a 3×3 K), both images.
+    #[arg(long, value_name = "FILE")]
+    pub intrinsics_file: Option<PathBuf>,
+}
+
+impl IntrinsicsArgs {
+    /// The intrinsics the flags give (same for every image), if any.
+    pub fn given(&self) -> anyhow::Result<Option<Intrinsics>> {
+        Ok(match (&self.intrinsics, &self.intrinsics_file) {
+            (Some(s), _) => Some(Intrinsics::parse(s)?),
+            (None, Some(p)) => Some(Intrinsics::from_file(p)?),
+            (None, None) => None,
+        })
+    }
+}
+
+/// The image a features input came from (for EXIF and drawing): the input itself for images,
+/// the recorded source for `.npz` features files.
+pub fn image_of(input: &Path, f: &Features) -> PathBuf {
+    if is_npz(input) {
+        PathBuf::from(&f.meta.image)
+    } else {
+        input.to_path_buf()
+    }
+}
+
+pub fn is_npz(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+}
+
+/// Camera knowledge for `descl match`: the flags' intrinsics, else EXIF of the image, else
+/// none.
+pub fn match_camera(
+    given: Option<Intrinsics>,
+) -> impl Fn(&Path, &Features) -> descl::Result<CameraInfo> + Sync {
+    move |input: &Path, f: &Features| {
+        if given.is_some() {
+            return Ok((given, true));
+        }
+        let image = image_of(input, f);
+        let exif = if image.is_file() {
+            Intrinsics::from_exif(&image, f.meta.image_width, f.meta.image_height)
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
+        Ok((exif, exif.is_some()))
+    }
+}

@@ -1,0 +1,86 @@
+//! Pixel drawing on RGB canvases, shared by the match pictures (`io::viz`) and the benchmark
+//! plots (`eval::plot`) so that there is one line rasteriser: integer Bresenham between the
+//! rounded end points, clipped to the canvas, with a square brush for thick lines. Neither
+//! caller needs anti-aliasing, and the image crate has no line drawing of its own.
+
+use image::{Rgb, RgbImage};
+
+/// Sets pixel (x, y) when it lies on the canvas; coordinates off the canvas are ignored.
+pub fn put(img: &mut RgbImage, x: i64, y: i64, c: Rgb<u8>) {
+    if x >= 0 && y >= 0 && (x as u32) < img.width() && (y as u32) < img.height() {
+        img.put_pixel(x as u32, y as u32, c);
+    }
+}
+
+/// A line from (x0, y0) to (x1, y1) (pixel coordinates, rounded to the nearest pixel) drawn
+/// by Bresenham's algorithm with a square brush of side `thickness` (odd values centre it; 1
+/// is the plain 1-px line), clipped to the canvas. Non-finite end points draw nothing.
+pub fn line(
+    img: &mut RgbImage,
+    (x0, y0): (f64, f64),
+    (x1, y1): (f64, f64),
+    c: Rgb<u8>,
+    thickness: u32,
+) {
+    if ![x0, y0, x1, y1].iter().all(|v| v.is_finite()) {
+        return;
+    }
+    let half = i64::from(thickness / 2);
+    let (mut x, mut y) = (x0.round() as i64, y0.round() as i64);
+    let (xe, ye) = (x1.round() as i64, y1.round() as i64);
+    let (dx, dy) = ((xe - x).abs(), -(ye - y).abs());
+    let (sx, sy) = (if x < xe { 1 } else { -1 }, if y < ye { 1 } else { -1 });
+    let mut err = dx + dy;
+    loop {
+        for by in -half..=half {
+            for bx in -half..=half {
+                put(img, x + bx, y + by, c);
+            }
+        }
+        if x == xe && y == ye {
+            break;
+        }
+        let e2 = 2 * err;
+        if e2 >= dy {
+            err += dy;
+            x += sx;
+        }
+        if e2 <= dx {
+            err += dx;
+            y += sy;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INK: Rgb<u8> = Rgb([255, 0, 0]);
+
+    fn inked(img: &RgbImage) -> usize {
+        img.pixels().filter(|p| **p == INK).count()
+    }
+
+    #[test]
+    fn thin_line_is_connected_and_ends_where_asked() {
+        let mut img = RgbImage::new(20, 20);
+        line(&mut img, (0.0, 0.0), (19.0, 7.0), INK, 1);
+        for x in 0..20 {
+            assert_eq!((0..20).filter(|&y| *img.get_pixel(x, y) == INK).count(), 1);
+        }
+        assert_eq!(*img.get_pixel(0, 0), INK);
+        assert_eq!(*img.get_pixel(19, 7), INK);
+    }
+
+    #[test]
+    fn thick_line_is_a_band_and_clipping_is_silent() {
+        let mut img = RgbImage::new(10, 10);
+        line(&mut img, (1.0, 5.0), (8.0, 5.0), INK, 3);
+        assert_eq!(inked(&img), 3 * 10);
+        let mut img = RgbImage::new(10, 10);
+        line(&mut img, (-20.0, -18.0), (30.0, 32.0), INK, 3);
+        line(&mut img, (f64::NAN, 0.0), (3.0, 3.0), INK, 1);
+        assert!(inked(&img) > 0);
+    }
+}

@@ -1,0 +1,377 @@
+//! A benchmark run: which suites, where their data is, and the methods ([`Describer`]s, the
+//! same describe path as `descl extract`) → one [`BenchReport`]. `descl bench` maps its flags
+//! to a [`BenchConfig`] and calls [`run`]; finding the datasets in their releases' layouts and
+//! dispatching the suites lives here, not in the binary.
+
+use crate::describe::Describer;
+use crate::detect::{DetectorConfig, DetectorKind, DEFAULT_CONTRAST_THRESHOLD};
+use crate::error::{Error, Result};
+use crate::eval::report::{group_sequences, BenchReport, HPatchesReport, Machine, Settings};
+use crate::eval::runner::{self, Timing, HOMOGRAPHY_RANSAC_PX, POSE_RANSAC_PX};
+use crate::eval::sequences::HomographySequence;
+use crate::eval::{hpatches, phototour, pose, sequences};
+use crate::progress::Progress;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The benchmark suites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Suite {
+    /// HPatches sequences + Oxford Affine: MMA at 1..10 px, homography accuracy.
+    Sequences,
+    /// Oxford matching score and repeatability for DoG and Harris-Affine frames.
+    MatchingScore,
+    /// Relative pose on Strecha scenes: AUC at 5/10/20°, mAA@10.
+    Pose,
+    /// HPatches patches (hpatches-release layout): verification, matching, retrieval mAP.
+    Hpatches,
+    /// UBC PhotoTour: FPR at 95 % recall on the 100k pairs of each dataset.
+    Phototour,
+}
+
+/// Dataset folders (each in its release's layout); None = not available.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DataPaths {
+    pub hpatches_sequences: Option<PathBuf>,
+    pub oxford: Option<PathBuf>,
+    /// Folder of Strecha scenes (`SCENE/images`, `SCENE/cameras`).
+    pub strecha: Option<PathBuf>,
+    pub hpatches_patches: Option<PathBuf>,
+    /// Folder with splits.json and the task CSVs.
+    pub hpatches_tasks: Option<PathBuf>,
+    /// Folder holding liberty/, notredame/, yosemite/.
+    pub phototour: Option<PathBuf>,
+}
+
+impl DataPaths {
+    /// The standard folder names under a data root (`../shared/data`, `$DESCL_DATA`).
+    pub fn under(root: &Path) -> DataPaths {
+        DataPaths {
+            hpatches_sequences: Some(root.join("hpatches-sequences")),
+            oxford: Some(root.join("oxford")),
+            strecha: Some(root.join("strecha")),
+            hpatches_patches: Some(root.join("hpatches-release")),
+            hpatches_tasks: Some(root.join("hpatches-tasks")),
+            phototour: Some(root.join("phototour")),
+        }
+    }
+}
+
+/// A benchmark run's settings.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    pub suites: Vec<Suite>,
+    /// Skip suites whose data is missing (else a missing folder is an error).
+    pub skip_missing: bool,
+    pub data: DataPaths,
+    /// HPatches split (a, b, c, full, illum, view).
+    pub split: String,
+    /// Keypoints per image (strongest DoG responses).
+    pub max_keypoints: usize,
+    /// The command recorded in the report (for people to re-run).
+    pub command: String,
+}
+
+fn missing(
+    cfg: &BenchConfig,
+    progress: &dyn Progress,
+    what: &str,
+    dir: Option<&Path>,
+) -> Result<()> {
+    match dir {
+        Some(d) if !cfg.skip_missing => Err(Error::InvalidInput(format!(
+            "{}: no such folder ({what})",
+            d.display()
+        ))),
+        _ => {
+            progress.note(&format!("{what}: skipped (no data folder)"));
+            Ok(())
+        }
+    }
+}
+
+fn existing(dir: &Option<PathBuf>) -> Option<&Path> {
+    dir.as_deref().filter(|d| d.is_dir())
+}
+
+fn load_sequences(root: &Path) -> Result<Vec<HomographySequence>> {
+    sequences::list_sequences(root)?
+        .iter()
+        .map(|p| sequences::load_sequence(p))
+        .collect()
+}
+
+/// Runs the suites of `cfg` for `methods` (distinct names) on the same DoG frames.
+pub fn run(
+    cfg: &BenchConfig,
+    methods: &[Describer],
+    progress: &dyn Progress,
+) -> Result<BenchReport> {
+    let mut names: Vec<&str> = methods.iter().map(Describer::name).collect();
+    names.sort_unstable();
+    if names.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::InvalidInput(format!(
+            "two methods have the same name: {names:?}"
+        )));
+    }
+    let det = DetectorConfig {
+        kind: DetectorKind::Dog,
+        max_keypoints: cfg.max_keypoints,
+        contrast_threshold: DEFAULT_CONTRAST_THRESHOLD,
+        ..DetectorConfig::default()
+    };
+    let mut report = BenchReport {
+        descl_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: cfg.command.clone(),
+        unix_time: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        machine: Machine::current(),
+        settings: Settings {
+            detector: "DoG (OpenCV SIFT detector, default thresholds)".into(),
+            max_keypoints: cfg.max_keypoints,
+            magnification: det.magnification,
+            matcher: "mutual nearest neighbour, no ratio test".into(),
+            homography_ransac: format!("USAC MAGSAC {HOMOGRAPHY_RANSAC_PX} px"),
+            pose_ransac: format!("USAC MAGSAC {POSE_RANSAC_PX} px / mean focal, recoverPose"),
+        },
+        methods: methods.iter().map(|m| m.name().to_string()).collect(),
+        sequences: BTreeMap::new(),
+        pose: BTreeMap::new(),
+        matching_score: BTreeMap::new(),
+        hpatches: BTreeMap::new(),
+        phototour: BTreeMap::new(),
+        timing: Timing::default(),
+    };
+    let mut timing = Timing::default();
+    for suite in [
+        Suite::Sequences,
+        Suite::MatchingScore,
+        Suite::Pose,
+        Suite::Hpatches,
+        Suite::Phototour,
+    ] {
+        if !cfg.suites.contains(&suite) {
+            continue;
+        }
+        let mut run = Run {
+            cfg,
+            methods,
+            det: &det,
+            timing: &mut timing,
+            report: &mut report,
+            progress,
+        };
+        match suite {
+            Suite::Sequences => run.sequences()?,
+            Suite::MatchingScore => run.matching_score()?,
+            Suite::Pose => run.pose()?,
+            Suite::Hpatches => run_hpatches(cfg, methods, run.report, progress)?,
+            Suite::Phototour => run.phototour()?,
+        }
+    }
+    report.timing = timing;
+    Ok(report)
+}
+
+/// One run's shared state, for the image-level suites.
+struct Run<'a> {
+    cfg: &'a BenchConfig,
+    methods: &'a [Describer],
+    det: &'a DetectorConfig,
+    timing: &'a mut Timing,
+    report: &'a mut BenchReport,
+    progress: &'a dyn Progress,
+}
+
+impl Run<'_> {
+    fn missing(&self, what: &str, dir: Option<&Path>) -> Result<()> {
+        missing(self.cfg, self.progress, what, dir)
+    }
+
+    fn sequences(&mut self) -> Result<()> {
+        let mut groups = BTreeMap::new();
+        for (name, dir) in [
+            ("hpatches", &self.cfg.data.hpatches_sequences),
+            ("oxford", &self.cfg.data.oxford),
+        ] {
+            match existing(dir) {
+                Some(d) => {
+                    groups.insert(name.to_string(), load_sequences(d)?);
+                }
+                None => self.missing(&format!("the {name} sequences"), dir.as_deref())?,
+            }
+        }
+        if groups.is_empty() {
+            return Ok(());
+        }
+        self.progress.start("sequences", 0);
+        let res =
+            runner::run_sequences(&groups, self.methods, self.det, self.timing, self.progress)?;
+        self.progress.finish();
+        for (m, by_group) in res {
+            self.report.sequences.insert(m, group_sequences(&by_group));
+        }
+        Ok(())
+    }
+
+    fn matching_score(&mut self) -> Result<()> {
+        let Some(root) = existing(&self.cfg.data.oxford) else {
+            return self.missing("Oxford Affine", self.cfg.data.oxford.as_deref());
+        };
+        let seqs = load_sequences(root)?;
+        for kind in [DetectorKind::Dog, DetectorKind::HarrisAffine] {
+            self.progress.start("match score", 0);
+            let d = DetectorConfig { kind, ..*self.det };
+            match runner::run_matching_score(&seqs, self.methods, &d, self.timing, self.progress) {
+                Ok(r) => {
+                    self.report.matching_score.insert(kind.to_string(), r);
+                }
+                // A detector this build cannot run is reported, not fatal.
+                Err(Error::InvalidInput(why)) if kind == DetectorKind::HarrisAffine => self
+                    .progress
+                    .note(&format!("matching score: skipping {kind}: {why}")),
+                Err(e) => return Err(e),
+            }
+            self.progress.finish();
+        }
+        Ok(())
+    }
+
+    fn pose(&mut self) -> Result<()> {
+        let Some(root) = existing(&self.cfg.data.strecha) else {
+            return self.missing("Strecha scenes", self.cfg.data.strecha.as_deref());
+        };
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+            .map_err(|e| Error::io(root, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("cameras").is_dir())
+            .collect();
+        dirs.sort();
+        let scenes = dirs
+            .iter()
+            .map(|d| pose::load_scene(d))
+            .collect::<Result<Vec<_>>>()?;
+        self.progress.start("pose", 0);
+        self.report.pose =
+            runner::run_pose(&scenes, self.methods, self.det, self.timing, self.progress)?;
+        self.progress.finish();
+        Ok(())
+    }
+
+    fn phototour(&mut self) -> Result<()> {
+        let Some(root) = existing(&self.cfg.data.phototour) else {
+            return self.missing("UBC PhotoTour", self.cfg.data.phototour.as_deref());
+        };
+        for m in self.methods {
+            let mut results = Vec::new();
+            for set in phototour::DATASETS {
+                let dir = root.join(set);
+                if !dir.is_dir() {
+                    continue;
+                }
+                self.progress.start(&format!("ubc {set}"), 0);
+                self.progress.message(m.name());
+                let mut describe = |p: &ndarray::Array3<f32>| m.describe_patches(p);
+                let pairs = dir.join(phototour::TEST_PAIRS_FILE);
+                results.push(phototour::evaluate(
+                    &dir,
+                    &pairs,
+                    &mut describe,
+                    self.progress,
+                )?);
+                self.progress.finish();
+            }
+            self.report.phototour.insert(m.name().to_string(), results);
+        }
+        Ok(())
+    }
+}
+
+fn run_hpatches(
+    cfg: &BenchConfig,
+    methods: &[Describer],
+    report: &mut BenchReport,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let (Some(tasks), Some(release)) = (&cfg.data.hpatches_tasks, &cfg.data.hpatches_patches)
+    else {
+        progress.note("hpatches: skipped (no data folder)");
+        return Ok(());
+    };
+    let splits_file = tasks.join("splits.json");
+    if !release.is_dir() || !splits_file.is_file() {
+        let why = format!(
+            "hpatches needs the release folder {} and {}",
+            release.display(),
+            splits_file.display()
+        );
+        if cfg.skip_missing {
+            progress.note(&format!("{why}: skipped"));
+            return Ok(());
+        }
+        return Err(Error::InvalidInput(why));
+    }
+    let splits = hpatches::load_splits(&splits_file)?;
+    let split = splits
+        .get(&cfg.split)
+        .ok_or_else(|| Error::format(&splits_file, format!("no split `{}`", cfg.split)))?;
+    let file = |stem: &str| tasks.join(format!("{stem}_split-{}.csv", split.name));
+    for m in methods {
+        progress.start("hpatches", 0);
+        progress.message(m.name());
+        let mut describe = |p: &ndarray::Array3<f32>| m.describe_patches(p);
+        let descr = hpatches::describe_sequences(release, &split.test, &mut describe, progress)?;
+        progress.finish();
+        let (p, i, e) = (
+            file("verif_pos"),
+            file("verif_neg_intra"),
+            file("verif_neg_inter"),
+        );
+        let verification = if p.is_file() && i.is_file() && e.is_file() {
+            let (vp, vi, ve) = (
+                hpatches::read_verification_pairs(&p)?,
+                hpatches::read_verification_pairs(&i)?,
+                hpatches::read_verification_pairs(&e)?,
+            );
+            Some(hpatches::verification(
+                &descr,
+                (&p, &vp),
+                (&i, &vi),
+                (&e, &ve),
+            )?)
+        } else {
+            progress.note(&format!(
+                "hpatches: no verification pair files ({}), verification skipped",
+                p.display()
+            ));
+            None
+        };
+        progress.start("matching", 0);
+        let matching = hpatches::matching(&descr, &split.test, progress)?;
+        progress.finish();
+        let (q, d) = (file("retr_queries"), file("retr_distractors"));
+        let retrieval = if q.is_file() && d.is_file() {
+            let (lq, ld) = (
+                hpatches::read_patch_list(&q)?,
+                hpatches::read_patch_list(&d)?,
+            );
+            progress.start("retrieval", 0);
+            let r = hpatches::retrieval(&descr, (&q, &lq), (&d, &ld), progress)?;
+            progress.finish();
+            Some(r)
+        } else {
+            None
+        };
+        report.hpatches.insert(
+            m.name().to_string(),
+            HPatchesReport {
+                split: split.name.clone(),
+                verification,
+                matching,
+                retrieval,
+            },
+        );
+    }
+    Ok(())
+}

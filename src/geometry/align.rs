@@ -1,0 +1,123 @@
+//! Similarity alignment of two 3-D point sets (Umeyama) and the angle between rotations: what
+//! `sfm` needs to compare a reconstruction with ground-truth cameras, whose frame and scale are
+//! arbitrary. Separate from RANSAC: no matches, no image coordinates, only 3-D points.
+
+use crate::error::{Error, Result};
+use opencv::core::Mat;
+use opencv::prelude::*;
+use serde::Serialize;
+
+/// A similarity transform y = s·R·x + t.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Similarity {
+    pub scale: f64,
+    pub r: [[f64; 3]; 3],
+    pub t: [f64; 3],
+}
+
+impl Similarity {
+    pub fn apply(&self, x: [f64; 3]) -> [f64; 3] {
+        [0, 1, 2].map(|i| self.scale * (0..3).map(|k| self.r[i][k] * x[k]).sum::<f64>() + self.t[i])
+    }
+}
+
+/// Least-squares similarity mapping `src` onto `dst` (Umeyama 1991, "Least-squares estimation
+/// of transformation parameters between two point patterns", eqs. 40–42): with Σ the
+/// cross-covariance of the centred points and U D Vᵀ its SVD, R = U S Vᵀ (S fixes a
+/// reflection), s = tr(D S) / σ²_src, t = μ_dst − s R μ_src.
+pub fn umeyama(src: &[[f64; 3]], dst: &[[f64; 3]]) -> Result<Similarity> {
+    let n = src.len();
+    if n < 3 || n != dst.len() {
+        return Err(Error::InvalidInput(format!(
+            "similarity alignment needs ≥ 3 point pairs, got {n} and {}",
+            dst.len()
+        )));
+    }
+    let mean = |p: &[[f64; 3]]| [0, 1, 2].map(|k| p.iter().map(|q| q[k]).sum::<f64>() / n as f64);
+    let (ms, md) = (mean(src), mean(dst));
+    let mut cov = [[0.0f64; 3]; 3];
+    let mut var_src = 0.0;
+    for (a, b) in src.iter().zip(dst) {
+        for i in 0..3 {
+            for j in 0..3 {
+                cov[i][j] += (b[i] - md[i]) * (a[j] - ms[j]) / n as f64;
+            }
+            var_src += (a[i] - ms[i]).powi(2) / n as f64;
+        }
+    }
+    if var_src <= 0.0 {
+        return Err(Error::InvalidInput(
+            "similarity alignment: source points coincide".into(),
+        ));
+    }
+    let flat: Vec<f64> = cov.iter().flatten().copied().collect();
+    let m = Mat::new_rows_cols_with_data(3, 3, &flat)?;
+    let (mut w, mut u, mut vt) = (Mat::default(), Mat::default(), Mat::default());
+    opencv::core::SVD::compute_ext(&m, &mut w, &mut u, &mut vt, 0)?;
+    let get =
+        |m: &Mat, r: usize, c: usize| -> Result<f64> { Ok(*m.at_2d::<f64>(r as i32, c as i32)?) };
+    let mut uu = [[0.0; 3]; 3];
+    let mut vv = [[0.0; 3]; 3];
+    let mut d = [0.0; 3];
+    for i in 0..3 {
+        d[i] = *w.at::<f64>(i as i32)?;
+        for j in 0..3 {
+            uu[i][j] = get(&u, i, j)?;
+            vv[i][j] = get(&vt, i, j)?;
+        }
+    }
+    let det3 = |a: &[[f64; 3]; 3]| {
+        a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1])
+            - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+            + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0])
+    };
+    let sign = if det3(&uu) * det3(&vv) < 0.0 {
+        -1.0
+    } else {
+        1.0
+    };
+    let sdiag = [1.0, 1.0, sign];
+    let r = [0, 1, 2]
+        .map(|i| [0, 1, 2].map(|j| (0..3).map(|k| uu[i][k] * sdiag[k] * vv[k][j]).sum::<f64>()));
+    let scale = (0..3).map(|k| d[k] * sdiag[k]).sum::<f64>() / var_src;
+    let t = [0, 1, 2].map(|i| md[i] - scale * (0..3).map(|k| r[i][k] * ms[k]).sum::<f64>());
+    Ok(Similarity { scale, r, t })
+}
+
+/// Angle in degrees of the rotation taking `a` to `b` (angle of a·bᵀ).
+pub fn rotation_angle_deg(a: &[[f64; 3]; 3], b: &[[f64; 3]; 3]) -> f64 {
+    let trace: f64 = (0..3)
+        .map(|i| (0..3).map(|k| a[i][k] * b[i][k]).sum::<f64>())
+        .sum();
+    ((trace - 1.0) / 2.0).clamp(-1.0, 1.0).acos().to_degrees()
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn umeyama_recovers_a_known_similarity() {
+        let (s, c) = 0.7f64.sin_cos();
+        let truth = Similarity {
+            scale: 2.5,
+            r: [[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]],
+            t: [1.0, -2.0, 3.0],
+        };
+        let src = [
+            [0.0, 0.0, 0.0],
+            [1.0, 0.0, 0.0],
+            [0.0, 2.0, 0.0],
+            [0.0, 0.0, 3.0],
+            [1.0, 1.0, 1.0],
+        ];
+        let dst: Vec<[f64; 3]> = src.iter().map(|&p| truth.apply(p)).collect();
+        let est = umeyama(&src, &dst).unwrap();
+        assert!((est.scale - 2.5).abs() < 1e-9);
+        assert!(rotation_angle_deg(&est.r, &truth.r) < 1e-6);
+        for i in 0..3 {
+            assert!((est.t[i] - truth.t[i]).abs() < 1e-9);
+        }
+    }
+}

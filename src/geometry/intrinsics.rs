@@ -1,0 +1,202 @@
+//! Pinhole intrinsics for the essential matrix: from a `fx,fy,cx,cy` flag, from a file (JSON or
+//! a 3×3 matrix K such as Strecha `.camera` files), from an image's EXIF 35 mm-equivalent focal
+//! length, or COLMAP's default prior. Kept apart from RANSAC because reading them is file and
+//! metadata work, not geometry. EXIF is parsed by `kamadak-exif` (the image crate only hands
+//! over the raw TIFF block) in its lenient mode, so a damaged maker note or a truncated IFD
+//! elsewhere does not hide a focal length that is there.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Pinhole intrinsics (pixels; OpenCV convention: pixel centres at integer coordinates).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Intrinsics {
+    pub fx: f64,
+    pub fy: f64,
+    pub cx: f64,
+    pub cy: f64,
+}
+
+/// The long side of the 35 mm film frame: EXIF `FocalLengthIn35mmFilm` refers to it.
+pub const FILM_35MM_LONG_SIDE_MM: f64 = 36.0;
+/// Prior focal length when nothing better is known: 1.2 · max(width, height), COLMAP's
+/// default (`ImageReaderOptions::default_focal_length_factor`).
+pub const DEFAULT_FOCAL_FACTOR: f64 = 1.2;
+/// The JPEG APP1 header that may precede the TIFF structure of raw EXIF bytes.
+const EXIF_APP1_PREFIX: &[u8] = b"Exif\0\0";
+
+impl Intrinsics {
+    /// From `"fx,fy,cx,cy"`.
+    pub fn parse(s: &str) -> Result<Self> {
+        let v: Vec<f64> = s
+            .split(',')
+            .map(|x| x.trim().parse::<f64>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| {
+                Error::InvalidInput(format!("intrinsics {s:?}: {e} (expected fx,fy,cx,cy)"))
+            })?;
+        match v[..] {
+            [fx, fy, cx, cy] => Self::checked(fx, fy, cx, cy).map_err(Error::InvalidInput),
+            _ => Err(Error::InvalidInput(format!(
+                "intrinsics {s:?}: expected 4 numbers fx,fy,cx,cy"
+            ))),
+        }
+    }
+
+    fn checked(fx: f64, fy: f64, cx: f64, cy: f64) -> std::result::Result<Self, String> {
+        if [fx, fy, cx, cy].iter().all(|v| v.is_finite()) && fx > 0.0 && fy > 0.0 {
+            Ok(Intrinsics { fx, fy, cx, cy })
+        } else {
+            Err(format!(
+                "intrinsics need finite values and positive focal lengths, got {fx},{fy},{cx},{cy}"
+            ))
+        }
+    }
+
+    /// From a file: JSON `{"fx":..,"fy":..,"cx":..,"cy":..}`, or text whose first nine numbers
+    /// are the 3×3 matrix K row by row (e.g. Strecha `.camera` files).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        if let Ok(k) = serde_json::from_str::<Intrinsics>(&text) {
+            return Self::checked(k.fx, k.fy, k.cx, k.cy).map_err(|r| Error::format(path, r));
+        }
+        let nums: Vec<f64> = text
+            .split_whitespace()
+            .take(9)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        if nums.len() < 9 {
+            return Err(Error::format(
+                path,
+                "expected JSON {fx,fy,cx,cy} or a 3×3 matrix K",
+            ));
+        }
+        Self::checked(nums[0], nums[4], nums[2], nums[5]).map_err(|r| Error::format(path, r))
+    }
+
+    /// From the EXIF `FocalLengthIn35mmFilm` tag of an image (None when absent):
+    /// f = f35 / 36 mm · max(width, height), principal point at the image centre.
+    pub fn from_exif(path: &Path, width: u32, height: u32) -> Result<Option<Self>> {
+        use image::ImageDecoder;
+        let reader = image::ImageReader::open(path)
+            .map_err(|e| Error::io(path, e))?
+            .with_guessed_format()
+            .map_err(|e| Error::io(path, e))?;
+        let mut decoder = reader.into_decoder().map_err(|e| Error::Image {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        let exif = decoder.exif_metadata().map_err(|e| Error::Image {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        let f35 = exif.as_deref().and_then(exif_focal_35mm);
+        Ok(f35.map(|f35| {
+            let f = f35 / FILM_35MM_LONG_SIDE_MM * width.max(height) as f64;
+            Intrinsics::centred(f, width, height)
+        }))
+    }
+
+    /// Focal `f`, principal point at the image centre ((w − 1)/2, (h − 1)/2 in OpenCV pixels).
+    pub fn centred(f: f64, width: u32, height: u32) -> Self {
+        Intrinsics {
+            fx: f,
+            fy: f,
+            cx: (width as f64 - 1.0) / 2.0,
+            cy: (height as f64 - 1.0) / 2.0,
+        }
+    }
+
+    /// COLMAP's prior when nothing is known: f = 1.2 · max(w, h), centred.
+    pub fn default_prior(width: u32, height: u32) -> Self {
+        Self::centred(
+            DEFAULT_FOCAL_FACTOR * width.max(height) as f64,
+            width,
+            height,
+        )
+    }
+}
+
+/// `FocalLengthIn35mmFilm` (tag 0xA405 in the Exif IFD of the primary image) from raw EXIF
+/// (TIFF) bytes, with or without the `Exif\0\0` APP1 header. None when the bytes hold no TIFF
+/// structure, the tag is absent or not an unsigned integer, or its value is 0 ("unknown").
+/// Parsed leniently: entries read before a damaged part of the structure still count.
+pub fn exif_focal_35mm(raw: &[u8]) -> Option<f64> {
+    let tiff = raw.strip_prefix(EXIF_APP1_PREFIX).unwrap_or(raw);
+    let mut reader = exif::Reader::new();
+    reader.continue_on_error(true);
+    let parsed = match reader.read_raw(tiff.to_vec()) {
+        Ok(parsed) => parsed,
+        Err(e) => e.distill_partial_result(|_ignored| {}).ok()?,
+    };
+    let f = parsed
+        .get_field(exif::Tag::FocalLengthIn35mmFilm, exif::In::PRIMARY)?
+        .value
+        .get_uint(0)?;
+    (f > 0).then_some(f64::from(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intrinsics_from_flag_file_and_exif() {
+        let k = Intrinsics::parse("800, 810,320.5,240").unwrap();
+        assert_eq!((k.fx, k.fy, k.cx, k.cy), (800.0, 810.0, 320.5, 240.0));
+        assert!(Intrinsics::parse("800,810,320").is_err());
+        assert!(Intrinsics::parse("-1,1,0,0").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let cam = dir.path().join("a.camera");
+        std::fs::write(&cam, "1379.74 0 760.3\n0 1382.08 503.4\n0 0 1\n0 0 0\n").unwrap();
+        let k = Intrinsics::from_file(&cam).unwrap();
+        assert_eq!((k.fx, k.fy, k.cx, k.cy), (1379.74, 1382.08, 760.3, 503.4));
+        // Hand-made little-endian TIFF: IFD0 with one entry (Exif pointer → offset 26),
+        // Exif IFD with FocalLengthIn35mmFilm = 28 (SHORT).
+        let mut t = b"II*\0".to_vec();
+        t.extend(8u32.to_le_bytes());
+        t.extend(1u16.to_le_bytes());
+        t.extend([0x69, 0x87, 4, 0]);
+        t.extend(1u32.to_le_bytes());
+        t.extend(26u32.to_le_bytes());
+        t.extend(0u32.to_le_bytes());
+        t.extend(1u16.to_le_bytes());
+        t.extend([0x05, 0xA4, 3, 0]);
+        t.extend(1u32.to_le_bytes());
+        t.extend([28, 0, 0, 0]);
+        assert_eq!(exif_focal_35mm(&t), Some(28.0));
+        assert_eq!(exif_focal_35mm(b"garbage"), None);
+    }
+
+    #[test]
+    fn exif_header_zero_focal_and_big_endian() {
+        // Big-endian, with the APP1 header and a complete Exif IFD (next-IFD offset 0).
+        let ifd = |n: u16| n.to_be_bytes();
+        let mut t = b"Exif\0\0MM\0*".to_vec();
+        t.extend(8u32.to_be_bytes());
+        t.extend(ifd(1));
+        t.extend([0x87, 0x69, 0, 4]);
+        t.extend(1u32.to_be_bytes());
+        t.extend(26u32.to_be_bytes());
+        t.extend(0u32.to_be_bytes());
+        t.extend(ifd(1));
+        t.extend([0xA4, 0x05, 0, 3]);
+        t.extend(1u32.to_be_bytes());
+        t.extend([0, 50, 0, 0]);
+        t.extend(0u32.to_be_bytes());
+        assert_eq!(exif_focal_35mm(&t), Some(50.0));
+        // 0 means "unknown" in EXIF.
+        let n = t.len();
+        t[n - 8..n - 6].copy_from_slice(&0u16.to_be_bytes());
+        assert_eq!(exif_focal_35mm(&t), None);
+        // No Exif IFD at all.
+        assert_eq!(exif_focal_35mm(&t[..6 + 8]), None);
+    }
+
+    #[test]
+    fn prior_and_centre() {
+        let k = Intrinsics::default_prior(640, 480);
+        assert_eq!((k.fx, k.fy, k.cx, k.cy), (768.0, 768.0, 319.5, 239.5));
+    }
+}

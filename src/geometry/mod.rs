@@ -1,0 +1,412 @@
+//! Geometric verification: homography, fundamental or essential matrix by OpenCV calib3d with
+//! USAC MAGSAC (Barath et al., "MAGSAC++", CVPR 2020), returning the model and an inlier mask.
+//! Too few matches or no model found is a result that says so, not an error. The essential
+//! matrix needs intrinsics (flag, file or EXIF, see [`Intrinsics`]); its pose comes from
+//! `recoverPose` (cheirality check).
+//!
+//! This file is the RANSAC part. What surrounds it lives in private submodules re-exported
+//! here, so every item keeps its `geometry::` path: `intrinsics` ([`Intrinsics`] from a flag,
+//! a file, EXIF or COLMAP's prior), `align` ([`umeyama`] similarity, [`rotation_angle_deg`])
+//! and `linalg` (the one 3×3 inverse, [`invert3`]).
+
+mod align;
+mod intrinsics;
+mod linalg;
+
+pub use align::{rotation_angle_deg, umeyama, Similarity};
+pub use intrinsics::{exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM};
+pub use linalg::{invert3, Mat3};
+
+use crate::error::{Error, Result};
+use opencv::core::{Mat, Point2f, Vector};
+use opencv::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Minimal sample sizes: 4 points for H, 7 for F (7-point algorithm), 5 for E (5-point).
+/// Verification asks for one more than the minimum so the model is over-determined.
+pub const MIN_MATCHES_HOMOGRAPHY: usize = 5;
+pub const MIN_MATCHES_FUNDAMENTAL: usize = 8;
+pub const MIN_MATCHES_ESSENTIAL: usize = 6;
+
+/// Which two-view model to fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    Homography,
+    Fundamental,
+    Essential,
+}
+
+impl ModelKind {
+    pub fn min_matches(self) -> usize {
+        match self {
+            ModelKind::Homography => MIN_MATCHES_HOMOGRAPHY,
+            ModelKind::Fundamental => MIN_MATCHES_FUNDAMENTAL,
+            ModelKind::Essential => MIN_MATCHES_ESSENTIAL,
+        }
+    }
+}
+
+/// RANSAC settings. Threshold in pixels (for E it is converted to normalised coordinates with
+/// the mean focal length, as OpenCV does).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RansacConfig {
+    pub threshold_px: f64,
+    pub confidence: f64,
+    pub max_iters: i32,
+}
+
+impl Default for RansacConfig {
+    /// 1 px, 0.9999, 10 000 iterations: OpenCV's USAC_MAGSAC preset (`UsacParams` for
+    /// `USAC_MAGSAC` uses threshold 1.0 and confidence 0.99 with up to 10 000 iterations);
+    /// confidence is raised to 0.9999 as MAGSAC's σ-marginalisation makes the threshold an
+    /// upper bound rather than a hard cut.
+    fn default() -> Self {
+        RansacConfig {
+            threshold_px: 1.0,
+            confidence: 0.9999,
+            max_iters: 10_000,
+        }
+    }
+}
+
+/// Relative pose of camera B with respect to camera A: x_B = R x_A + t, |t| = 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Pose {
+    pub r: [[f64; 3]; 3],
+    pub t: [f64; 3],
+    /// Inliers that pass the cheirality check.
+    pub num_in_front: usize,
+}
+
+/// The outcome of verification. `model` is None when there were too few matches or RANSAC
+/// found no model; `reason` then says which.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verification {
+    pub kind: ModelKind,
+    pub model: Option<[[f64; 3]; 3]>,
+    /// One flag per input match.
+    pub inliers: Vec<bool>,
+    pub num_inliers: usize,
+    pub reason: Option<String>,
+    /// Essential matrix only.
+    pub pose: Option<Pose>,
+}
+
+impl Verification {
+    fn failed(kind: ModelKind, n: usize, reason: String) -> Self {
+        Verification {
+            kind,
+            model: None,
+            inliers: vec![false; n],
+            num_inliers: 0,
+            reason: Some(reason),
+            pose: None,
+        }
+    }
+}
+
+fn points(p: &[[f64; 2]]) -> Vector<Point2f> {
+    p.iter()
+        .map(|q| Point2f::new(q[0] as f32, q[1] as f32))
+        .collect()
+}
+
+fn mat3(m: &Mat) -> Result<Option<[[f64; 3]; 3]>> {
+    if m.rows() < 3 || m.cols() != 3 {
+        return Ok(None);
+    }
+    let mut out = [[0.0; 3]; 3];
+    for (r, row) in out.iter_mut().enumerate() {
+        for (c, v) in row.iter_mut().enumerate() {
+            *v = *m.at_2d::<f64>(r as i32, c as i32)?;
+        }
+    }
+    Ok(out.iter().flatten().all(|v| v.is_finite()).then_some(out))
+}
+
+fn mask_vec(mask: &Mat, n: usize) -> Result<Vec<bool>> {
+    if mask.empty() {
+        return Ok(vec![false; n]);
+    }
+    let data = mask.data_bytes()?;
+    Ok((0..n)
+        .map(|i| data.get(i).is_some_and(|&b| b != 0))
+        .collect())
+}
+
+/// The essential matrix of `pa ↔ pb` in normalised coordinates (USAC MAGSAC) and, when one
+/// is found, the relative pose from `recoverPose`; `mask` receives the inliers.
+fn essential(
+    pa: &[[f64; 2]],
+    pb: &[[f64; 2]],
+    config: &RansacConfig,
+    intrinsics: Option<(&Intrinsics, &Intrinsics)>,
+    mask: &mut Mat,
+) -> Result<(Option<[[f64; 3]; 3]>, Option<Pose>)> {
+    let method = opencv::calib3d::USAC_MAGSAC;
+    let (ka, kb) = intrinsics.ok_or_else(|| {
+        Error::InvalidInput(
+            "the essential matrix needs intrinsics (flag, file or EXIF)".into(),
+        )
+    })?;
+    // Normalised coordinates with each camera's K, so A and B may differ; the pixel
+    // threshold becomes a normalised one through the mean focal length.
+    let norm = |p: &[[f64; 2]], k: &Intrinsics| -> Vec<[f64; 2]> {
+        p.iter()
+            .map(|q| [(q[0] - k.cx) / k.fx, (q[1] - k.cy) / k.fy])
+            .collect()
+    };
+    let (na, nb) = (points(&norm(pa, ka)), points(&norm(pb, kb)));
+    let f_mean = (ka.fx + ka.fy + kb.fx + kb.fy) / 4.0;
+    let eye = Mat::eye(3, 3, opencv::core::CV_64F)?.to_mat()?;
+    let m = opencv::calib3d::find_essential_mat(
+        &na,
+        &nb,
+        &eye,
+        method,
+        config.confidence,
+        config.threshold_px / f_mean,
+        config.max_iters,
+        mask,
+    )?;
+    let e = mat3(&m)?;
+    let pose = match e {
+        Some(_) if !mask.empty() => {
+            let e3 = m.row_range(&opencv::core::Range::new(0, 3)?)?.try_clone()?;
+            let (mut r, mut t) = (Mat::default(), Mat::default());
+            let mut pose_mask = mask.try_clone()?;
+            let good = opencv::calib3d::recover_pose_estimated(
+                &e3,
+                &na,
+                &nb,
+                &eye,
+                &mut r,
+                &mut t,
+                &mut pose_mask,
+            )?;
+            match mat3(&r)? {
+                Some(rr) => Some(Pose {
+                    r: rr,
+                    t: [
+                        *t.at_2d::<f64>(0, 0)?,
+                        *t.at_2d::<f64>(1, 0)?,
+                        *t.at_2d::<f64>(2, 0)?,
+                    ],
+                    num_in_front: good.max(0) as usize,
+                }),
+                None => None,
+            }
+        }
+        _ => None,
+    };
+    Ok((e, pose))
+}
+
+/// Fits `kind` to the matched points `pa[k] ↔ pb[k]` (pixels). `intrinsics` (of A and B) is
+/// required for [`ModelKind::Essential`] and ignored otherwise.
+pub fn verify(
+    pa: &[[f64; 2]],
+    pb: &[[f64; 2]],
+    kind: ModelKind,
+    config: &RansacConfig,
+    intrinsics: Option<(&Intrinsics, &Intrinsics)>,
+) -> Result<Verification> {
+    if pa.len() != pb.len() {
+        return Err(Error::InvalidInput(format!(
+            "verify: {} points in A but {} in B",
+            pa.len(),
+            pb.len()
+        )));
+    }
+    let valid = config.threshold_px > 0.0 && config.confidence > 0.0 && config.confidence < 1.0;
+    if !valid || config.max_iters < 1 {
+        return Err(Error::InvalidInput(format!(
+            "RANSAC needs threshold > 0, confidence in (0, 1), max_iters ≥ 1; got {config:?}"
+        )));
+    }
+    if pa.iter().chain(pb).flatten().any(|v| !v.is_finite()) {
+        return Err(Error::InvalidInput(
+            "verify: non-finite keypoint coordinates".into(),
+        ));
+    }
+    let n = pa.len();
+    if n < kind.min_matches() {
+        return Ok(Verification::failed(
+            kind,
+            n,
+            format!(
+                "too few matches for a {kind:?} model: {n} < {}",
+                kind.min_matches()
+            )
+            .to_lowercase(),
+        ));
+    }
+    let method = opencv::calib3d::USAC_MAGSAC;
+    let mut mask = Mat::default();
+    let (model, pose) = match kind {
+        ModelKind::Homography => {
+            let m = opencv::calib3d::find_homography_ext(
+                &points(pa),
+                &points(pb),
+                method,
+                config.threshold_px,
+                &mut mask,
+                config.max_iters,
+                config.confidence,
+            )?;
+            (mat3(&m)?, None)
+        }
+        ModelKind::Fundamental => {
+            let m = opencv::calib3d::find_fundamental_mat(
+                &points(pa),
+                &points(pb),
+                method,
+                config.threshold_px,
+                config.confidence,
+                config.max_iters,
+                &mut mask,
+            )?;
+            (mat3(&m)?, None)
+        }
+        ModelKind::Essential => essential(pa, pb, config, intrinsics, &mut mask)?,
+    };
+    match model {
+        None => Ok(Verification::failed(
+            kind,
+            n,
+            format!("RANSAC found no {kind:?} model").to_lowercase(),
+        )),
+        Some(model) => {
+            let inliers = mask_vec(&mask, n)?;
+            let num_inliers = inliers.iter().filter(|&&b| b).count();
+            Ok(Verification {
+                kind,
+                model: Some(model),
+                inliers,
+                num_inliers,
+                reason: None,
+                pose,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn apply_h(h: &[[f64; 3]; 3], p: [f64; 2]) -> [f64; 2] {
+        let w = h[2][0] * p[0] + h[2][1] * p[1] + h[2][2];
+        [
+            (h[0][0] * p[0] + h[0][1] * p[1] + h[0][2]) / w,
+            (h[1][0] * p[0] + h[1][1] * p[1] + h[1][2]) / w,
+        ]
+    }
+
+    #[test]
+    fn homography_recovered_with_outliers_marked() {
+        let h = [[0.9, 0.1, 20.0], [-0.05, 1.1, -10.0], [1e-4, -5e-5, 1.0]];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let pa: Vec<[f64; 2]> = (0..200)
+            .map(|_| [rng.gen_range(0.0..640.0), rng.gen_range(0.0..480.0)])
+            .collect();
+        let mut pb: Vec<[f64; 2]> = pa.iter().map(|&p| apply_h(&h, p)).collect();
+        for p in pb.iter_mut().take(40) {
+            *p = [rng.gen_range(0.0..640.0), rng.gen_range(0.0..480.0)];
+        }
+        let v = verify(
+            &pa,
+            &pb,
+            ModelKind::Homography,
+            &RansacConfig::default(),
+            None,
+        )
+        .unwrap();
+        let m = v.model.unwrap();
+        for r in 0..3 {
+            for c in 0..3 {
+                assert!(
+                    (m[r][c] - h[r][c]).abs() < 1e-3 * h[r][c].abs().max(1e-2),
+                    "{m:?}"
+                );
+            }
+        }
+        assert!(v.inliers[40..].iter().all(|&b| b));
+        assert!(v.inliers[..40].iter().filter(|&&b| b).count() <= 1);
+    }
+
+    #[test]
+    fn too_few_matches_is_a_result_not_an_error() {
+        let p = vec![[0.0, 0.0]; 4];
+        let v = verify(
+            &p,
+            &p,
+            ModelKind::Fundamental,
+            &RansacConfig::default(),
+            None,
+        )
+        .unwrap();
+        assert!(v.model.is_none() && v.reason.unwrap().contains("too few matches"));
+        assert_eq!(v.inliers, vec![false; 4]);
+    }
+
+    #[test]
+    fn essential_gives_the_true_pose() {
+        // Points in front of camera A; B rotated 10° about y and translated along x.
+        let k = Intrinsics {
+            fx: 800.0,
+            fy: 800.0,
+            cx: 320.0,
+            cy: 240.0,
+        };
+        let (s, c) = 10f64.to_radians().sin_cos();
+        let r = [[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]];
+        let t = [-1.0, 0.0, 0.1];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let (mut pa, mut pb) = (Vec::new(), Vec::new());
+        for _ in 0..150 {
+            let x = [
+                rng.gen_range(-2.0..2.0),
+                rng.gen_range(-1.5..1.5),
+                rng.gen_range(4.0..9.0),
+            ];
+            let y: Vec<f64> = (0..3)
+                .map(|i| r[i][0] * x[0] + r[i][1] * x[1] + r[i][2] * x[2] + t[i])
+                .collect();
+            pa.push([k.fx * x[0] / x[2] + k.cx, k.fy * x[1] / x[2] + k.cy]);
+            pb.push([k.fx * y[0] / y[2] + k.cx, k.fy * y[1] / y[2] + k.cy]);
+        }
+        let v = verify(
+            &pa,
+            &pb,
+            ModelKind::Essential,
+            &RansacConfig::default(),
+            Some((&k, &k)),
+        )
+        .unwrap();
+        let pose = v.pose.unwrap();
+        assert!(v.num_inliers >= 145, "{}", v.num_inliers);
+        for i in 0..3 {
+            for j in 0..3 {
+                assert!((pose.r[i][j] - r[i][j]).abs() < 1e-3, "{:?}", pose.r);
+            }
+        }
+        let tn = (t[0] * t[0] + t[2] * t[2]).sqrt();
+        assert!(
+            (pose.t[0] - t[0] / tn).abs() < 1e-2 && (pose.t[2] - t[2] / tn).abs() < 1e-2,
+            "{:?}",
+            pose.t
+        );
+        assert!(verify(
+            &pa,
+            &pb,
+            ModelKind::Essential,
+            &RansacConfig::default(),
+            None
+        )
+        .is_err());
+    }
+}

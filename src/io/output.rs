@@ -1,0 +1,282 @@
+//! The one writer interface: every command that produces features or matches hands them to a
+//! [`Writer`], whatever the format. Adding a format (an hloc HDF5 file, say) is one module
+//! implementing [`Writer`] plus one [`Format`] variant in [`open`].
+//!
+//! - [`Format::Npz`]: a folder of numpy-readable files, `<stem>.npz` per image
+//!   ([`crate::io::features`]) and `<stemA>__<stemB>.npz` per pair ([`crate::io::matches`]).
+//! - [`ColmapWriter`]: a COLMAP database (cameras, images, keypoints, descriptors, matches,
+//!   two-view geometries) for `colmap mapper`; it is opened by `descl sfm` with its camera
+//!   settings rather than through [`open`].
+
+use crate::error::{Error, Result};
+use crate::features::Features;
+use crate::geometry::{Intrinsics, ModelKind};
+use crate::io::colmap::{CameraModel, Database, TwoViewConfig, TwoViewModels};
+use crate::io::features::write_features;
+use crate::io::matches::{write_matches, MatchesFile};
+use crate::matching::two_view::{PairConfig, PairResult};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// File formats of features and matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// One `.npz` per image and per pair in a folder.
+    #[default]
+    Npz,
+}
+
+impl Format {
+    /// Every format, in the order the command line lists them.
+    pub const ALL: &'static [Format] = &[Format::Npz];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Npz => "npz",
+        }
+    }
+}
+
+/// One image of a set, as handed to a writer.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageRecord<'a> {
+    /// The image's name in the set (its file name; COLMAP's `images.name`).
+    pub name: &'a str,
+    /// The image (or features) file it came from.
+    pub path: &'a Path,
+    pub features: &'a Features,
+    /// Camera intrinsics when known (flag, file, EXIF or a prior).
+    pub intrinsics: Option<&'a Intrinsics>,
+    /// Whether the focal length was measured (EXIF, flag) rather than a prior.
+    pub focal_known: bool,
+}
+
+/// One matched pair, as handed to a writer.
+#[derive(Debug, Clone, Copy)]
+pub struct PairRecord<'a> {
+    pub a: ImageRecord<'a>,
+    pub b: ImageRecord<'a>,
+    pub result: &'a PairResult,
+    pub config: &'a PairConfig,
+}
+
+/// A destination for features and matches. Writes are atomic per item (a killed run leaves
+/// whole files or none); `finish` completes the output.
+pub trait Writer: Send {
+    /// Stores one image's features; returns the file written, if the format has one per image.
+    fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>>;
+    /// Whether the pair of the inputs `a` and `b` is already stored (a resumed run skips it).
+    fn has_pair(&self, _a: &Path, _b: &Path) -> bool {
+        false
+    }
+    /// Stores one pair's matches and verification; returns the file written, if any.
+    fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>>;
+    /// Completes the output (e.g. renames a database into place); returns its path.
+    fn finish(self: Box<Self>) -> Result<PathBuf>;
+}
+
+/// A writer of `format` into the folder `dir` (created if missing).
+pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
+    match format {
+        Format::Npz => Ok(Box::new(NpzFolder::create(dir)?)),
+    }
+}
+
+/// A folder of `.npz` files.
+#[derive(Debug)]
+pub struct NpzFolder {
+    dir: PathBuf,
+    /// Output file → the input that claimed it, so two images with one stem are an error
+    /// rather than a silent overwrite.
+    claimed: HashMap<PathBuf, PathBuf>,
+}
+
+fn stem(path: &Path) -> Result<String> {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::InvalidInput(format!("{}: not a file name", path.display())))
+}
+
+impl NpzFolder {
+    /// Creates `dir` if needed.
+    pub fn create(dir: &Path) -> Result<NpzFolder> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        if !dir.is_dir() {
+            return Err(Error::InvalidInput(format!(
+                "{}: not a folder",
+                dir.display()
+            )));
+        }
+        Ok(NpzFolder {
+            dir: dir.to_path_buf(),
+            claimed: HashMap::new(),
+        })
+    }
+
+    /// `<dir>/<stem>.npz`, claimed for `input` (an error if another input claimed it).
+    pub fn claim_features(&mut self, input: &Path) -> Result<PathBuf> {
+        let target = self.dir.join(format!("{}.npz", stem(input)?));
+        if let Some(first) = self.claimed.get(&target) {
+            if first != input {
+                return Err(Error::InvalidInput(format!(
+                    "{}: its output {} is already written for {}; extract images with the same name into different folders",
+                    input.display(),
+                    target.display(),
+                    first.display()
+                )));
+            }
+        }
+        self.claimed.insert(target.clone(), input.to_path_buf());
+        Ok(target)
+    }
+
+    /// `<dir>/<stemA>__<stemB>.npz`.
+    pub fn pair_path(&self, a: &Path, b: &Path) -> Result<PathBuf> {
+        Ok(self.dir.join(format!("{}__{}.npz", stem(a)?, stem(b)?)))
+    }
+}
+
+impl Writer for NpzFolder {
+    fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
+        let target = self.claim_features(image.path)?;
+        write_features(&target, image.features)?;
+        Ok(Some(target))
+    }
+
+    fn has_pair(&self, a: &Path, b: &Path) -> bool {
+        self.pair_path(a, b).is_ok_and(|p| p.exists())
+    }
+
+    fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
+        let target = self.pair_path(pair.a.path, pair.b.path)?;
+        write_matches(&target, &MatchesFile::from_pair(pair))?;
+        Ok(Some(target))
+    }
+
+    fn finish(self: Box<Self>) -> Result<PathBuf> {
+        Ok(self.dir)
+    }
+}
+
+/// Camera settings of a COLMAP database.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ColmapOptions {
+    pub camera_model: CameraModel,
+    /// One camera shared by all images (same camera, same size) instead of one per image.
+    pub single_camera: bool,
+    /// Fewest verified inliers for a pair to enter `two_view_geometries`.
+    pub min_inliers: usize,
+}
+
+/// A COLMAP database being written (in a temporary file until [`Writer::finish`]).
+pub struct ColmapWriter {
+    database: Database,
+    options: ColmapOptions,
+    shared_camera: Option<i64>,
+    image_ids: HashMap<String, i64>,
+}
+
+impl ColmapWriter {
+    /// Starts the database at `path` (which must not exist unless `overwrite`).
+    pub fn create(path: &Path, overwrite: bool, options: ColmapOptions) -> Result<ColmapWriter> {
+        Ok(ColmapWriter {
+            database: Database::create(path, overwrite)?,
+            options,
+            shared_camera: None,
+            image_ids: HashMap::new(),
+        })
+    }
+
+    /// The database id of an image added before.
+    pub fn image_id(&self, name: &str) -> Option<i64> {
+        self.image_ids.get(name).copied()
+    }
+
+    fn id(&self, image: &ImageRecord<'_>) -> Result<i64> {
+        self.image_id(image.name).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "{}: pair of an image not in the database",
+                image.name
+            ))
+        })
+    }
+}
+
+impl Writer for ColmapWriter {
+    fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
+        let f = image.features;
+        let (w, h) = (f.meta.image_width, f.meta.image_height);
+        let k = image
+            .intrinsics
+            .copied()
+            .unwrap_or_else(|| Intrinsics::default_prior(w, h));
+        let model = self.options.camera_model;
+        let camera_id = match self.shared_camera {
+            Some(id) if self.options.single_camera => id,
+            _ => {
+                let id = self.database.add_camera(
+                    model,
+                    w,
+                    h,
+                    &model.params(k.fx, w, h),
+                    image.focal_known,
+                )?;
+                self.shared_camera = Some(id);
+                id
+            }
+        };
+        let image_id = self.database.add_image(image.name, camera_id)?;
+        self.database.add_keypoints(image_id, &f.frames)?;
+        self.database.add_descriptors(image_id, &f.descriptors)?;
+        self.image_ids.insert(image.name.to_string(), image_id);
+        Ok(None)
+    }
+
+    fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
+        let (id1, id2) = (self.id(&pair.a)?, self.id(&pair.b)?);
+        let r = pair.result;
+        self.database.add_matches(id1, id2, &r.matches.pairs)?;
+        let inliers = r.inlier_pairs();
+        let Some(v) = &r.verification else {
+            return Ok(None);
+        };
+        let Some(model) = &v.model else {
+            return Ok(None);
+        };
+        if inliers.len() < self.options.min_inliers {
+            return Ok(None);
+        }
+        let none = TwoViewModels::default();
+        let (config, models) = match v.kind {
+            ModelKind::Fundamental => (
+                TwoViewConfig::Uncalibrated,
+                TwoViewModels {
+                    f: Some(model),
+                    ..none
+                },
+            ),
+            ModelKind::Essential => (
+                TwoViewConfig::Calibrated,
+                TwoViewModels {
+                    e: Some(model),
+                    ..none
+                },
+            ),
+            ModelKind::Homography => (
+                TwoViewConfig::Planar,
+                TwoViewModels {
+                    h: Some(model),
+                    ..none
+                },
+            ),
+        };
+        self.database
+            .add_two_view_geometry(id1, id2, &inliers, config, &models)?;
+        Ok(None)
+    }
+
+    fn finish(self: Box<Self>) -> Result<PathBuf> {
+        self.database.finish()
+    }
+}

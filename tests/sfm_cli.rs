@@ -1,0 +1,98 @@
+//! `descl sfm` with every matcher: the one pair path serves `descl match` and `descl sfm`
+//! alike, so `--matcher guided` and `--matcher approx` build a database too.
+
+mod common;
+
+use common::{descl, run};
+use rusqlite::Connection;
+use std::path::Path;
+
+/// Three consecutive fountain-P11 images in a folder of their own.
+fn three_fountain_images(data: &Path, dir: &Path) {
+    for name in ["0000.jpg", "0001.jpg", "0002.jpg"] {
+        std::fs::copy(
+            data.join("strecha/fountain-P11/images").join(name),
+            dir.join(name),
+        )
+        .unwrap();
+    }
+}
+
+fn count(db: &Path, table: &str) -> i64 {
+    let c = Connection::open(db).unwrap();
+    c.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Inlier count per pair in two_view_geometries.
+fn inliers(db: &Path) -> Vec<i64> {
+    let c = Connection::open(db).unwrap();
+    let mut s = c
+        .prepare("SELECT rows FROM two_view_geometries ORDER BY pair_id")
+        .unwrap();
+    s.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn sfm_with_each_matcher() {
+    let Some(data) = common::data_root_or_skip("sfm_with_each_matcher") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    let sfm = |matcher: &str, model: &str| {
+        let db = dir.path().join(format!("{matcher}-{model}.db"));
+        let r = run(descl()
+            .arg("sfm")
+            .arg(&images)
+            .arg("--database")
+            .arg(&db)
+            .args([
+                "--matcher",
+                matcher,
+                "-m",
+                model,
+                "--max-keypoints",
+                "1000",
+                "--json",
+            ]));
+        (r, db)
+    };
+    let mut per_matcher = Vec::new();
+    for matcher in ["exact", "guided", "approx"] {
+        let ((ok, stdout, stderr), db) = sfm(matcher, "rootsift");
+        assert!(ok, "{matcher}: {stderr}");
+        let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(j["database"]["verified_pairs"], 3, "{matcher}: {j}");
+        assert_eq!(
+            (count(&db, "images"), count(&db, "matches")),
+            (3, 3),
+            "{matcher}"
+        );
+        let n = inliers(&db);
+        assert_eq!(n.len(), 3, "{matcher}");
+        assert!(n.iter().all(|&k| k >= 100), "{matcher}: inliers {n:?}");
+        per_matcher.push(n);
+    }
+    // Guided matching searches again near the verified model: it keeps at least about the
+    // exact matcher's inliers on these well-matched pairs.
+    let (exact, guided) = (&per_matcher[0], &per_matcher[1]);
+    let sum = |v: &Vec<i64>| v.iter().sum::<i64>();
+    assert!(
+        sum(guided) as f64 >= 0.95 * sum(exact) as f64,
+        "guided {guided:?} vs exact {exact:?}"
+    );
+
+    // A binary model with the float-only approximate matcher: every pair fails with a clear
+    // error, and the exit status says so.
+    let ((ok, _, stderr), _) = sfm("approx", "descl-tfeat-cdf-binary256");
+    assert!(
+        !ok && stderr.contains("approx matcher needs float descriptors"),
+        "{stderr}"
+    );
+}
