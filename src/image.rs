@@ -8,7 +8,7 @@
 use crate::error::{Error, Result};
 use image::{DynamicImage, ImageReader, Limits};
 use opencv::prelude::*;
-use std::io::Cursor;
+use std::io::{Cursor, Read};
 use std::path::Path;
 
 /// Smallest accepted width and height in pixels: below this no detector finds anything stable
@@ -82,14 +82,33 @@ pub fn load_gray(path: &Path) -> Result<GrayImage> {
     };
     // No file holding an image within the pixel limit is larger than its raw 16-bit RGBA
     // pixels plus headers: refuse to read more than that into memory.
-    let len = std::fs::metadata(path).map_err(not_found)?.len();
-    if len > MAX_IMAGE_FILE_BYTES {
+    // Regular files only: a device (`/dev/zero`) reports length 0 and never ends, a FIFO blocks
+    // the open forever. The size is checked again on the bytes actually read.
+    let meta = std::fs::metadata(path).map_err(not_found)?;
+    if !meta.is_file() {
         return Err(image_err(
             path,
-            format!("file of {len} bytes is larger than any image within the pixel limit ({MAX_IMAGE_FILE_BYTES} bytes)"),
+            "not a regular file (a folder, device or FIFO)",
         ));
     }
-    let bytes = std::fs::read(path).map_err(not_found)?;
+    let too_large = |len: u64| {
+        image_err(
+            path,
+            format!("file of {len} bytes is larger than any image within the pixel limit ({MAX_IMAGE_FILE_BYTES} bytes)"),
+        )
+    };
+    if meta.len() > MAX_IMAGE_FILE_BYTES {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(not_found)?
+        .take(MAX_IMAGE_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
     decode_gray(&bytes, path)
 }
 

@@ -16,9 +16,7 @@ use crate::progress::Progress;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// Fewest verified inliers for a pair to enter two_view_geometries: COLMAP's
-/// `TwoViewGeometryOptions::min_num_inliers` default.
-pub const COLMAP_MIN_NUM_INLIERS: usize = 15;
+pub use crate::matching::two_view::COLMAP_MIN_NUM_INLIERS;
 
 /// Settings of `descl sfm`.
 #[derive(Debug, Clone)]
@@ -28,7 +26,6 @@ pub struct SfmConfig {
     pub camera_model: CameraModel,
     /// One camera shared by all images (same camera, same size) instead of one per image.
     pub single_camera: bool,
-    pub min_inliers: usize,
 }
 
 impl Default for SfmConfig {
@@ -38,7 +35,6 @@ impl Default for SfmConfig {
             pairs: PairMode::Exhaustive,
             camera_model: CameraModel::SimpleRadial,
             single_camera: false,
-            min_inliers: COLMAP_MIN_NUM_INLIERS,
         }
     }
 }
@@ -49,7 +45,8 @@ pub struct SfmSummary {
     pub database: PathBuf,
     pub images: Vec<SetImage>,
     pub pairs: usize,
-    /// Pairs with at least `min_inliers` verified inliers (written to two_view_geometries).
+    /// Pairs with a verified model, i.e. at least `pair.min_inliers` inliers (written to
+    /// two_view_geometries).
     pub verified_pairs: usize,
     pub mean_matches: f64,
     pub mean_inliers: f64,
@@ -87,7 +84,6 @@ where
         ColmapOptions {
             camera_model: cfg.camera_model,
             single_camera: cfg.single_camera,
-            min_inliers: cfg.min_inliers,
         },
     )?;
     let paths = list_images(image_dir)?;
@@ -119,10 +115,7 @@ where
     Ok(SfmSummary {
         database: run.output,
         pairs: run.pairs.len(),
-        verified_pairs: matched
-            .iter()
-            .filter(|p| p.model.is_some() && p.inliers.unwrap_or(0) >= cfg.min_inliers)
-            .count(),
+        verified_pairs: matched.iter().filter(|p| p.model.is_some()).count(),
         mean_matches: matched.iter().filter_map(|p| p.matches).sum::<usize>() as f64 / n_pairs,
         mean_inliers: matched
             .iter()

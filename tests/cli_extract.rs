@@ -211,6 +211,19 @@ fn models_lists_cards_with_the_default_marked() {
         ok && stdout.contains("m1") && stdout.contains("cdf") && stdout.contains("dev.mma@3=0.5"),
         "{stdout}"
     );
+
+    // One broken card: the others are still listed, the broken one named, the exit non-zero.
+    std::fs::write(
+        dir.path().join("broken.json"),
+        br#"{"sha256": "x", "architecture": 3}"#,
+    )
+    .unwrap();
+    let (ok, stdout, stderr) = run(descl()
+        .args(["models", "--json"])
+        .env("DESCL_MODELS", dir.path()));
+    assert!(!ok && stderr.contains("broken.json"), "{stderr}");
+    let list: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
 }
 
 /// `-m sift` and `-m rootsift` run through the same describe path as the models: same frames,

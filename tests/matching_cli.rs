@@ -166,6 +166,9 @@ fn real_pair_to_matches_file_json_and_picture_then_many_pairs_with_resume() {
     assert_eq!(j["pairs"].as_array().unwrap().len(), 3);
     assert!(out_dir.join("0000__0002.npz").is_file());
     std::fs::remove_file(out_dir.join("0001__0002.npz")).unwrap();
+    // A truncated pair file (a killed writer of another tool, a full disk) is not "done".
+    let whole = std::fs::read(out_dir.join("0000__0001.npz")).unwrap();
+    std::fs::write(out_dir.join("0000__0001.npz"), &whole[..whole.len() / 2]).unwrap();
     let (ok, stdout, _) = run(descl()
         .arg("match")
         .arg("--images")
@@ -177,8 +180,24 @@ fn real_pair_to_matches_file_json_and_picture_then_many_pairs_with_resume() {
         .arg("--json"));
     assert!(ok);
     let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(j["skipped_existing"], 2, "{j}");
+    assert_eq!(j["skipped_existing"], 1, "{j}");
     assert!(out_dir.join("0001__0002.npz").is_file());
+    assert_eq!(
+        read_matches(&out_dir.join("0000__0001.npz"))
+            .unwrap()
+            .pairs
+            .len(),
+        j["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["a"].as_str().unwrap().ends_with("0000.npz")
+                && p["b"].as_str().unwrap().ends_with("0001.npz"))
+            .unwrap()["matches"]
+            .as_u64()
+            .unwrap() as usize,
+        "the truncated pair was matched again and rewritten"
+    );
 }
 
 #[test]
@@ -255,4 +274,58 @@ fn bad_inputs_get_clear_errors() {
     let (ok, _, err) = run(descl().arg("sfm").arg(d).arg("--database").arg(&db));
     assert!(!ok && err.contains("--overwrite"), "{err}");
     assert_eq!(std::fs::read(&db).unwrap(), b"precious");
+}
+
+/// Features of two different models are refused with both names, in a pair and in a set; a
+/// model that fails to load leaves no output folder behind.
+#[test]
+fn mixed_models_are_refused_and_failed_loads_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut other = float_features(50, 128, 5);
+    other.meta.model = "another-model".into();
+    let a = write(d, "a.npz", &float_features(50, 128, 4));
+    let b = write(d, "b.npz", &other);
+    let (ok, _, err) = run(descl().arg("match").arg(&a).arg(&b));
+    assert!(
+        !ok && err.contains("`test`")
+            && err.contains("`another-model`")
+            && err.contains("different models"),
+        "{err}"
+    );
+    let out_dir = d.join("pairs");
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg("--images")
+        .arg(d)
+        .arg("--exhaustive")
+        .arg("--out-dir")
+        .arg(&out_dir));
+    assert!(!ok && err.contains("different models"), "{err}");
+
+    // An unwritable picture is refused before the matches file is written.
+    let c = write(d, "c.npz", &float_features(50, 128, 6));
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(&a)
+        .arg(&c)
+        .arg("--out")
+        .arg(d.join("ac.npz"))
+        .arg("--viz")
+        .arg("/nonexistent-descl-dir/ac.png"));
+    assert!(!ok && err.contains("/nonexistent-descl-dir/ac.png"), "{err}");
+    assert!(!d.join("ac.npz").exists());
+
+    let out = d.join("never-created");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&a)
+        .arg("--out")
+        .arg(&out)
+        .args(["-m", "no-such-model-anywhere"]));
+    assert!(!ok && err.contains("no-such-model-anywhere"), "{err}");
+    assert!(
+        !out.exists(),
+        "output folder created for a run that could not start"
+    );
 }

@@ -96,3 +96,60 @@ fn sfm_with_each_matcher() {
         "{stderr}"
     );
 }
+
+/// Two `descl sfm` runs on one database: the second is refused while the first holds the lock.
+/// A run killed with SIGKILL leaves its temporary database behind; the next run removes it and
+/// writes the database as an uninterrupted run does.
+#[test]
+fn concurrent_runs_are_refused_and_killed_runs_leave_nothing_stale() {
+    let Some(data) = common::data_root_or_skip("concurrent_runs_are_refused") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    let db = dir.path().join("scene.db");
+    let lock = dir.path().join("scene.db.lock");
+    let sfm = || {
+        let mut c = descl();
+        c.arg("sfm").arg(&images).arg("--database").arg(&db).args([
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "4000",
+        ]);
+        c
+    };
+    let stale = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".descl-tmp-"))
+            .count()
+    };
+    let wait_for_lock = |child: &mut std::process::Child| {
+        let t = std::time::Instant::now();
+        while !lock.exists() {
+            assert!(child.try_wait().unwrap().is_none(), "first run ended early");
+            assert!(t.elapsed().as_secs() < 60, "no lock file");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+
+    let mut first = sfm().stderr(std::process::Stdio::null()).spawn().unwrap();
+    wait_for_lock(&mut first);
+    let (ok, _, stderr) = run(&mut sfm());
+    assert!(!ok && stderr.contains("another descl run"), "{stderr}");
+    // SIGKILL: no cleanup code runs.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(!db.exists());
+    assert_eq!(stale(), 1, "the killed run's temporary database");
+
+    let (ok, _, stderr) = run(&mut sfm());
+    assert!(ok, "{stderr}");
+    assert_eq!(stale(), 0, "stale temporaries removed");
+    assert!(!lock.exists(), "lock file removed after a finished run");
+    assert_eq!((count(&db, "images"), count(&db, "matches")), (3, 3));
+}

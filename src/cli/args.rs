@@ -11,7 +11,7 @@ use descl::image_set::CameraInfo;
 use descl::io::colmap::CameraModel;
 use descl::io::output::Format;
 use descl::matching::filters::LOWE_RATIO;
-use descl::matching::two_view::{Matcher, PairConfig, GUIDED_RADIUS_PX};
+use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUIDED_RADIUS_PX};
 use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL};
 use descl::pipeline::Extractor;
@@ -198,6 +198,9 @@ pub struct MatchArgs {
     /// Guided matching: search radius around the prediction (pixels).
     #[arg(long, default_value_t = GUIDED_RADIUS_PX, value_name = "PX")]
     pub guided_radius: f32,
+    /// Fewest inliers for a pair to have a verified model (COLMAP's default).
+    #[arg(long, default_value_t = COLMAP_MIN_NUM_INLIERS, value_name = "N")]
+    pub min_inliers: usize,
 }
 
 impl MatchArgs {
@@ -219,6 +222,7 @@ impl MatchArgs {
                 max_iters: self.max_iters,
             },
             guided_radius: self.guided_radius,
+            min_inliers: self.min_inliers,
         };
         cfg.check()?;
         Ok(cfg)

@@ -40,9 +40,10 @@ struct Summary {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let images = expand_inputs(&args.inputs)?;
+    // The describer first: a model that fails to load leaves no output folder behind.
+    let extractor = args.describe.extractor()?;
     let writer = output::open(args.format, &args.out)
         .with_context(|| format!("output folder {}", args.out.display()))?;
-    let extractor = args.describe.extractor()?;
     let bar = Bar::new(images.len() > 1);
     let (_, reports) = extract_all(&images, |p| extractor.extract(p), writer, &bar)?;
     let failed = reports.iter().filter(|r| r.error.is_some()).count();

@@ -109,6 +109,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("give two inputs A B (images or .npz features files), or --images DIR with --exhaustive, --sequential W or --pairs FILE");
     };
     let cfg = args.matching.pair_config()?;
+    for out in args.out.iter().chain(&args.viz) {
+        descl::io::atomic::check_writable(out)?;
+    }
     let loader = Loader {
         args: &args.describe,
         extractor: OnceLock::new(),

@@ -1,6 +1,6 @@
 //! `descl models`: the model cards in `models/` (or `$DESCL_MODELS`), default marked.
 
-use descl::model::{list_cards, models_dir, DEFAULT_MODEL};
+use descl::model::{list_cards_lenient, models_dir, DEFAULT_MODEL};
 use serde_json::json;
 
 /// The card metrics the text listing shows (by key suffix); `--json` lists every number.
@@ -14,7 +14,23 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let cards = list_cards()?;
+    // One unreadable card does not hide the others: they are listed, the bad ones reported,
+    // and the exit status says something was wrong.
+    let (cards, bad) = list_cards_lenient()?;
+    for e in &bad {
+        eprintln!("warning: {e}");
+    }
+    list(&args, &cards)?;
+    if !bad.is_empty() {
+        anyhow::bail!("{} model card(s) could not be read", bad.len());
+    }
+    Ok(())
+}
+
+fn list(
+    args: &Args,
+    cards: &[(descl::model::card::ModelCard, std::path::PathBuf)],
+) -> anyhow::Result<()> {
     if args.json {
         let list: Vec<_> = cards
             .iter()
@@ -44,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("models in {} (* = default):", models_dir().display());
-    for (c, _) in &cards {
+    for (c, _) in cards {
         let metrics: Vec<String> = c
             .key_metrics()
             .iter()

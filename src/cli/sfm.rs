@@ -7,7 +7,7 @@ use super::progress::Bar;
 use anyhow::{bail, Context};
 use descl::io::colmap_model::{run_mapper, MapperOptions};
 use descl::matching::pairs::PairMode;
-use descl::sfm::{build_database, SfmConfig, COLMAP_MIN_NUM_INLIERS};
+use descl::sfm::{build_database, SfmConfig};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -41,9 +41,6 @@ pub struct Args {
     /// Pairs file: `nameA nameB` per line.
     #[arg(long, value_name = "FILE")]
     pairs: Option<PathBuf>,
-    /// Fewest inliers for a verified pair (COLMAP's default).
-    #[arg(long, default_value_t = COLMAP_MIN_NUM_INLIERS)]
-    min_inliers: usize,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
@@ -64,7 +61,6 @@ impl Args {
             },
             camera_model: self.camera_model.into(),
             single_camera: self.single_camera,
-            min_inliers: self.min_inliers,
         })
     }
 
@@ -97,9 +93,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         |p| extractor.extract(p),
         &bar,
     )?;
-    for s in &summary.skipped {
-        eprintln!("warning: skipped {s}");
-    }
     eprintln!(
         "{}: {} images, {} pairs, {} verified (mean {:.0} matches, {:.0} inliers per pair)",
         summary.database.display(),

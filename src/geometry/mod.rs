@@ -143,12 +143,10 @@ fn essential(
     config: &RansacConfig,
     intrinsics: Option<(&Intrinsics, &Intrinsics)>,
     mask: &mut Mat,
-) -> Result<(Option<[[f64; 3]; 3]>, Option<Pose>)> {
+) -> Result<(Option<Mat3>, Option<Pose>)> {
     let method = opencv::calib3d::USAC_MAGSAC;
     let (ka, kb) = intrinsics.ok_or_else(|| {
-        Error::InvalidInput(
-            "the essential matrix needs intrinsics (flag, file or EXIF)".into(),
-        )
+        Error::InvalidInput("the essential matrix needs intrinsics (flag, file or EXIF)".into())
     })?;
     // Normalised coordinates with each camera's K, so A and B may differ; the pixel
     // threshold becomes a normalised one through the mean focal length.

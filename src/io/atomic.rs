@@ -15,10 +15,13 @@ where
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".descl-tmp-")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io(path, e))?;
+    // Created with mode 0666 less the user's umask, as any other program's output (tempfile's
+    // own default, 0600, would make every output private).
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".descl-tmp-");
+    #[cfg(unix)]
+    builder.permissions(output_permissions());
+    let mut tmp = builder.tempfile_in(dir).map_err(|e| Error::io(path, e))?;
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());
         write(&mut w)?;
@@ -27,6 +30,37 @@ where
     tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
+}
+
+/// Mode of a new output file before the umask: read and write for everyone (the umask takes
+/// away what the user wants taken away).
+#[cfg(unix)]
+pub const OUTPUT_MODE: u32 = 0o666;
+
+#[cfg(unix)]
+pub(crate) fn output_permissions() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(OUTPUT_MODE)
+}
+
+/// Checks before any work that a file can be written at `path` (its folder exists and takes a
+/// new file), so a run does not fail at its last step with some outputs already written.
+pub fn check_writable(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if path.is_dir() {
+        return Err(Error::InvalidInput(format!(
+            "{}: is a folder, not a file name",
+            path.display()
+        )));
+    }
+    tempfile::Builder::new()
+        .prefix(".descl-tmp-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| Error::io(path, e))
 }
 
 /// [`write_atomic`] for bytes already in memory.
@@ -57,6 +91,29 @@ mod tests {
         );
         write_bytes_atomic(&target, b"ok").unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"ok");
+    }
+
+    /// This process's umask, from /proc (reading it with umask(2) would change it meanwhile).
+    #[cfg(target_os = "linux")]
+    fn umask() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let v = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .unwrap()
+            .trim();
+        u32::from_str_radix(v, 8).unwrap()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn outputs_get_the_users_umask_not_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.bin");
+        write_bytes_atomic(&target, b"x").unwrap();
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, OUTPUT_MODE & !umask(), "mode {mode:o}");
     }
 
     #[test]

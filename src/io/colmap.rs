@@ -150,6 +150,67 @@ pub struct Database {
     conn: Connection,
     tmp: tempfile::TempPath,
     path: PathBuf,
+    /// The lock held while writing (released when the database is finished or dropped).
+    lock: DatabaseLock,
+}
+
+/// Suffix of the lock file beside a database being written.
+pub const LOCK_SUFFIX: &str = ".lock";
+/// Prefix of a database's temporary file: `.descl-tmp-<database file name>-`.
+const TMP_PREFIX: &str = ".descl-tmp-";
+
+/// An exclusive lock on `<database>.lock` (an OS file lock: released by the kernel when the
+/// process dies, so a killed run never blocks the next one).
+struct DatabaseLock {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl DatabaseLock {
+    fn acquire(db: &Path) -> Result<DatabaseLock> {
+        let mut name = db.file_name().unwrap_or_default().to_os_string();
+        name.push(LOCK_SUFFIX);
+        let path = db.with_file_name(name);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(DatabaseLock { file, path }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidInput(format!(
+                "{}: another descl run is writing this database (lock {}); wait for it or choose another --database",
+                db.display(),
+                path.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Removes the lock file, then releases the lock.
+    fn release(self) {
+        // Best effort: a lock file left behind is harmless (the lock is the kernel's).
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
+}
+
+/// Temporary databases of earlier runs on `db` that were killed before finishing. Only called
+/// with the lock held, so none of them belongs to a live run.
+fn remove_stale_temporaries(dir: &Path, db: &Path) {
+    let prefix = format!(
+        "{TMP_PREFIX}{}-",
+        db.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 impl Database {
@@ -165,9 +226,24 @@ impl Database {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        let tmp = tempfile::Builder::new()
-            .prefix(".descl-tmp-")
-            .suffix(".db")
+        let lock = DatabaseLock::acquire(path)?;
+        // Checked again under the lock: a run that finished meanwhile wrote the file.
+        if path.exists() && !overwrite {
+            return Err(Error::InvalidInput(format!(
+                "{}: database already exists (pass --overwrite to replace it)",
+                path.display()
+            )));
+        }
+        remove_stale_temporaries(dir, path);
+        let prefix = format!(
+            "{TMP_PREFIX}{}-",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        );
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".db");
+        #[cfg(unix)]
+        builder.permissions(crate::io::atomic::output_permissions());
+        let tmp = builder
             .tempfile_in(dir)
             .map_err(|e| Error::io(path, e))?
             .into_temp_path();
@@ -191,6 +267,7 @@ impl Database {
             conn,
             tmp,
             path: path.into(),
+            lock,
         })
     }
 
@@ -345,7 +422,12 @@ impl Database {
 
     /// Commits and moves the database into place.
     pub fn finish(self) -> Result<PathBuf> {
-        let Database { conn, tmp, path } = self;
+        let Database {
+            conn,
+            tmp,
+            path,
+            lock,
+        } = self;
         let db_err = |e: rusqlite::Error| Error::Database {
             path: path.clone(),
             reason: e.to_string(),
@@ -353,6 +435,7 @@ impl Database {
         conn.execute_batch("COMMIT").map_err(db_err)?;
         conn.close().map_err(|(_, e)| db_err(e))?;
         tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
+        lock.release();
         Ok(path)
     }
 }

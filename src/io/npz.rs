@@ -9,6 +9,21 @@ use crate::error::{Error, Result};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 
+/// Decompressed bytes always accepted per `.npz` member, whatever its stored size.
+pub const MEMBER_FLOOR_BYTES: u64 = 16 << 20;
+/// Largest decompression ratio accepted beyond the floor: descriptors and frames compress
+/// about 1.1×, masks of zeros far better but are small; a deflate bomb reaches ~1000×.
+pub const MAX_DEFLATE_RATIO: u64 = 20;
+/// Hard cap of one decompressed member (a million 128-d float descriptors take 512 MiB).
+pub const MAX_MEMBER_BYTES: u64 = 2 << 30;
+
+/// The most bytes a member stored in `stored` bytes may decompress to.
+pub fn member_limit(stored: u64) -> u64 {
+    stored
+        .saturating_mul(MAX_DEFLATE_RATIO)
+        .clamp(MEMBER_FLOOR_BYTES, MAX_MEMBER_BYTES)
+}
+
 /// `.npy` magic string: `\x93NUMPY`.
 const NPY_MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy pads the header so the data starts on a multiple of this (format spec, version 1.0).
@@ -301,6 +316,13 @@ pub fn write_npz<W: Write + Seek>(w: W, arrays: &[(&str, &NpyArray)], path: &Pat
 /// Reads every `.npy` member of an `.npz` file, by name without the suffix. A file that is not
 /// a complete zip of valid arrays is [`Error::Format`] naming it.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, NpyArray)>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::format(
+            path,
+            "not a regular file (a folder, device or FIFO)",
+        ));
+    }
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
         .map_err(|e| Error::format(path, format!("not a readable .npz (zip) file: {e}")))?;
@@ -316,10 +338,24 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, NpyArray)>> {
         let Some(stem) = name.strip_suffix(".npy") else {
             continue;
         };
-        let mut bytes = Vec::with_capacity(member.size() as usize);
-        member
+        // Never trust the sizes the archive declares (a zip64 header may claim 2^62 bytes):
+        // read the bytes that actually come, up to a limit derived from the member's stored
+        // size, so a deflate bomb stops early with an error.
+        let limit = member_limit(member.compressed_size());
+        let mut bytes = Vec::new();
+        (&mut member)
+            .take(limit + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| Error::format(path, format!("damaged .npz member `{name}`: {e}")))?;
+        if bytes.len() as u64 > limit {
+            return Err(Error::format(
+                path,
+                format!(
+                    "member `{name}` decompresses to more than {limit} bytes from {} stored bytes (a decompression bomb?)",
+                    member.compressed_size()
+                ),
+            ));
+        }
         let array = NpyArray::from_npy(&bytes)
             .map_err(|e| Error::format(path, format!("`{name}`: {e}")))?;
         out.push((stem.to_string(), array));

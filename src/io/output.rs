@@ -144,8 +144,11 @@ impl Writer for NpzFolder {
         Ok(Some(target))
     }
 
+    /// A pair counts as done only when its file reads back whole (a truncated or foreign file
+    /// is matched again and replaced).
     fn has_pair(&self, a: &Path, b: &Path) -> bool {
-        self.pair_path(a, b).is_ok_and(|p| p.exists())
+        self.pair_path(a, b)
+            .is_ok_and(|p| p.is_file() && crate::io::matches::read_matches(&p).is_ok())
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
@@ -165,8 +168,6 @@ pub struct ColmapOptions {
     pub camera_model: CameraModel,
     /// One camera shared by all images (same camera, same size) instead of one per image.
     pub single_camera: bool,
-    /// Fewest verified inliers for a pair to enter `two_view_geometries`.
-    pub min_inliers: usize,
 }
 
 /// A COLMAP database being written (in a temporary file until [`Writer::finish`]).
@@ -241,12 +242,11 @@ impl Writer for ColmapWriter {
         let Some(v) = &r.verification else {
             return Ok(None);
         };
+        // A model exists only with at least `PairConfig::min_inliers` inliers: the pair is
+        // then a verified two-view geometry.
         let Some(model) = &v.model else {
             return Ok(None);
         };
-        if inliers.len() < self.options.min_inliers {
-            return Ok(None);
-        }
         let none = TwoViewModels::default();
         let (config, models) = match v.kind {
             ModelKind::Fundamental => (

@@ -14,6 +14,15 @@ use serde::{Deserialize, Serialize};
 /// Search radius (pixels) of guided matching around the first model's prediction.
 pub const GUIDED_RADIUS_PX: f32 = 4.0;
 
+/// Fewest verified inliers for a pair to have a model: COLMAP's
+/// `TwoViewGeometryOptions::min_num_inliers` default. Below it RANSAC's model is dropped (an
+/// unrelated pair often yields a "fundamental matrix" on ~10 chance inliers).
+pub const COLMAP_MIN_NUM_INLIERS: usize = 15;
+
+fn default_min_inliers() -> usize {
+    COLMAP_MIN_NUM_INLIERS
+}
+
 /// How descriptors of a pair are matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,6 +65,10 @@ pub struct PairConfig {
     /// Guided matching's search radius in pixels.
     #[serde(default = "default_guided_radius")]
     pub guided_radius: f32,
+    /// Fewest inliers for a verified model (files written before it was recorded read as
+    /// COLMAP's 15).
+    #[serde(default = "default_min_inliers")]
+    pub min_inliers: usize,
 }
 
 impl Default for PairConfig {
@@ -66,6 +79,7 @@ impl Default for PairConfig {
             geometry: Some(ModelKind::Fundamental),
             ransac: RansacConfig::default(),
             guided_radius: GUIDED_RADIUS_PX,
+            min_inliers: COLMAP_MIN_NUM_INLIERS,
         }
     }
 }
@@ -137,6 +151,12 @@ pub fn match_pair(
                 f.descriptors.len()
             )));
         }
+    }
+    if a.meta.model != b.meta.model {
+        return Err(Error::InvalidInput(format!(
+            "{} was described by `{}` but {} by `{}`: descriptors of different models cannot be matched (extract both with one model)",
+            a.meta.image, a.meta.model, b.meta.image, b.meta.model
+        )));
     }
     if cfg.geometry == Some(ModelKind::Essential) && intrinsics.is_none() {
         return Err(Error::InvalidInput(format!(
@@ -233,7 +253,16 @@ pub fn verify_matches(
                 .iter()
                 .map(|p| position(b, p[1]))
                 .collect::<Result<Vec<_>>>()?;
-            Some(verify(&pa, &pb, kind, &cfg.ransac, intrinsics)?)
+            let mut v = verify(&pa, &pb, kind, &cfg.ransac, intrinsics)?;
+            if v.model.is_some() && v.num_inliers < cfg.min_inliers {
+                v.model = None;
+                v.pose = None;
+                v.reason = Some(format!(
+                    "{} inliers, fewer than the {} a model needs",
+                    v.num_inliers, cfg.min_inliers
+                ));
+            }
+            Some(v)
         }
     };
     Ok(PairResult {

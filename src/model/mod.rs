@@ -140,24 +140,40 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// A card and the file it was read from.
+pub type CardEntry = (ModelCard, PathBuf);
+
 /// Every card in [`models_dir`] (sorted by name), with its path. A folder that does not exist
 /// has no cards; a card that does not parse is an error naming it.
-pub fn list_cards() -> Result<Vec<(ModelCard, PathBuf)>> {
+pub fn list_cards() -> Result<Vec<CardEntry>> {
+    let (cards, mut bad) = list_cards_lenient()?;
+    match bad.pop() {
+        Some(e) => Err(e),
+        None => Ok(cards),
+    }
+}
+
+/// [`list_cards`] that goes on past unreadable cards: the readable ones, and one error (naming
+/// the file) per card that could not be read.
+pub fn list_cards_lenient() -> Result<(Vec<CardEntry>, Vec<Error>)> {
     let dir = models_dir();
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
         Err(e) => return Err(Error::io(&dir, e)),
     };
-    let mut cards = Vec::new();
+    let (mut cards, mut bad) = (Vec::new(), Vec::new());
     for entry in entries {
         let path = entry.map_err(|e| Error::io(&dir, e))?.path();
         if path.extension().and_then(|e| e.to_str()) == Some("json") && looks_like_card(&path) {
-            cards.push((ModelCard::load(&path)?, path));
+            match ModelCard::load(&path) {
+                Ok(card) => cards.push((card, path)),
+                Err(e) => bad.push(e),
+            }
         }
     }
     cards.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-    Ok(cards)
+    Ok((cards, bad))
 }
 
 /// Other JSON files may sit in `models/` (training configs saved beside their model); a card is

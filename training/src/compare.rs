@@ -242,10 +242,7 @@ mod tests {
     }
 
     /// A complete bench report (as `descl bench --json` writes one) with only sequences and pose.
-    fn report_json(
-        sequences: serde_json::Value,
-        pose: serde_json::Value,
-    ) -> serde_json::Value {
+    fn report_json(sequences: serde_json::Value, pose: serde_json::Value) -> serde_json::Value {
         serde_json::json!({
             "descl_version": "0", "command": "descl bench", "unix_time": 0,
             "machine": {"cpu": "c", "logical_cpus": 1, "os": "o"},
@@ -320,6 +317,9 @@ mod tests {
         // could be one ulp off, serde_json's default float parser is not exactly rounded).
         let expected =
             std::fs::read_to_string(docs.join("methods-2026-11-22.compare.json")).unwrap();
-        assert_eq!(serde_json::to_string_pretty(&rows).unwrap(), expected.trim_end());
+        assert_eq!(
+            serde_json::to_string_pretty(&rows).unwrap(),
+            expected.trim_end()
+        );
     }
 }

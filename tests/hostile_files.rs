@@ -1,0 +1,160 @@
+//! Files built to hurt: archives that lie about their sizes, decompression bombs, devices and
+//! FIFOs given as images. Each gets a clear error at once, with bounded memory, never a crash.
+//! One test function: it measures this process's peak memory, so nothing may run beside it.
+
+mod common;
+
+use common::{descl, run};
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Peak resident memory of this process so far (Linux `VmHWM`), in MiB.
+fn peak_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    kb / 1024.0
+}
+
+/// An `.npz` whose one member, `descriptors.npy`, is `zeros` bytes of zeros behind a valid
+/// `.npy` header, stored with `method`.
+fn npz_of_zeros(path: &Path, zeros: usize, method: zip::CompressionMethod, zip64: bool) {
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(method)
+        .large_file(zip64);
+    zip.start_file("descriptors.npy", options).unwrap();
+    let n = zeros / 4;
+    let dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({n},), }}");
+    let mut header = dict.into_bytes();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    zip.write_all(b"\x93NUMPY\x01\x00").unwrap();
+    zip.write_all(&(header.len() as u16).to_le_bytes()).unwrap();
+    zip.write_all(&header).unwrap();
+    let block = vec![0u8; 1 << 20];
+    let mut left = zeros;
+    while left > 0 {
+        let k = left.min(block.len());
+        zip.write_all(&block[..k]).unwrap();
+        left -= k;
+    }
+    zip.finish().unwrap();
+}
+
+/// Rewrites the uncompressed size of every zip64 extra field (id 0x0001) of `path` to `claim`.
+fn claim_zip64_size(path: &Path, claim: u64) -> usize {
+    let mut b = std::fs::read(path).unwrap();
+    let mut patched = 0;
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
+    let mut i = 0;
+    while i + 4 <= b.len() {
+        let sig = u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let (name_at, extra_at) = match sig {
+            0x0403_4b50 => (26, 30), // local file header
+            0x0201_4b50 => (28, 46), // central directory header
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let (name_len, extra_len) = (u16_at(&b, i + name_at), u16_at(&b, i + name_at + 2));
+        let mut e = i + extra_at + name_len;
+        let end = e + extra_len;
+        while e + 4 <= end {
+            let (id, len) = (u16_at(&b, e), u16_at(&b, e + 2));
+            if id == 1 && len >= 8 {
+                b[e + 4..e + 12].copy_from_slice(&claim.to_le_bytes());
+                patched += 1;
+            }
+            e += 4 + len;
+        }
+        i += extra_at;
+    }
+    std::fs::write(path, b).unwrap();
+    patched
+}
+
+/// `descl extract INPUT` must fail within `limit` with `expect` on stderr.
+fn extract_fails_fast(input: &Path, expect: &str, limit: Duration) {
+    let out = tempfile::tempdir().unwrap();
+    let mut child = descl()
+        .arg("extract")
+        .arg(input)
+        .arg("--out")
+        .arg(out.path())
+        .args(["-m", "sift"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("{}: still running after {limit:?}", input.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(expect), "{stderr}");
+    assert!(stderr.contains(&input.display().to_string()), "{stderr}");
+}
+
+#[test]
+fn hostile_archives_devices_and_fifos() {
+    let dir = tempfile::tempdir().unwrap();
+
+    // A 2^62-byte member claimed by zip64 headers: reading must not reserve the claim.
+    let lie = dir.path().join("zip64-lie.npz");
+    npz_of_zeros(&lie, 4096, zip::CompressionMethod::Stored, true);
+    assert!(
+        claim_zip64_size(&lie, 1 << 62) >= 1,
+        "no zip64 field patched"
+    );
+    let before = peak_mib();
+    match descl::io::features::read_features(&lie) {
+        Err(e) => assert!(e.to_string().contains("zip64-lie.npz"), "{e}"),
+        Ok(_) => panic!("a lying archive was read as features"),
+    }
+
+    // A deflate bomb: 1 GiB of zeros in about 1 MiB. The error comes long before the data.
+    let bomb = dir.path().join("bomb.npz");
+    npz_of_zeros(&bomb, 1 << 30, zip::CompressionMethod::Deflated, false);
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 4 << 20);
+    let e = descl::io::features::read_features(&bomb)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("bomb.npz") && e.contains("decompression bomb"),
+        "{e}"
+    );
+    let grown = peak_mib() - before;
+    assert!(grown < 100.0, "peak memory grew by {grown:.0} MiB");
+
+    // The CLI says the same, and exits non-zero.
+    let (ok, _, stderr) = run(descl().arg("match").arg(&bomb).arg(&bomb));
+    assert!(!ok && stderr.contains("decompression bomb"), "{stderr}");
+
+    // Devices and FIFOs are not images: a clear error at once (a FIFO would block the open).
+    extract_fails_fast(
+        Path::new("/dev/zero"),
+        "not a regular file",
+        Duration::from_secs(20),
+    );
+    let fifo = dir.path().join("fifo.png");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    extract_fails_fast(&fifo, "not a regular file", Duration::from_secs(20));
+}
