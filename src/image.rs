@@ -433,6 +433,22 @@ impl GrayImage {
     /// One pyramid step as OpenCV's `pyrDown`: blur with [1 4 6 4 1]/16 (BORDER_REFLECT_101) and
     /// keep the even rows and columns, so level-l pixel (i, j) sits at level-0 point
     /// (2^l·j, 2^l·i) — coordinates simply scale by 2^-l with integer pixel centres.
+    /// Resized to `width`×`height` with area averaging (OpenCV `INTER_AREA`, the right filter
+    /// for shrinking).
+    pub fn resize_area(&self, width: usize, height: usize) -> Result<GrayImage> {
+        let src = self.to_mat_f32()?;
+        let mut dst = opencv::core::Mat::default();
+        opencv::imgproc::resize(
+            &src,
+            &mut dst,
+            opencv::core::Size::new(width as i32, height as i32),
+            0.0,
+            0.0,
+            opencv::imgproc::INTER_AREA,
+        )?;
+        GrayImage::from_mat_f32(&dst)
+    }
+
     pub fn pyr_down(&self) -> GrayImage {
         let blurred = self.convolve_separable(&PYR_KERNEL);
         let w2 = self.width.div_ceil(2);

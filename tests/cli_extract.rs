@@ -269,3 +269,56 @@ fn extract_with_sift_and_rootsift() {
         }
     }
 }
+
+/// `--max-image-size`: a larger image is detected shrunk (COLMAP's recipe) and its keypoints come
+/// back in the original image's pixels.
+#[test]
+fn large_images_are_shrunk_and_keypoints_mapped_back() {
+    let Some(data) = common::data_root_or_skip("large_images_are_shrunk") else {
+        return;
+    };
+    let img = data.join("oxford/graf/img1.png"); // 800 × 640
+    let extract = |max: &str| {
+        let out = tempfile::tempdir().unwrap();
+        let (ok, _, stderr) = run(descl()
+            .arg("extract")
+            .arg(&img)
+            .arg("--out")
+            .arg(out.path())
+            .args([
+                "-m",
+                "sift",
+                "--max-keypoints",
+                "0",
+                "--max-image-size",
+                max,
+            ]));
+        assert!(ok, "{stderr}");
+        read_features(&out.path().join("img1.npz")).unwrap()
+    };
+    let (full, half) = (extract("0"), extract("400"));
+    assert_eq!((half.meta.image_width, half.meta.image_height), (800, 640));
+    assert!(half.frames.len() > 100 && half.frames.len() < full.frames.len());
+    let max_x = half.frames.iter().map(|f| f.x).fold(0.0f32, f32::max);
+    let max_y = half.frames.iter().map(|f| f.y).fold(0.0f32, f32::max);
+    assert!(
+        max_x > 500.0 && max_x < 800.0 && max_y > 400.0 && max_y < 640.0,
+        "{max_x} {max_y}"
+    );
+    // Most keypoints found at half resolution lie within 2 px of a full-resolution keypoint:
+    // the mapping back is right to within the detector's own localisation.
+    let near = half
+        .frames
+        .iter()
+        .filter(|h| {
+            full.frames
+                .iter()
+                .any(|f| (f.x - h.x).powi(2) + (f.y - h.y).powi(2) < 4.0)
+        })
+        .count();
+    assert!(
+        near * 10 > half.frames.len() * 7,
+        "{near} of {} near a full-resolution keypoint",
+        half.frames.len()
+    );
+}

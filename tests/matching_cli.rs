@@ -313,7 +313,10 @@ fn mixed_models_are_refused_and_failed_loads_leave_nothing() {
         .arg(d.join("ac.npz"))
         .arg("--viz")
         .arg("/nonexistent-descl-dir/ac.png"));
-    assert!(!ok && err.contains("/nonexistent-descl-dir/ac.png"), "{err}");
+    assert!(
+        !ok && err.contains("/nonexistent-descl-dir/ac.png"),
+        "{err}"
+    );
     assert!(!d.join("ac.npz").exists());
 
     let out = d.join("never-created");

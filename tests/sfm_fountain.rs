@@ -169,6 +169,7 @@ fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
             max_keypoints: MAX_KEYPOINTS,
             ..Default::default()
         },
+        max_image_size: descl::pipeline::COLMAP_MAX_IMAGE_SIZE,
     })
     .unwrap();
     let label = format!("descl ({})", extractor.describer().provenance());

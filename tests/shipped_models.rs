@@ -134,6 +134,7 @@ fn a_shipped_model_with_a_card_contradicting_its_metadata_is_refused() {
         model: card_path.to_string_lossy().into_owned(),
         device: Device::Cpu,
         detector: descl::detect::DetectorConfig::default(),
+        max_image_size: descl::pipeline::COLMAP_MAX_IMAGE_SIZE,
     })
     .unwrap_err();
     assert!(e.to_string().contains("patch_mr"), "{e}");

@@ -14,7 +14,7 @@ use descl::matching::filters::LOWE_RATIO;
 use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUIDED_RADIUS_PX};
 use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL};
-use descl::pipeline::Extractor;
+use descl::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use std::path::{Path, PathBuf};
 
 /// Default cap on keypoints per image (strongest by detector response).
@@ -142,6 +142,10 @@ pub struct DescribeArgs {
     /// DoG contrast threshold (OpenCV SIFT `contrastThreshold`).
     #[arg(long, default_value_t = DEFAULT_CONTRAST_THRESHOLD, value_name = "X")]
     pub contrast_threshold: f32,
+    /// Shrink images whose longer side exceeds N pixels before detection (COLMAP's default);
+    /// keypoints are given in the original image's pixels. 0 = never.
+    #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N")]
+    pub max_image_size: usize,
 }
 
 impl DescribeArgs {
@@ -155,7 +159,7 @@ impl DescribeArgs {
             contrast_threshold: self.contrast_threshold,
             ..DetectorConfig::default()
         };
-        Ok(Extractor::with_describer(describer, detector))
+        Ok(Extractor::with_describer(describer, detector).max_image_size(self.max_image_size))
     }
 }
 
