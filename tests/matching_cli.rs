@@ -319,6 +319,24 @@ fn mixed_models_are_refused_and_failed_loads_leave_nothing() {
     );
     assert!(!d.join("ac.npz").exists());
 
+    // `descl extract` with another model into a folder of features: refused, nothing mixed.
+    let feats = d.join("feats");
+    std::fs::create_dir(&feats).unwrap();
+    write(&feats, "earlier.npz", &other);
+    let img = d.join("img.png");
+    common::gray_image(160, 120, false).save(&img).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(&feats)
+        .args(["-m", "sift"]));
+    assert!(
+        !ok && err.contains("another-model") && err.contains("`sift`"),
+        "{err}"
+    );
+    assert!(!feats.join("img.npz").exists());
+
     let out = d.join("never-created");
     let (ok, _, err) = run(descl()
         .arg("extract")

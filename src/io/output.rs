@@ -87,6 +87,9 @@ pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
 #[derive(Debug)]
 pub struct NpzFolder {
     dir: PathBuf,
+    /// The model of the features files already in the folder (the first one found), so one
+    /// folder never mixes models.
+    model: Option<(String, PathBuf)>,
     /// Output file → the input that claimed it, so two images with one stem are an error
     /// rather than a silent overwrite.
     claimed: HashMap<PathBuf, PathBuf>,
@@ -110,6 +113,7 @@ impl NpzFolder {
         }
         Ok(NpzFolder {
             dir: dir.to_path_buf(),
+            model: existing_model(dir),
             claimed: HashMap::new(),
         })
     }
@@ -139,6 +143,18 @@ impl NpzFolder {
 
 impl Writer for NpzFolder {
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
+        let model = &image.features.meta.model;
+        match &self.model {
+            Some((m, example)) if m != model => {
+                return Err(Error::InvalidInput(format!(
+                    "{}: the folder already holds features of `{m}` ({}); features of `{model}` go into another folder",
+                    self.dir.display(),
+                    example.display()
+                )))
+            }
+            Some(_) => {}
+            None => self.model = Some((model.clone(), image.path.to_path_buf())),
+        }
         let target = self.claim_features(image.path)?;
         write_features(&target, image.features)?;
         Ok(Some(target))
@@ -160,6 +176,26 @@ impl Writer for NpzFolder {
     fn finish(self: Box<Self>) -> Result<PathBuf> {
         Ok(self.dir)
     }
+}
+
+/// The model of the first features file (`*.npz` that is not a `A__B.npz` pair file) in `dir`.
+fn existing_model(dir: &Path) -> Option<(String, PathBuf)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "npz")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains("__"))
+        })
+        .collect();
+    files.sort();
+    files.iter().find_map(|p| {
+        crate::io::features::read_features(p)
+            .ok()
+            .map(|f| (f.meta.model, p.clone()))
+    })
 }
 
 /// Camera settings of a COLMAP database.
