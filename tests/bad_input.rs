@@ -196,12 +196,7 @@ fn unreadable_and_mismatched_models() {
     expect_failure(&img, &carded, &["carded.onnx", "SHA-256"]);
     // An unknown model name.
     let out = tempfile::tempdir().unwrap();
-    let (ok, _, stderr) = run(descl()
-        .arg("extract")
-        .arg(&img)
-        .arg("--out")
-        .arg(out.path())
-        .args(["--model", "no-such-model"]));
+    let (ok, _, stderr) = common::extract(&img, out.path(), &["--model", "no-such-model"]);
     assert!(!ok && stderr.contains("no-such-model"), "{stderr}");
 }
 

@@ -52,6 +52,21 @@ pub fn run(cmd: &mut std::process::Command) -> (bool, String, String) {
     (out.status.success(), stdout, stderr)
 }
 
+/// Runs `descl extract INPUT --out OUT ARGS...`, returning (success, stdout, stderr).
+#[allow(dead_code)] // not every test binary extracts
+pub fn extract(
+    input: &std::path::Path,
+    out: &std::path::Path,
+    args: &[&str],
+) -> (bool, String, String) {
+    run(descl()
+        .arg("extract")
+        .arg(input)
+        .arg("--out")
+        .arg(out)
+        .args(args))
+}
+
 /// Deterministic values in [0, 1) (a 64-bit LCG, Knuth's MMIX constants).
 pub fn lcg_values(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed;
