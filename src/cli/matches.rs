@@ -130,20 +130,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--geometry essential needs intrinsics: --intrinsics fx,fy,cx,cy, --intrinsics-file, or an EXIF focal length");
     }
     let r = match_pair(&fa, &fb, &cfg, ka.as_ref().zip(kb.as_ref()))?;
-    fn record<'a>(
-        path: &'a Path,
-        features: &'a Features,
-        k: &'a Option<descl::geometry::Intrinsics>,
-        known: bool,
-    ) -> ImageRecord<'a> {
-        ImageRecord {
-            name: "",
-            path,
-            features,
-            intrinsics: k.as_ref(),
-            focal_known: known,
-        }
-    }
     if let Some(out) = &args.out {
         let pair = PairRecord {
             a: record(a, &fa, &ka, kna),
@@ -163,6 +149,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print_human(&rep);
     }
     Ok(())
+}
+
+/// A single pair's input as the writers see it.
+fn record<'a>(
+    path: &'a Path,
+    features: &'a Features,
+    k: &'a Option<descl::geometry::Intrinsics>,
+    known: bool,
+) -> ImageRecord<'a> {
+    ImageRecord {
+        name: "",
+        path,
+        features,
+        intrinsics: k.as_ref(),
+        focal_known: known,
+    }
 }
 
 /// Draws the pair side by side (inliers green, outliers red).
