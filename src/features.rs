@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 pub struct FeatureMeta {
     /// Model name (from its card) or the ONNX file for an uncarded model.
     pub model: String,
+    /// SHA-256 of the model's ONNX file as its card records it (absent for SIFT/RootSIFT,
+    /// uncarded models and files written before it was recorded): two files of one model name
+    /// but different weights are not matched together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_sha256: Option<String>,
     /// Detector name, e.g. `"dog"` or `"harris-affine"`.
     pub detector: String,
     /// Image width and height in pixels.

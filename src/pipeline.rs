@@ -104,6 +104,7 @@ impl Extractor {
         };
         let meta = FeatureMeta {
             model: self.describer.provenance(),
+            model_sha256: self.describer.model_sha256(),
             detector: self.detector.kind.to_string(),
             image_width: img.width as u32,
             image_height: img.height as u32,

@@ -60,6 +60,12 @@ fn extract_real_image_with_the_default_model() {
     assert!(n > 100 && n <= 500, "{n} keypoints");
     assert_eq!(summary["images"][0]["keypoints"], n);
     let meta = read_features(&npz).unwrap().meta;
+    let card = descl::model::resolve(descl::model::DEFAULT_MODEL)
+        .unwrap()
+        .card
+        .unwrap()
+        .0;
+    assert_eq!(meta.model_sha256.as_deref(), Some(card.sha256.as_str()));
     assert_eq!(
         (meta.image_width, meta.image_height, meta.detector.as_str()),
         (800, 640, "dog")

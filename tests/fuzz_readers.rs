@@ -25,6 +25,7 @@ fn valid_features_npz(dir: &Path) -> Vec<u8> {
         descriptors: Descriptors::Float(ndarray::Array2::from_elem((3, 128), 0.088_388_35)),
         meta: FeatureMeta {
             model: "m".into(),
+            model_sha256: None,
             detector: "dog".into(),
             image_width: 64,
             image_height: 48,

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 fn meta(image: &str) -> FeatureMeta {
     FeatureMeta {
         model: "test".into(),
+        model_sha256: None,
         detector: "dog".into(),
         image_width: 640,
         image_height: 480,
@@ -71,6 +72,7 @@ fn sift_file(dir: &Path, image: &Path) -> PathBuf {
         descriptors: Descriptors::Float(d),
         meta: FeatureMeta {
             model: "rootsift".into(),
+            model_sha256: None,
             detector: "dog".into(),
             image_width: img.width as u32,
             image_height: img.height as u32,
@@ -302,6 +304,19 @@ fn mixed_models_are_refused_and_failed_loads_leave_nothing() {
         .arg("--out-dir")
         .arg(&out_dir));
     assert!(!ok && err.contains("different models"), "{err}");
+
+    // One model name, two different files of it (retrained in place): refused too.
+    let (mut x, mut y) = (float_features(50, 128, 7), float_features(50, 128, 8));
+    x.meta.model_sha256 = Some("aa".repeat(32));
+    y.meta.model_sha256 = Some("bb".repeat(32));
+    let (x, y) = (write(d, "x.npz", &x), write(d, "y.npz", &y));
+    let (ok, _, err) = run(descl().arg("match").arg(&x).arg(&y));
+    assert!(
+        !ok && err.contains("two different files of `test`"),
+        "{err}"
+    );
+    std::fs::remove_file(&x).unwrap();
+    std::fs::remove_file(&y).unwrap();
 
     // An unwritable picture is refused before the matches file is written.
     let c = write(d, "c.npz", &float_features(50, 128, 6));

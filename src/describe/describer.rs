@@ -92,6 +92,15 @@ impl Describer {
         }
     }
 
+    /// The SHA-256 of the model's ONNX file its card records (None for SIFT and uncarded
+    /// models).
+    pub fn model_sha256(&self) -> Option<String> {
+        match &self.kind {
+            Kind::Model(m) => m.1.card.as_ref().map(|(c, _)| c.sha256.clone()),
+            Kind::Sift { .. } => None,
+        }
+    }
+
     /// The measurement-region magnification the method expects (model card or metadata, else
     /// [`DEFAULT_MAGNIFICATION`]; SIFT's own 6).
     pub fn magnification(&self) -> f32 {

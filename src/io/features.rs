@@ -175,6 +175,7 @@ mod tests {
     fn meta() -> FeatureMeta {
         FeatureMeta {
             model: "m".into(),
+            model_sha256: None,
             detector: "dog".into(),
             image_width: 640,
             image_height: 480,

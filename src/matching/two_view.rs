@@ -152,6 +152,14 @@ pub fn match_pair(
             )));
         }
     }
+    if let (Some(x), Some(y)) = (&a.meta.model_sha256, &b.meta.model_sha256) {
+        if x != y && a.meta.model == b.meta.model {
+            return Err(Error::InvalidInput(format!(
+                "{} and {} were described by two different files of `{}` (sha256 {} vs {}): extract both with one model",
+                a.meta.image, b.meta.image, a.meta.model, x, y
+            )));
+        }
+    }
     if a.meta.model != b.meta.model {
         return Err(Error::InvalidInput(format!(
             "{} was described by `{}` but {} by `{}`: descriptors of different models cannot be matched (extract both with one model)",
