@@ -125,10 +125,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok((f, c))
     };
     let ((fa, (ka, kna)), (fb, (kb, knb))) = (load(a)?, load(b)?);
-    if cfg.geometry == Some(descl::geometry::ModelKind::Essential) && (ka.is_none() || kb.is_none())
-    {
-        bail!("--geometry essential needs intrinsics: --intrinsics fx,fy,cx,cy, --intrinsics-file, or an EXIF focal length");
-    }
     let r = match_pair(&fa, &fb, &cfg, ka.as_ref().zip(kb.as_ref()))?;
     if let Some(out) = &args.out {
         let pair = PairRecord {

@@ -148,8 +148,8 @@ impl Describer {
         detector_m: f32,
     ) -> Result<Descriptors> {
         let s = self.magnification / detector_m;
-        let scaled: Vec<Frame> = if (s - 1.0).abs() < f32::EPSILON {
-            frames.to_vec()
+        let scaled: std::borrow::Cow<[Frame]> = if (s - 1.0).abs() < f32::EPSILON {
+            std::borrow::Cow::Borrowed(frames)
         } else {
             frames
                 .iter()

@@ -4,6 +4,32 @@ use crate::error::{Error, Result};
 use std::io::Write;
 use std::path::Path;
 
+/// First characters of every temporary file descl writes beside an output.
+pub const TMP_PREFIX: &str = ".descl-tmp-";
+
+/// The folder a file at `path` goes into (`.` for a bare file name).
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// A new temporary file in `path`'s folder (so that renaming it onto `path` is atomic), named
+/// [`TMP_PREFIX`] + `tag` + random characters + `suffix`. Created with mode 0666 less the user's
+/// umask, as any other program's output (tempfile's own default, 0600, would make every output
+/// private). Errors name `path`.
+pub(crate) fn temp_beside(path: &Path, tag: &str, suffix: &str) -> Result<tempfile::NamedTempFile> {
+    let prefix = format!("{TMP_PREFIX}{tag}");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(suffix);
+    #[cfg(unix)]
+    builder.permissions(output_permissions());
+    builder
+        .tempfile_in(parent_dir(path))
+        .map_err(|e| Error::io(path, e))
+}
+
 /// Writes a file atomically: `write` fills a temporary file in the destination's folder, which
 /// is renamed over `path` only once `write` succeeded and the data is flushed. On any error no
 /// file appears at `path` (an existing file is left untouched).
@@ -11,17 +37,7 @@ pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
 where
     F: FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> Result<()>,
 {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    // Created with mode 0666 less the user's umask, as any other program's output (tempfile's
-    // own default, 0600, would make every output private).
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".descl-tmp-");
-    #[cfg(unix)]
-    builder.permissions(output_permissions());
-    let mut tmp = builder.tempfile_in(dir).map_err(|e| Error::io(path, e))?;
+    let mut tmp = temp_beside(path, "", "")?;
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());
         write(&mut w)?;
@@ -38,7 +54,7 @@ where
 pub const OUTPUT_MODE: u32 = 0o666;
 
 #[cfg(unix)]
-pub(crate) fn output_permissions() -> std::fs::Permissions {
+fn output_permissions() -> std::fs::Permissions {
     use std::os::unix::fs::PermissionsExt;
     std::fs::Permissions::from_mode(OUTPUT_MODE)
 }
@@ -46,21 +62,13 @@ pub(crate) fn output_permissions() -> std::fs::Permissions {
 /// Checks before any work that a file can be written at `path` (its folder exists and takes a
 /// new file), so a run does not fail at its last step with some outputs already written.
 pub fn check_writable(path: &Path) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
     if path.is_dir() {
         return Err(Error::InvalidInput(format!(
             "{}: is a folder, not a file name",
             path.display()
         )));
     }
-    tempfile::Builder::new()
-        .prefix(".descl-tmp-")
-        .tempfile_in(dir)
-        .map(drop)
-        .map_err(|e| Error::io(path, e))
+    temp_beside(path, "", "").map(drop)
 }
 
 /// [`write_atomic`] for bytes already in memory.

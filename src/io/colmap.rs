@@ -156,8 +156,22 @@ pub struct Database {
 
 /// Suffix of the lock file beside a database being written.
 pub const LOCK_SUFFIX: &str = ".lock";
-/// Prefix of a database's temporary file: `.descl-tmp-<database file name>-`.
-const TMP_PREFIX: &str = ".descl-tmp-";
+/// The tag of a database's temporary files: `<database file name>-`, so that they read
+/// `.descl-tmp-<database file name>-…db` (`io::atomic::TMP_PREFIX`).
+fn tmp_tag(db: &Path) -> String {
+    format!("{}-", db.file_name().unwrap_or_default().to_string_lossy())
+}
+
+/// The error for an existing database without `--overwrite`.
+fn refuse_existing(path: &Path, overwrite: bool) -> Result<()> {
+    if path.exists() && !overwrite {
+        return Err(Error::InvalidInput(format!(
+            "{}: database already exists (pass --overwrite to replace it)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
 
 /// An exclusive lock on `<database>.lock` (an OS file lock: released by the kernel when the
 /// process dies, so a killed run never blocks the next one).
@@ -199,10 +213,7 @@ impl DatabaseLock {
 /// Temporary databases of earlier runs on `db` that were killed before finishing. Only called
 /// with the lock held, so none of them belongs to a live run.
 fn remove_stale_temporaries(dir: &Path, db: &Path) {
-    let prefix = format!(
-        "{TMP_PREFIX}{}-",
-        db.file_name().unwrap_or_default().to_string_lossy()
-    );
+    let prefix = format!("{}{}", crate::io::atomic::TMP_PREFIX, tmp_tag(db));
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -216,37 +227,12 @@ fn remove_stale_temporaries(dir: &Path, db: &Path) {
 impl Database {
     /// Starts a new database at `path`. An existing file is refused unless `overwrite`.
     pub fn create(path: &Path, overwrite: bool) -> Result<Self> {
-        if path.exists() && !overwrite {
-            return Err(Error::InvalidInput(format!(
-                "{}: database already exists (pass --overwrite to replace it)",
-                path.display()
-            )));
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        refuse_existing(path, overwrite)?;
         let lock = DatabaseLock::acquire(path)?;
         // Checked again under the lock: a run that finished meanwhile wrote the file.
-        if path.exists() && !overwrite {
-            return Err(Error::InvalidInput(format!(
-                "{}: database already exists (pass --overwrite to replace it)",
-                path.display()
-            )));
-        }
-        remove_stale_temporaries(dir, path);
-        let prefix = format!(
-            "{TMP_PREFIX}{}-",
-            path.file_name().unwrap_or_default().to_string_lossy()
-        );
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(".db");
-        #[cfg(unix)]
-        builder.permissions(crate::io::atomic::output_permissions());
-        let tmp = builder
-            .tempfile_in(dir)
-            .map_err(|e| Error::io(path, e))?
-            .into_temp_path();
+        refuse_existing(path, overwrite)?;
+        remove_stale_temporaries(crate::io::atomic::parent_dir(path), path);
+        let tmp = crate::io::atomic::temp_beside(path, &tmp_tag(path), ".db")?.into_temp_path();
         let db_err = |e: rusqlite::Error| Error::Database {
             path: path.into(),
             reason: e.to_string(),

@@ -168,7 +168,7 @@ pub fn match_pair(
     }
     if cfg.geometry == Some(ModelKind::Essential) && intrinsics.is_none() {
         return Err(Error::InvalidInput(format!(
-            "{} – {}: the essential matrix needs both images' intrinsics",
+            "{} – {}: the essential matrix needs both images' intrinsics (given, from a file, or from an EXIF focal length)",
             a.meta.image, b.meta.image
         )));
     }
