@@ -369,7 +369,8 @@ where
         .partition(|&(i, j)| writer.has_pair(&paths[i], &paths[j]));
 
     // Features of the images that are stored or still have a pair to match.
-    let mut needed = vec![cfg.store_images; paths.len()];
+    let store_images = cfg.store_images || writer.needs_images();
+    let mut needed = vec![store_images; paths.len()];
     for &(i, j) in &todo {
         needed[i] = true;
         needed[j] = true;
@@ -380,7 +381,7 @@ where
         &names,
         &wanted,
         (&load, &camera),
-        cfg.store_images.then_some(&mut *writer),
+        store_images.then_some(&mut *writer),
         progress,
     )?;
 

@@ -89,7 +89,11 @@ where
     let paths = list_images(image_dir)?;
     let set = SetConfig {
         pairs: cfg.pairs.clone(),
-        pair: cfg.pair.clone(),
+        // COLMAP labels planar and panoramic pairs from a homography fit (`TwoViewConfig::of`).
+        pair: PairConfig {
+            planar_check: true,
+            ..cfg.pair.clone()
+        },
         store_images: true,
     };
     let run = image_set::run(

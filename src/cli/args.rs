@@ -4,7 +4,9 @@
 
 use anyhow::Context;
 use descl::describe::Describer;
-use descl::detect::{DetectorConfig, DetectorKind, DEFAULT_CONTRAST_THRESHOLD};
+use descl::detect::{
+    DetectorConfig, DetectorKind, DEFAULT_CONTRAST_THRESHOLD, DEFAULT_MAX_KEYPOINTS,
+};
 use descl::features::Features;
 use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
 use descl::image_set::CameraInfo;
@@ -16,9 +18,6 @@ use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL};
 use descl::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use std::path::{Path, PathBuf};
-
-/// Default cap on keypoints per image (strongest by detector response).
-pub const DEFAULT_MAX_KEYPOINTS: usize = 2048;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceArg {
@@ -227,6 +226,7 @@ impl MatchArgs {
             },
             guided_radius: self.guided_radius,
             min_inliers: self.min_inliers,
+            planar_check: false,
         };
         cfg.check()?;
         Ok(cfg)

@@ -19,7 +19,7 @@ pub struct Args {
     /// Output folder (created if missing).
     #[arg(long, default_value = ".")]
     out: PathBuf,
-    /// Output format.
+    /// Output format: npz (one file per image), or h5 (hloc's features.h5 in --out).
     #[arg(long, default_value = "npz", value_parser = format_parser())]
     format: Format,
     #[command(flatten)]

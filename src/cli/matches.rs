@@ -44,13 +44,14 @@ pub struct Args {
     /// Each image with the next W.
     #[arg(long, value_name = "W", requires = "images")]
     sequential: Option<usize>,
-    /// Pairs file: `nameA nameB` per line.
+    /// Pairs file: `nameA nameB` per line (hloc's pairs.txt; either order, repeats ignored).
     #[arg(long, value_name = "FILE", requires = "images")]
     pairs: Option<PathBuf>,
-    /// Output folder for `<A>__<B>.npz` matches files (pairs already there are skipped).
+    /// Output folder: `<A>__<B>.npz` per pair, or with `--format h5` hloc's features.h5 and
+    /// matches.h5 (pairs already there are skipped).
     #[arg(long, value_name = "DIR", requires = "images")]
     out_dir: Option<PathBuf>,
-    /// Output format of --out-dir.
+    /// Output format of --out-dir: npz, or h5 (hloc's files).
     #[arg(long, default_value = "npz", value_parser = format_parser())]
     format: Format,
     #[command(flatten)]

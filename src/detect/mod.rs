@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 /// `a = m·σ·R(angle)`, so the
 /// patch covers 2m·σ = 12σ (HardNet / kornia / hloc).
 pub const DEFAULT_MAGNIFICATION: f32 = 6.0;
+/// Default cap on keypoints per image (the strongest by detector response): `descl
+/// extract --max-keypoints` and `descl.Extractor(max_keypoints=…)`.
+pub const DEFAULT_MAX_KEYPOINTS: usize = 2048;
 
 /// OpenCV's default SIFT contrast threshold (Lowe 2004 §4 uses 0.03 on [0,1] images with
 /// 3 scales per octave; OpenCV divides its 0.04 by the number of octave layers).

@@ -91,6 +91,25 @@ pub struct Verification {
     pub reason: Option<String>,
     /// Essential matrix only.
     pub pose: Option<Pose>,
+    /// A homography fitted to the same matches, when asked for (see
+    /// [`crate::matching::two_view::PairConfig::planar_check`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub homography: Option<HomographyCheck>,
+}
+
+/// A homography fitted to the matches that F or E verified, and the pair's own model fitted
+/// again, both at one threshold: when nearly all of F's inliers also fit one homography the
+/// scene is planar or the camera only rotated, and COLMAP labels the pair so
+/// (`crate::io::colmap::TwoViewConfig::of`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HomographyCheck {
+    pub model: Mat3,
+    /// The homography's inliers.
+    pub num_inliers: usize,
+    /// The inliers of the pair's model kind (F or E) at the same threshold.
+    pub model_inliers: usize,
+    /// The threshold of both fits, pixels.
+    pub threshold_px: f64,
 }
 
 impl Verification {
@@ -102,6 +121,7 @@ impl Verification {
             num_inliers: 0,
             reason: Some(reason),
             pose: None,
+            homography: None,
         }
     }
 }
@@ -285,6 +305,7 @@ pub fn verify(
                 num_inliers,
                 reason: None,
                 pose,
+                homography: None,
             })
         }
     }

@@ -76,6 +76,73 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, |w| w.write_all(bytes).map_err(|e| Error::io(path, e)))
 }
 
+/// Suffix of the lock file beside an output being written by one run (a COLMAP database, an
+/// HDF5 file): `<output>.lock`.
+pub const LOCK_SUFFIX: &str = ".lock";
+
+/// The tag of an output's temporary files: `<file name>-`, so that they read
+/// `.descl-tmp-<file name>-…` ([`TMP_PREFIX`]).
+pub(crate) fn tmp_tag(target: &Path) -> String {
+    format!(
+        "{}-",
+        target.file_name().unwrap_or_default().to_string_lossy()
+    )
+}
+
+/// An exclusive lock on `<output>.lock`, for outputs that one run builds over time in a
+/// temporary file (an OS file lock: released by the kernel when the process dies, so a killed
+/// run never blocks the next one).
+pub(crate) struct OutputLock {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+impl OutputLock {
+    /// Takes the lock of `target`, or says that another run holds it (`hint`: what to do
+    /// instead, e.g. "choose another --database").
+    pub(crate) fn acquire(target: &Path, hint: &str) -> Result<OutputLock> {
+        let mut name = target.file_name().unwrap_or_default().to_os_string();
+        name.push(LOCK_SUFFIX);
+        let path = target.with_file_name(name);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(OutputLock { file, path }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidInput(format!(
+                "{}: another descl run is writing this file (lock {}); wait for it or {hint}",
+                target.display(),
+                path.display()
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Removes the lock file, then releases the lock.
+    pub(crate) fn release(self) {
+        // Best effort: a lock file left behind is harmless (the lock is the kernel's).
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
+}
+
+/// Temporary files of earlier runs on `target` that were killed before finishing. Only called
+/// with `target`'s [`OutputLock`] held, so none of them belongs to a live run.
+pub(crate) fn remove_stale_temporaries(target: &Path) {
+    let prefix = format!("{TMP_PREFIX}{}", tmp_tag(target));
+    let Ok(entries) = std::fs::read_dir(parent_dir(target)) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,8 @@
 use crate::describe::{BinaryDescriptor, Descriptors};
 use crate::error::{Error, Result};
 use crate::frame::Frame;
-use crate::geometry::invert3;
+use crate::geometry::{invert3, HomographyCheck, Mat3, ModelKind, Pose};
+use crate::io::atomic::{remove_stale_temporaries, tmp_tag, OutputLock};
 use rusqlite::{params, Connection};
 use std::path::{Path, PathBuf};
 
@@ -80,21 +81,53 @@ impl CameraModel {
     }
 }
 
-/// COLMAP `TwoViewGeometry::ConfigurationType`.
+/// COLMAP `TwoViewGeometry::ConfigurationType` (src/colmap/estimators/two_view_geometry.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TwoViewConfig {
     Degenerate = 1,
+    /// An essential matrix with known intrinsics.
     Calibrated = 2,
+    /// A fundamental matrix.
     Uncalibrated = 3,
+    /// A homography was the only model asked for.
     Planar = 4,
+    /// F (or E) inliers nearly all fit one homography: a planar scene or a pure rotation. COLMAP's
+    /// matchers write this label (telling planar from panoramic needs the relative pose, which
+    /// they do not compute by default).
+    PlanarOrPanoramic = 6,
 }
 
-/// The models of a verified pair (None where not estimated).
+/// COLMAP `TwoViewGeometryOptions::max_H_inlier_ratio`: a pair whose homography inliers exceed
+/// this share of its F (or E) inliers is planar or panoramic.
+pub const COLMAP_MAX_H_INLIER_RATIO: f64 = 0.8;
+
+impl TwoViewConfig {
+    /// COLMAP's label for a pair verified by `kind`, given a homography fitted to the same
+    /// matches (`EstimateUncalibratedTwoViewGeometry` and `EstimateCalibratedTwoViewGeometry`:
+    /// H/F, or H/E, inlier ratio above [`COLMAP_MAX_H_INLIER_RATIO`] → planar or panoramic).
+    /// Without a homography fit, the model's own label.
+    pub fn of(kind: ModelKind, check: Option<&HomographyCheck>) -> Self {
+        let planar = check.is_some_and(|c| {
+            c.model_inliers > 0
+                && c.num_inliers as f64 / c.model_inliers as f64 > COLMAP_MAX_H_INLIER_RATIO
+        });
+        match kind {
+            ModelKind::Homography => TwoViewConfig::Planar,
+            _ if planar => TwoViewConfig::PlanarOrPanoramic,
+            ModelKind::Essential => TwoViewConfig::Calibrated,
+            ModelKind::Fundamental => TwoViewConfig::Uncalibrated,
+        }
+    }
+}
+
+/// The models of a verified pair (None where not estimated), in descl's pixel coordinates
+/// (see [`COLMAP_PIXEL_OFFSET`]); `pose` is the relative pose of the essential matrix.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TwoViewModels<'a> {
-    pub f: Option<&'a [[f64; 3]; 3]>,
-    pub e: Option<&'a [[f64; 3]; 3]>,
-    pub h: Option<&'a [[f64; 3]; 3]>,
+    pub f: Option<&'a Mat3>,
+    pub e: Option<&'a Mat3>,
+    pub h: Option<&'a Mat3>,
+    pub pose: Option<&'a Pose>,
 }
 
 /// pair_id of two image ids (order-independent).
@@ -112,12 +145,84 @@ fn f32_blob(v: impl IntoIterator<Item = f32>) -> Vec<u8> {
     v.into_iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// A 3×3 matrix as COLMAP stores Eigen::Matrix3d: 9 f64, column-major.
-fn mat3_blob(m: &[[f64; 3]; 3]) -> Vec<u8> {
-    (0..3)
-        .flat_map(|c| (0..3).map(move |r| m[r][c]))
-        .flat_map(|x| x.to_le_bytes())
-        .collect()
+/// A 3×3 matrix as COLMAP stores one: 9 f64, **row-major** (`Database::WriteTwoViewGeometry`
+/// writes the transpose of the column-major Eigen matrix).
+fn mat3_blob(m: &Mat3) -> Vec<u8> {
+    m.iter().flatten().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn f64_blob(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn mat_mul(a: &Mat3, b: &Mat3) -> Mat3 {
+    std::array::from_fn(|r| std::array::from_fn(|c| (0..3).map(|k| a[r][k] * b[k][c]).sum()))
+}
+
+fn transpose(m: &Mat3) -> Mat3 {
+    std::array::from_fn(|r| std::array::from_fn(|c| m[c][r]))
+}
+
+/// T: descl pixel → COLMAP pixel (x + 0.5), and its inverse.
+fn pixel_shift(sign: f64) -> Mat3 {
+    let o = sign * COLMAP_PIXEL_OFFSET as f64;
+    [[1.0, 0.0, o], [0.0, 1.0, o], [0.0, 0.0, 1.0]]
+}
+
+/// F in COLMAP pixels: x_c = T x, so x_bᵀ F x_a = x_bcᵀ (T⁻ᵀ F T⁻¹) x_ac.
+fn fundamental_to_colmap(f: &Mat3) -> Mat3 {
+    let t_inv = pixel_shift(-1.0);
+    mat_mul(&transpose(&t_inv), &mat_mul(f, &t_inv))
+}
+
+/// H in COLMAP pixels: x_bc = T H T⁻¹ x_ac.
+fn homography_to_colmap(h: &Mat3) -> Mat3 {
+    mat_mul(&pixel_shift(1.0), &mat_mul(h, &pixel_shift(-1.0)))
+}
+
+/// A rotation matrix as COLMAP's quaternion (w, x, y, z) (Shepperd's method: the largest of
+/// the four squared components first, for accuracy).
+fn quaternion_wxyz(r: &Mat3) -> [f64; 4] {
+    let tr = r[0][0] + r[1][1] + r[2][2];
+    let q = if tr > r[0][0].max(r[1][1]).max(r[2][2]) {
+        let s = 2.0 * (1.0 + tr).sqrt();
+        [
+            s / 4.0,
+            (r[2][1] - r[1][2]) / s,
+            (r[0][2] - r[2][0]) / s,
+            (r[1][0] - r[0][1]) / s,
+        ]
+    } else if r[0][0] >= r[1][1] && r[0][0] >= r[2][2] {
+        let s = 2.0 * (1.0 + r[0][0] - r[1][1] - r[2][2]).sqrt();
+        [
+            (r[2][1] - r[1][2]) / s,
+            s / 4.0,
+            (r[0][1] + r[1][0]) / s,
+            (r[0][2] + r[2][0]) / s,
+        ]
+    } else if r[1][1] >= r[2][2] {
+        let s = 2.0 * (1.0 + r[1][1] - r[0][0] - r[2][2]).sqrt();
+        [
+            (r[0][2] - r[2][0]) / s,
+            (r[0][1] + r[1][0]) / s,
+            s / 4.0,
+            (r[1][2] + r[2][1]) / s,
+        ]
+    } else {
+        let s = 2.0 * (1.0 + r[2][2] - r[0][0] - r[1][1]).sqrt();
+        [
+            (r[1][0] - r[0][1]) / s,
+            (r[0][2] + r[2][0]) / s,
+            (r[1][2] + r[2][1]) / s,
+            s / 4.0,
+        ]
+    };
+    // COLMAP keeps w ≥ 0 (q and −q are one rotation).
+    if q[0] < 0.0 {
+        q.map(|v| -v)
+    } else {
+        q
+    }
 }
 
 /// Descriptor rows as COLMAP-style bytes: float → u8 (see [`DESCRIPTOR_U8_SCALE`]),
@@ -151,15 +256,7 @@ pub struct Database {
     tmp: tempfile::TempPath,
     path: PathBuf,
     /// The lock held while writing (released when the database is finished or dropped).
-    lock: DatabaseLock,
-}
-
-/// Suffix of the lock file beside a database being written.
-pub const LOCK_SUFFIX: &str = ".lock";
-/// The tag of a database's temporary files: `<database file name>-`, so that they read
-/// `.descl-tmp-<database file name>-…db` (`io::atomic::TMP_PREFIX`).
-fn tmp_tag(db: &Path) -> String {
-    format!("{}-", db.file_name().unwrap_or_default().to_string_lossy())
+    lock: OutputLock,
 }
 
 /// The error for an existing database without `--overwrite`.
@@ -173,65 +270,14 @@ fn refuse_existing(path: &Path, overwrite: bool) -> Result<()> {
     Ok(())
 }
 
-/// An exclusive lock on `<database>.lock` (an OS file lock: released by the kernel when the
-/// process dies, so a killed run never blocks the next one).
-struct DatabaseLock {
-    file: std::fs::File,
-    path: PathBuf,
-}
-
-impl DatabaseLock {
-    fn acquire(db: &Path) -> Result<DatabaseLock> {
-        let mut name = db.file_name().unwrap_or_default().to_os_string();
-        name.push(LOCK_SUFFIX);
-        let path = db.with_file_name(name);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(DatabaseLock { file, path }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidInput(format!(
-                "{}: another descl run is writing this database (lock {}); wait for it or choose another --database",
-                db.display(),
-                path.display()
-            ))),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
-        }
-    }
-
-    /// Removes the lock file, then releases the lock.
-    fn release(self) {
-        // Best effort: a lock file left behind is harmless (the lock is the kernel's).
-        let _ = std::fs::remove_file(&self.path);
-        let _ = self.file.unlock();
-    }
-}
-
-/// Temporary databases of earlier runs on `db` that were killed before finishing. Only called
-/// with the lock held, so none of them belongs to a live run.
-fn remove_stale_temporaries(dir: &Path, db: &Path) {
-    let prefix = format!("{}{}", crate::io::atomic::TMP_PREFIX, tmp_tag(db));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        if e.file_name().to_string_lossy().starts_with(&prefix) {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
-}
-
 impl Database {
     /// Starts a new database at `path`. An existing file is refused unless `overwrite`.
     pub fn create(path: &Path, overwrite: bool) -> Result<Self> {
         refuse_existing(path, overwrite)?;
-        let lock = DatabaseLock::acquire(path)?;
+        let lock = OutputLock::acquire(path, "choose another --database")?;
         // Checked again under the lock: a run that finished meanwhile wrote the file.
         refuse_existing(path, overwrite)?;
-        remove_stale_temporaries(crate::io::atomic::parent_dir(path), path);
+        remove_stale_temporaries(path);
         let tmp = crate::io::atomic::temp_beside(path, &tmp_tag(path), ".db")?.into_temp_path();
         let db_err = |e: rusqlite::Error| Error::Database {
             path: path.into(),
@@ -355,7 +401,9 @@ impl Database {
     }
 
     /// Verified inlier matches and the models (zero matrices where not estimated, as COLMAP
-    /// writes them). Models relate image `id1` to `id2` as given.
+    /// writes them; the relative pose NULL unless known, as COLMAP's matchers leave it). Models
+    /// relate image `id1` to `id2` as given, in descl pixels; they are stored in COLMAP's
+    /// pixels, oriented from the smaller image id to the larger.
     pub fn add_two_view_geometry(
         &self,
         id1: i64,
@@ -364,28 +412,35 @@ impl Database {
         config: TwoViewConfig,
         models: &TwoViewModels,
     ) -> Result<()> {
-        let TwoViewModels { f, e, h } = *models;
+        let TwoViewModels { f, e, h, pose } = *models;
         let zero = [[0.0; 3]; 3];
-        // COLMAP's models map the smaller id to the larger: transpose F/E, invert H otherwise.
+        // COLMAP's models map the smaller id to the larger: transpose F/E, invert H and the
+        // pose otherwise.
         let swap = id1 > id2;
-        let fe = |m: Option<&[[f64; 3]; 3]>| {
-            let m = m.copied().unwrap_or(zero);
-            if swap {
-                mat3_blob(&[0, 1, 2].map(|r| [0, 1, 2].map(|c| m[c][r])))
-            } else {
-                mat3_blob(&m)
-            }
+        let fe = |m: Option<Mat3>| {
+            let m = m.unwrap_or(zero);
+            mat3_blob(&if swap { transpose(&m) } else { m })
         };
-        let hb = match h {
-            Some(h) if swap => mat3_blob(&invert3(h, SINGULAR_DET).unwrap_or(zero)),
-            Some(h) => mat3_blob(h),
+        let hb = match h.map(homography_to_colmap) {
+            Some(h) if swap => mat3_blob(&invert3(&h, SINGULAR_DET).unwrap_or(zero)),
+            Some(h) => mat3_blob(&h),
             None => mat3_blob(&zero),
         };
-        let qvec: Vec<u8> = [1.0f64, 0.0, 0.0, 0.0]
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect();
-        let tvec: Vec<u8> = [0.0f64; 3].iter().flat_map(|x| x.to_le_bytes()).collect();
+        // x_B = R x_A + t; swapped: x_A = Rᵀ x_B − Rᵀ t.
+        let (qvec, tvec) = match pose {
+            Some(p) => {
+                let (r, t) = if swap {
+                    let rt = transpose(&p.r);
+                    let t =
+                        std::array::from_fn(|i| -(0..3).map(|k| rt[i][k] * p.t[k]).sum::<f64>());
+                    (rt, t)
+                } else {
+                    (p.r, p.t)
+                };
+                (Some(f64_blob(&quaternion_wxyz(&r))), Some(f64_blob(&t)))
+            }
+            None => (None, None),
+        };
         self.conn
             .execute(
                 "INSERT INTO two_view_geometries(pair_id, rows, cols, data, config, F, E, H, qvec, tvec) \
@@ -395,8 +450,8 @@ impl Database {
                     inliers.len() as i64,
                     Self::pair_blob(id1, id2, inliers),
                     config as i64,
-                    fe(f),
-                    fe(e),
+                    fe(f.map(fundamental_to_colmap)),
+                    fe(e.copied()),
                     hb,
                     qvec,
                     tvec
@@ -516,6 +571,90 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
 #[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn matrices_are_stored_row_major() {
+        let m = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]];
+        let back: Vec<f64> = mat3_blob(&m)
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(back, (1..=9).map(f64::from).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn quaternion_of_known_rotations() {
+        // 90° about z: (cos 45°, 0, 0, sin 45°).
+        let rz = [[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]];
+        let q = quaternion_wxyz(&rz);
+        let h = std::f64::consts::FRAC_1_SQRT_2;
+        for (a, b) in q.iter().zip([h, 0.0, 0.0, h]) {
+            assert!((a - b).abs() < 1e-12, "{q:?}");
+        }
+        // 180° about x (trace −1, the branch without w): (0, 1, 0, 0).
+        let rx = [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]];
+        assert_eq!(quaternion_wxyz(&rx), [0.0, 1.0, 0.0, 0.0]);
+    }
+
+    /// The models in COLMAP's pixels hold for the shifted points: F's epipolar constraint and
+    /// H's mapping, on points made to satisfy them in descl's pixels.
+    #[test]
+    fn models_move_to_colmap_pixels() {
+        let h = [[1.1, 0.05, 12.0], [-0.02, 0.95, -7.0], [1e-4, -2e-4, 1.0]];
+        let apply = |m: &Mat3, p: [f64; 2]| {
+            let v: [f64; 3] = std::array::from_fn(|r| m[r][0] * p[0] + m[r][1] * p[1] + m[r][2]);
+            [v[0] / v[2], v[1] / v[2]]
+        };
+        let hc = homography_to_colmap(&h);
+        let o = COLMAP_PIXEL_OFFSET as f64;
+        for p in [[10.0, 20.0], [300.5, 40.25], [1000.0, 700.0]] {
+            let q = apply(&h, p);
+            let qc = apply(&hc, [p[0] + o, p[1] + o]);
+            assert!((qc[0] - (q[0] + o)).abs() < 1e-9 && (qc[1] - (q[1] + o)).abs() < 1e-9);
+        }
+        // F = [e']x H: x_b = α·H x_a + β·e' satisfies x_bᵀ F x_a = 0 for any α, β.
+        let e = [50.0, 30.0, 1.0];
+        let ex = [[0.0, -e[2], e[1]], [e[2], 0.0, -e[0]], [-e[1], e[0], 0.0]];
+        let f = mat_mul(&ex, &h);
+        let fc = fundamental_to_colmap(&f);
+        let epi = |m: &Mat3, a: [f64; 2], b: [f64; 2]| -> f64 {
+            let la: [f64; 3] = std::array::from_fn(|r| m[r][0] * a[0] + m[r][1] * a[1] + m[r][2]);
+            let n = la[0].hypot(la[1]);
+            (b[0] * la[0] + b[1] * la[1] + la[2]) / n
+        };
+        for (a, (al, be)) in [([5.0, 7.0], (1.0, 0.5)), ([400.0, -40.0], (2.0, -1.5))] {
+            let ha: [f64; 3] = std::array::from_fn(|r| h[r][0] * a[0] + h[r][1] * a[1] + h[r][2]);
+            let x: [f64; 3] = std::array::from_fn(|r| al * ha[r] + be * e[r]);
+            let b = [x[0] / x[2], x[1] / x[2]];
+            let (ac, bc) = ([a[0] + o, a[1] + o], [b[0] + o, b[1] + o]);
+            assert!(epi(&f, a, b).abs() < 1e-9);
+            assert!(epi(&fc, ac, bc).abs() < 1e-9, "{}", epi(&fc, ac, bc));
+            // The unconverted F is off by a fraction of a pixel for the shifted points.
+            assert!(epi(&f, ac, bc).abs() > 1e-3, "{}", epi(&f, ac, bc));
+        }
+    }
+
+    #[test]
+    fn two_view_labels_follow_colmap() {
+        use ModelKind::*;
+        let check = |h: usize, own: usize| HomographyCheck {
+            model: [[0.0; 3]; 3],
+            num_inliers: h,
+            model_inliers: own,
+            threshold_px: 4.0,
+        };
+        let of = |k, h, own| TwoViewConfig::of(k, Some(&check(h, own)));
+        assert_eq!(
+            TwoViewConfig::of(Fundamental, None),
+            TwoViewConfig::Uncalibrated
+        );
+        assert_eq!(of(Fundamental, 80, 100), TwoViewConfig::Uncalibrated);
+        assert_eq!(of(Fundamental, 81, 100), TwoViewConfig::PlanarOrPanoramic);
+        assert_eq!(of(Essential, 40, 100), TwoViewConfig::Calibrated);
+        assert_eq!(of(Essential, 95, 100), TwoViewConfig::PlanarOrPanoramic);
+        assert_eq!(of(Fundamental, 0, 0), TwoViewConfig::Uncalibrated);
+        assert_eq!(TwoViewConfig::of(Homography, None), TwoViewConfig::Planar);
+    }
 
     #[test]
     fn pair_id_matches_colmap_formula() {

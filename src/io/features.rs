@@ -169,10 +169,10 @@ fn dtype_name(d: &NpyData) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn meta() -> FeatureMeta {
+    pub(crate) fn meta() -> FeatureMeta {
         FeatureMeta {
             model: "m".into(),
             model_sha256: None,
@@ -183,7 +183,8 @@ mod tests {
         }
     }
 
-    fn features(binary: bool, n: usize) -> Features {
+    /// `n` made-up features (float or binary) for writer tests.
+    pub(crate) fn features(binary: bool, n: usize) -> Features {
         let frames = (0..n)
             .map(|i| Frame {
                 x: i as f32,

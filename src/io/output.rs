@@ -4,6 +4,7 @@
 //!
 //! - [`Format::Npz`]: a folder of numpy-readable files, `<stem>.npz` per image
 //!   ([`crate::io::features`]) and `<stemA>__<stemB>.npz` per pair ([`crate::io::matches`]).
+//! - [`Format::H5`]: hloc's `features.h5` + `matches.h5` ([`crate::io::hloc`]).
 //! - [`ColmapWriter`]: a COLMAP database (cameras, images, keypoints, descriptors, matches,
 //!   two-view geometries) for `colmap mapper`; it is opened by `descl sfm` with its camera
 //!   settings rather than through [`open`].
@@ -24,16 +25,19 @@ pub enum Format {
     /// One `.npz` per image and per pair in a folder.
     #[default]
     Npz,
+    /// hloc's `features.h5` and `matches.h5` in a folder ([`crate::io::hloc`]).
+    H5,
 }
 
 impl Format {
     /// Every format, in the order the command line lists them.
-    pub const ALL: &'static [Format] = &[Format::Npz];
+    pub const ALL: &'static [Format] = &[Format::Npz, Format::H5];
 
     /// The name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Format::Npz => "npz",
+            Format::H5 => "h5",
         }
     }
 }
@@ -74,12 +78,18 @@ pub trait Writer: Send {
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>>;
     /// Completes the output (e.g. renames a database into place); returns its path.
     fn finish(self: Box<Self>) -> Result<PathBuf>;
+    /// Whether every image's features must be stored even when only pairs were asked for
+    /// (pair files that index keypoints stored elsewhere in the same output, like hloc's).
+    fn needs_images(&self) -> bool {
+        false
+    }
 }
 
 /// A writer of `format` into the folder `dir` (created if missing).
 pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
     match format {
         Format::Npz => Ok(Box::new(NpzFolder::create(dir)?)),
+        Format::H5 => Ok(Box::new(crate::io::hloc::HlocFolder::create(dir)?)),
     }
 }
 
@@ -283,29 +293,16 @@ impl Writer for ColmapWriter {
         let Some(model) = &v.model else {
             return Ok(None);
         };
-        let none = TwoViewModels::default();
-        let (config, models) = match v.kind {
-            ModelKind::Fundamental => (
-                TwoViewConfig::Uncalibrated,
-                TwoViewModels {
-                    f: Some(model),
-                    ..none
-                },
-            ),
-            ModelKind::Essential => (
-                TwoViewConfig::Calibrated,
-                TwoViewModels {
-                    e: Some(model),
-                    ..none
-                },
-            ),
-            ModelKind::Homography => (
-                TwoViewConfig::Planar,
-                TwoViewModels {
-                    h: Some(model),
-                    ..none
-                },
-            ),
+        let h = v.homography.as_ref();
+        let config = TwoViewConfig::of(v.kind, h);
+        let models = TwoViewModels {
+            f: (v.kind == ModelKind::Fundamental).then_some(model),
+            e: (v.kind == ModelKind::Essential).then_some(model),
+            h: match v.kind {
+                ModelKind::Homography => Some(model),
+                _ => h.map(|h| &h.model),
+            },
+            pose: v.pose.as_ref(),
         };
         self.database
             .add_two_view_geometry(id1, id2, &inliers, config, &models)?;

@@ -1,0 +1,487 @@
+//! hloc's HDF5 files (Sarlin et al., "From Coarse to Fine", CVPR 2019; cvg/Hierarchical-Localization),
+//! written so that hloc's own readers (`hloc.utils.io.get_keypoints`, `get_matches`,
+//! `list_h5_names`, `hloc.reconstruction` and `hloc.localize_sfm`) take descl's features and
+//! matches as if hloc had made them. The layout is hloc's (`extract_features.py`,
+//! `match_features.py`, `utils/parsers.py`):
+//!
+//! `features.h5`: one group per image name (a `/` in the name nests groups):
+//!
+//! | dataset | dtype, shape | content |
+//! |---|---|---|
+//! | `keypoints` | float32 N×2 | x, y; the centre of the top-left pixel at (0, 0) (hloc's and OpenCV's; COLMAP's is +0.5, which hloc adds on import); attribute `uncertainty` ([`KEYPOINT_UNCERTAINTY_PX`]) |
+//! | `descriptors` | float32 D×N, or uint8 32×N for binary models | one **column** per keypoint, as hloc's extractors store them |
+//! | `scores` | float32 N | detector response |
+//! | `image_size` | int64 (2) | W, H |
+//!
+//! `matches.h5`: one group per pair, [`names_to_pair`]`(a, b)` (= `a/b` with `/` inside names
+//! replaced by `-`, so also a nested group):
+//!
+//! | dataset | dtype, shape | content |
+//! |---|---|---|
+//! | `matches0` | int16 N_a | index of the match in b, −1 if none (int32 when b has more than 32 767 keypoints, where hloc's int16 would wrap) |
+//! | `matching_scores0` | float16 N_a | hloc's nearest-neighbour score: (1 + cos)/2 = 1 − d²/4 for unit float descriptors, 1 − h/256 for 256-bit codes; 0 when unmatched |
+//!
+//! The matches are the raw ones (hloc verifies them in COLMAP when it imports them). Keypoints
+//! and descriptors stay float32: hloc's optional float16 (`as_half`) would round keypoints
+//! beyond 2048 px to 2 px.
+//!
+//! Both files are built in temporaries beside the targets (an existing file is copied first,
+//! so a rerun adds to it and skips pairs it has) under a lock, and renamed into place by
+//! [`Writer::finish`]: a killed run leaves the previous files as they were.
+
+use crate::describe::{Descriptors, BINARY_BITS};
+use crate::error::{Error, Result};
+use crate::features::Features;
+use crate::io::atomic::{remove_stale_temporaries, temp_beside, tmp_tag, OutputLock};
+use crate::io::output::{ImageRecord, PairRecord, Writer};
+use half::f16;
+use hdf5_metno as hdf5;
+use ndarray::{Array1, Array2};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// The features file in an output folder (hloc names it after its extractor's `output`).
+pub const FEATURES_FILE: &str = "features.h5";
+/// The matches file in an output folder.
+pub const MATCHES_FILE: &str = "matches.h5";
+/// The `uncertainty` attribute of `keypoints`: hloc's `detection_noise` (1 px for its
+/// detectors at the original resolution) — descl's keypoints are in the original image.
+pub const KEYPOINT_UNCERTAINTY_PX: f64 = 1.0;
+/// `matches0` value of a keypoint without a match.
+pub const UNMATCHED: i32 = -1;
+
+/// hloc's pair key: `name0/name1` with every `/` inside a name replaced by `-`
+/// (`hloc.utils.parsers.names_to_pair`).
+pub fn names_to_pair(name0: &str, name1: &str) -> String {
+    format!("{}/{}", name0.replace('/', "-"), name1.replace('/', "-"))
+}
+
+/// hloc's matching score of a descriptor distance (see the module table).
+fn matching_score(d: &Descriptors, distance: f32) -> f32 {
+    match d {
+        Descriptors::Float(_) => 1.0 - distance * distance / 4.0,
+        Descriptors::Binary(_) => 1.0 - distance / BINARY_BITS as f32,
+    }
+}
+
+fn h5_err(path: &Path, e: hdf5::Error) -> Error {
+    Error::format(path, format!("HDF5: {e}"))
+}
+
+/// One HDF5 file being written: a temporary beside `target` (a copy of `target` if it exists).
+struct H5Out {
+    file: hdf5::File,
+    tmp: tempfile::TempPath,
+    target: PathBuf,
+    lock: OutputLock,
+}
+
+impl H5Out {
+    fn open(target: &Path) -> Result<H5Out> {
+        let lock = OutputLock::acquire(target, "write into another folder")?;
+        remove_stale_temporaries(target);
+        let tmp = temp_beside(target, &tmp_tag(target), ".h5")?.into_temp_path();
+        let file = if target.is_file() {
+            std::fs::copy(target, &tmp).map_err(|e| Error::io(target, e))?;
+            hdf5::File::append(&tmp)
+        } else {
+            hdf5::File::create(&tmp)
+        }
+        .map_err(|e| h5_err(target, e))?;
+        Ok(H5Out {
+            file,
+            tmp,
+            target: target.to_path_buf(),
+            lock,
+        })
+    }
+
+    fn err(&self, e: hdf5::Error) -> Error {
+        h5_err(&self.target, e)
+    }
+
+    /// The group at `path` (components separated by `/`), created with its parents; an existing
+    /// group of that path is replaced (hloc's `del fd[name]` before writing).
+    fn fresh_group(&self, path: &str) -> Result<hdf5::Group> {
+        let parts: Vec<&str> = path.split('/').collect();
+        if parts
+            .iter()
+            .any(|p| p.is_empty() || *p == "." || *p == "..")
+        {
+            return Err(Error::InvalidInput(format!(
+                "{}: {path:?} is not a usable HDF5 group name",
+                self.target.display()
+            )));
+        }
+        let mut group = self.file.as_group().map_err(|e| self.err(e))?;
+        for (k, part) in parts.iter().enumerate() {
+            let last = k + 1 == parts.len();
+            if group.link_exists(part) && last {
+                group.unlink(part).map_err(|e| self.err(e))?;
+            }
+            group = if group.link_exists(part) {
+                group.group(part)
+            } else {
+                group.create_group(part)
+            }
+            .map_err(|e| self.err(e))?;
+        }
+        Ok(group)
+    }
+
+    /// Closes the file and renames it into place, then releases the lock.
+    fn finish(self) -> Result<PathBuf> {
+        self.file.flush().map_err(|e| h5_err(&self.target, e))?;
+        self.file.close().map_err(|e| h5_err(&self.target, e))?;
+        self.tmp
+            .persist(&self.target)
+            .map_err(|e| Error::io(&self.target, e.error))?;
+        self.lock.release();
+        Ok(self.target)
+    }
+}
+
+/// hloc's `features.h5` and `matches.h5` in a folder (the latter created with the first pair).
+pub struct HlocFolder {
+    dir: PathBuf,
+    features: H5Out,
+    matches: Option<H5Out>,
+    /// Pair keys already in an existing `matches.h5` (a rerun skips them).
+    existing_pairs: HashSet<String>,
+    /// The model of the features in the file, so one file never mixes models.
+    model: Option<String>,
+}
+
+impl HlocFolder {
+    /// Starts (or continues) the files in `dir`, created if missing.
+    pub fn create(dir: &Path) -> Result<HlocFolder> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let features = H5Out::open(&dir.join(FEATURES_FILE))?;
+        let model = features
+            .file
+            .attr("descl_model")
+            .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
+            .ok()
+            .map(|s| s.as_str().to_string());
+        Ok(HlocFolder {
+            dir: dir.to_path_buf(),
+            features,
+            matches: None,
+            existing_pairs: existing_pairs(&dir.join(MATCHES_FILE)),
+            model,
+        })
+    }
+
+    fn matches(&mut self) -> Result<&mut H5Out> {
+        if self.matches.is_none() {
+            self.matches = Some(H5Out::open(&self.dir.join(MATCHES_FILE))?);
+        }
+        self.matches
+            .as_mut()
+            .ok_or_else(|| Error::InvalidInput("matches file not open".into()))
+    }
+
+    /// Records the features' model in the file (an attribute hloc ignores) and refuses another.
+    fn check_model(&mut self, f: &Features) -> Result<()> {
+        match &self.model {
+            Some(m) if *m != f.meta.model => Err(Error::InvalidInput(format!(
+                "{}: the file holds features of `{m}`; features of `{}` go into another folder",
+                self.features.target.display(),
+                f.meta.model
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                let value: hdf5::types::VarLenUnicode = f.meta.model.parse().map_err(|e| {
+                    Error::InvalidInput(format!("model name {:?}: {e}", f.meta.model))
+                })?;
+                let file = &self.features.file;
+                file.new_attr::<hdf5::types::VarLenUnicode>()
+                    .shape(())
+                    .create("descl_model")
+                    .and_then(|a| a.write_scalar(&value))
+                    .map_err(|e| self.features.err(e))?;
+                self.model = Some(f.meta.model.clone());
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The pair keys (`a/b`) of an existing matches file: its groups two levels down that hold
+/// `matches0`. Unreadable or absent: none.
+fn existing_pairs(path: &Path) -> HashSet<String> {
+    let mut pairs = HashSet::new();
+    let Ok(file) = hdf5::File::open(path) else {
+        return pairs;
+    };
+    for a in file.member_names().unwrap_or_default() {
+        let Ok(ga) = file.group(&a) else { continue };
+        for b in ga.member_names().unwrap_or_default() {
+            if ga.link_exists(&format!("{b}/matches0")) {
+                pairs.insert(format!("{a}/{b}"));
+            }
+        }
+    }
+    pairs
+}
+
+fn write<T: hdf5::H5Type, D: ndarray::Dimension>(
+    out: &H5Out,
+    group: &hdf5::Group,
+    name: &str,
+    data: &ndarray::Array<T, D>,
+) -> Result<hdf5::Dataset> {
+    group
+        .new_dataset_builder()
+        .with_data(data)
+        .create(name)
+        .map_err(|e| out.err(e))
+}
+
+/// One image's datasets into its (new) group.
+fn write_image(out: &H5Out, group: &hdf5::Group, f: &Features) -> Result<()> {
+    let n = f.frames.len();
+    let kp = Array2::from_shape_fn((n, 2), |(k, c)| {
+        let fr = &f.frames[k];
+        if c == 0 {
+            fr.x
+        } else {
+            fr.y
+        }
+    });
+    let ds = write(out, group, "keypoints", &kp)?;
+    ds.new_attr::<f64>()
+        .shape(())
+        .create("uncertainty")
+        .and_then(|a| a.write_scalar(&KEYPOINT_UNCERTAINTY_PX))
+        .map_err(|e| out.err(e))?;
+    write_descriptors(out, group, &f.descriptors)?;
+    write(out, group, "scores", &Array1::from(f.scores.clone()))?;
+    let size = Array1::from(vec![
+        i64::from(f.meta.image_width),
+        i64::from(f.meta.image_height),
+    ]);
+    write(out, group, "image_size", &size)?;
+    Ok(())
+}
+
+/// Descriptors as hloc stores them: one column per keypoint.
+fn write_descriptors(out: &H5Out, group: &hdf5::Group, d: &Descriptors) -> Result<()> {
+    match d {
+        Descriptors::Float(m) => {
+            let columns = m.t().as_standard_layout().into_owned();
+            write(out, group, "descriptors", &columns).map(drop)
+        }
+        Descriptors::Binary(codes) => {
+            let bytes = BINARY_BITS / 8;
+            let t = Array2::from_shape_fn((bytes, codes.len()), |(byte, k)| {
+                codes[k][byte / 8].to_le_bytes()[byte % 8]
+            });
+            write(out, group, "descriptors", &t).map(drop)
+        }
+    }
+}
+
+impl Writer for HlocFolder {
+    fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
+        self.check_model(image.features)?;
+        let out = &self.features;
+        let group = out.fresh_group(image.name)?;
+        // A group is whole or absent: what failed half-way is removed.
+        if let Err(e) = write_image(out, &group, image.features) {
+            let _ = out.file.unlink(image.name);
+            return Err(e);
+        }
+        Ok(Some(out.target.clone()))
+    }
+
+    fn has_pair(&self, a: &Path, b: &Path) -> bool {
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let (a, b) = (name(a), name(b));
+        // hloc's `find_pair`: either order.
+        self.existing_pairs.contains(&names_to_pair(&a, &b))
+            || self.existing_pairs.contains(&names_to_pair(&b, &a))
+    }
+
+    fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
+        let (fa, fb) = (pair.a.features, pair.b.features);
+        let m = &pair.result.matches;
+        let key = names_to_pair(pair.a.name, pair.b.name);
+        let mut matches0 = vec![UNMATCHED; fa.frames.len()];
+        let mut scores = vec![0.0f32; fa.frames.len()];
+        for (p, &d) in m.pairs.iter().zip(&m.distances) {
+            let i = p[0] as usize;
+            if i >= matches0.len() || p[1] as usize >= fb.frames.len() {
+                return Err(Error::InvalidInput(format!(
+                    "{key}: match {p:?} beyond the keypoints ({} and {})",
+                    fa.frames.len(),
+                    fb.frames.len()
+                )));
+            }
+            matches0[i] = p[1] as i32;
+            scores[i] = matching_score(&fa.descriptors, d);
+        }
+        let out = self.matches()?;
+        let group = out.fresh_group(&key)?;
+        let written = if fb.frames.len() <= i16::MAX as usize {
+            let m16 = Array1::from_iter(matches0.iter().map(|&j| j as i16));
+            write(out, &group, "matches0", &m16)
+        } else {
+            write(out, &group, "matches0", &Array1::from(matches0))
+        }
+        .and_then(|_| {
+            let s16 = Array1::from_iter(scores.into_iter().map(f16::from_f32));
+            write(out, &group, "matching_scores0", &s16)
+        });
+        if let Err(e) = written {
+            let _ = out.file.unlink(&key);
+            return Err(e);
+        }
+        Ok(Some(out.target.clone()))
+    }
+
+    fn finish(self: Box<Self>) -> Result<PathBuf> {
+        let HlocFolder {
+            dir,
+            features,
+            matches,
+            ..
+        } = *self;
+        features.finish()?;
+        if let Some(m) = matches {
+            m.finish()?;
+        }
+        Ok(dir)
+    }
+
+    fn needs_images(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::features::tests::features;
+    use crate::matching::two_view::{PairConfig, PairResult};
+    use crate::matching::Matches;
+
+    fn record<'a>(name: &'a str, f: &'a Features) -> ImageRecord<'a> {
+        ImageRecord {
+            name,
+            path: Path::new(name),
+            features: f,
+            intrinsics: None,
+            focal_known: false,
+        }
+    }
+
+    #[test]
+    fn files_hold_hlocs_layout_and_a_rerun_continues_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, fb) = (features(false, 5), features(false, 4));
+        let result = PairResult {
+            matches: Matches {
+                pairs: vec![[0, 3], [2, 1]],
+                distances: vec![0.0, 1.0],
+            },
+            verification: None,
+        };
+        let cfg = PairConfig::default();
+        let mut w = Box::new(HlocFolder::create(dir.path()).unwrap());
+        w.add_image(&record("a.jpg", &fa)).unwrap();
+        w.add_image(&record("sub/b.jpg", &fb)).unwrap();
+        // One run at a time per folder.
+        let e = HlocFolder::create(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("another descl run"), "{e}");
+        let pair = PairRecord {
+            a: record("a.jpg", &fa),
+            b: record("sub/b.jpg", &fb),
+            result: &result,
+            config: &cfg,
+        };
+        w.add_pair(&pair).unwrap();
+        w.finish().unwrap();
+
+        let f = hdf5::File::open(dir.path().join(FEATURES_FILE)).unwrap();
+        let d = f.dataset("sub/b.jpg/descriptors").unwrap();
+        assert_eq!(d.shape(), vec![128, 4]);
+        let cols: Array2<f32> = d.read_2d().unwrap();
+        let Descriptors::Float(rows) = &fb.descriptors else {
+            unreachable!()
+        };
+        assert_eq!(cols, rows.t());
+        assert_eq!(f.dataset("a.jpg/keypoints").unwrap().shape(), vec![5, 2]);
+        let size: Array1<i64> = f.dataset("a.jpg/image_size").unwrap().read_1d().unwrap();
+        assert_eq!(size.to_vec(), vec![640, 480]);
+        let m = hdf5::File::open(dir.path().join(MATCHES_FILE)).unwrap();
+        let m0 = m.dataset("a.jpg/sub-b.jpg/matches0").unwrap();
+        assert_eq!(m0.dtype().unwrap().size(), 2, "int16");
+        let m0: Array1<i16> = m0.read_1d().unwrap();
+        assert_eq!(m0.to_vec(), vec![3, -1, 1, -1, -1]);
+        let s: Array1<f16> = m
+            .dataset("a.jpg/sub-b.jpg/matching_scores0")
+            .unwrap()
+            .read_1d()
+            .unwrap();
+        assert_eq!(s.to_vec()[..3], [1.0, 0.0, 0.75].map(f16::from_f32));
+        drop((f, m));
+
+        // A rerun sees the pair (either order) and refuses features of another model.
+        let mut again = HlocFolder::create(dir.path()).unwrap();
+        assert!(again.has_pair(Path::new("x/a.jpg"), Path::new("sub-b.jpg")));
+        assert!(again.has_pair(Path::new("sub-b.jpg"), Path::new("a.jpg")));
+        let mut other = features(false, 2);
+        other.meta.model = "another-model".into();
+        let e = again.add_image(&record("c.jpg", &other)).unwrap_err();
+        assert!(e.to_string().contains("another-model"), "{e}");
+        // Dropped without finish (a failed run): the finished files stay as they were.
+        drop(again);
+        let f = hdf5::File::open(dir.path().join(FEATURES_FILE)).unwrap();
+        assert!(!f.link_exists("c.jpg") && f.link_exists("a.jpg"));
+    }
+
+    #[test]
+    fn binary_codes_are_stored_as_byte_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = features(true, 2);
+        f.descriptors = Descriptors::Binary(vec![[1 << 9, 0, 0, 1 << 63], [0xff, 0, 0, 0]]);
+        let mut w = Box::new(HlocFolder::create(dir.path()).unwrap());
+        w.add_image(&record("a.png", &f)).unwrap();
+        w.finish().unwrap();
+        let file = hdf5::File::open(dir.path().join(FEATURES_FILE)).unwrap();
+        let d: Array2<u8> = file
+            .dataset("a.png/descriptors")
+            .unwrap()
+            .read_2d()
+            .unwrap();
+        assert_eq!(d.shape(), &[32, 2]);
+        // Bit i is bit i % 8 of byte i / 8, as in the .npz files.
+        assert_eq!((d[[1, 0]], d[[31, 0]], d[[0, 1]]), (2, 0x80, 0xff));
+    }
+
+    #[test]
+    fn pair_names_follow_hloc() {
+        assert_eq!(names_to_pair("a.jpg", "b.jpg"), "a.jpg/b.jpg");
+        assert_eq!(
+            names_to_pair("db/1.jpg", "query/night/2.jpg"),
+            "db-1.jpg/query-night-2.jpg"
+        );
+    }
+
+    #[test]
+    fn scores_follow_hlocs_nearest_neighbour() {
+        let float = Descriptors::Float(Array2::zeros((1, 4)));
+        // Unit vectors at distance d have cos = 1 − d²/2, hloc's score (1 + cos)/2.
+        for d in [0.0f32, 0.5, 1.0, std::f32::consts::SQRT_2, 2.0] {
+            let cos = 1.0 - d * d / 2.0;
+            assert!((matching_score(&float, d) - (1.0 + cos) / 2.0).abs() < 1e-6);
+        }
+        let binary = Descriptors::Binary(vec![[0u64; 4]]);
+        assert_eq!(matching_score(&binary, 64.0), 0.75);
+    }
+}
