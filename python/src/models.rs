@@ -3,9 +3,8 @@
 //! its models and ONNX Runtime.
 
 use crate::errors::to_py;
-use descl::model::{list_cards_lenient, DEFAULT_MODEL};
+use descl::model::list_cards_lenient;
 use pyo3::prelude::*;
-use serde_json::json;
 
 /// The models descl can use by name, sorted by name: a list of dicts with name, default (the
 /// one `Extractor()` uses), architecture, kind ("float" or "binary"), dim, magnification,
@@ -20,23 +19,7 @@ pub fn models(py: Python<'_>) -> PyResult<Py<PyAny>> {
     for e in &bad {
         warnings.call_method1("warn", (e.to_string(),))?;
     }
-    let list: Vec<serde_json::Value> = cards
-        .iter()
-        .map(|(c, path)| {
-            json!({
-                "name": c.name,
-                "default": c.name == DEFAULT_MODEL,
-                "architecture": c.architecture,
-                "kind": c.output.kind.as_str(),
-                "dim": c.output.dim,
-                "magnification": c.patch.magnification,
-                "training_method": c.training_method(),
-                "metrics": c.key_metrics().into_iter().map(|(k, v)| (k, json!(v))).collect::<serde_json::Map<_, _>>(),
-                "card": path.display().to_string(),
-                "file": c.onnx_path(path).display().to_string(),
-            })
-        })
-        .collect();
+    let list: Vec<serde_json::Value> = cards.iter().map(|(c, path)| c.listing(path)).collect();
     // Through Python's json: plain dicts, lists, str, float, bool and None.
     let text = serde_json::Value::Array(list).to_string();
     Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())

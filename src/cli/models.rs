@@ -1,7 +1,6 @@
 //! `descl models`: the model cards in `models/` (or `$DESCL_MODELS`), default marked.
 
 use descl::model::{list_cards_lenient, models_dir, DEFAULT_MODEL};
-use serde_json::json;
 
 /// The card metrics the text listing shows (by key suffix); `--json` lists every number.
 const HEADLINE_METRICS: [&str; 2] = [".mma@3", ".maa@10"];
@@ -32,23 +31,7 @@ fn list(
     cards: &[(descl::model::card::ModelCard, std::path::PathBuf)],
 ) -> anyhow::Result<()> {
     if args.json {
-        let list: Vec<_> = cards
-            .iter()
-            .map(|(c, path)| {
-                json!({
-                    "name": c.name,
-                    "default": c.name == DEFAULT_MODEL,
-                    "architecture": c.architecture,
-                    "kind": c.output.kind.as_str(),
-                    "dim": c.output.dim,
-                    "magnification": c.patch.magnification,
-                    "training_method": c.training_method(),
-                    "metrics": c.key_metrics().into_iter().map(|(k, v)| (k, json!(v))).collect::<serde_json::Map<_, _>>(),
-                    "card": path.display().to_string(),
-                    "file": c.onnx_path(path).display().to_string(),
-                })
-            })
-            .collect();
+        let list: Vec<_> = cards.iter().map(|(c, path)| c.listing(path)).collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
     }

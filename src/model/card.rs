@@ -206,6 +206,30 @@ impl ModelCard {
         }
         out
     }
+
+    /// The card as one entry of `descl models --json` and Python's `descl.models()` (the one
+    /// definition of that listing): name, whether it is the default, architecture, output kind
+    /// and dimension, magnification, training method, key metrics, and the card's and ONNX
+    /// file's paths (`card_path` is where this card was read from).
+    pub fn listing(&self, card_path: &Path) -> serde_json::Value {
+        let metrics: serde_json::Map<String, serde_json::Value> = self
+            .key_metrics()
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::json!(v)))
+            .collect();
+        serde_json::json!({
+            "name": self.name,
+            "default": self.name == crate::model::DEFAULT_MODEL,
+            "architecture": self.architecture,
+            "kind": self.output.kind.as_str(),
+            "dim": self.output.dim,
+            "magnification": self.patch.magnification,
+            "training_method": self.training_method(),
+            "metrics": metrics,
+            "card": card_path.display().to_string(),
+            "file": self.onnx_path(card_path).display().to_string(),
+        })
+    }
 }
 
 /// SHA-256 of a file in lowercase hex (what cards store).
