@@ -328,3 +328,54 @@ fn large_images_are_shrunk_and_keypoints_mapped_back() {
         half.frames.len()
     );
 }
+
+/// `--format h5`: hloc's features.h5 in --out, continued by a second run; a damaged existing
+/// file and a second model are refused with the file named, the existing file left as it was.
+#[test]
+fn extract_h5_continues_refuses_damage_and_mixed_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = linear_model(dir.path());
+    let (a, b) = (dir.path().join("a.png"), dir.path().join("b.png"));
+    gray_image(200, 160, false).save(&a).unwrap();
+    gray_image(160, 200, false).save(&b).unwrap();
+    let out = dir.path().join("h5");
+    let m = model.to_str().unwrap();
+    for img in [&a, &b] {
+        let (ok, _, err) = common::extract(img, &out, &["-m", m, "--format", "h5"]);
+        assert!(ok, "{err}");
+    }
+    assert_eq!(
+        files_in(&out),
+        vec!["features.h5"],
+        "temporaries or locks left"
+    );
+    let file = hdf5_metno::File::open(out.join("features.h5")).unwrap();
+    assert_eq!(file.member_names().unwrap(), vec!["a.png", "b.png"]);
+    let kp = file.dataset("b.png/keypoints").unwrap();
+    let d = file.dataset("b.png/descriptors").unwrap();
+    assert_eq!(d.shape(), vec![128, kp.shape()[0]]);
+    drop((kp, d, file));
+
+    // Another model into the same file.
+    let (ok, _, err) = common::extract(&a, &out, &["-m", "sift", "--format", "h5"]);
+    assert!(
+        !ok && err.contains("features.h5") && err.contains("another folder"),
+        "{err}"
+    );
+
+    // A file that is not HDF5 where features.h5 should be.
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(bad.join("features.h5"), b"not an HDF5 file").unwrap();
+    let (ok, _, err) = common::extract(&a, &bad, &["-m", m, "--format", "h5"]);
+    assert!(!ok && err.contains("features.h5"), "{err}");
+    assert_eq!(
+        std::fs::read(bad.join("features.h5")).unwrap(),
+        b"not an HDF5 file"
+    );
+    assert_eq!(
+        files_in(&bad),
+        vec!["features.h5"],
+        "temporaries or locks left"
+    );
+}

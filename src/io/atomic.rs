@@ -120,9 +120,12 @@ impl OutputLock {
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
         }
     }
+}
 
-    /// Removes the lock file, then releases the lock.
-    pub(crate) fn release(self) {
+impl Drop for OutputLock {
+    /// Removes the lock file, then releases the lock (also when the run failed: only a killed
+    /// process leaves the file behind, and its lock is gone with it).
+    fn drop(&mut self) {
         // Best effort: a lock file left behind is harmless (the lock is the kernel's).
         let _ = std::fs::remove_file(&self.path);
         let _ = self.file.unlock();

@@ -476,7 +476,7 @@ impl Database {
         conn.execute_batch("COMMIT").map_err(db_err)?;
         conn.close().map_err(|(_, e)| db_err(e))?;
         tmp.persist(&path).map_err(|e| Error::io(&path, e.error))?;
-        lock.release();
+        drop(lock);
         Ok(path)
     }
 }

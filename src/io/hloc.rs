@@ -136,7 +136,7 @@ impl H5Out {
         self.tmp
             .persist(&self.target)
             .map_err(|e| Error::io(&self.target, e.error))?;
-        self.lock.release();
+        drop(self.lock);
         Ok(self.target)
     }
 }
