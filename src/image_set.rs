@@ -31,6 +31,8 @@ pub struct SetConfig {
     /// Hand every image's features to the writer (a database needs them; a folder of matches
     /// files does not).
     pub store_images: bool,
+    /// This process's share of the pairs (all by default; see [`crate::shard`]).
+    pub shard: crate::shard::Shard,
 }
 
 /// Camera knowledge of one image: intrinsics if any, and whether the focal length was
@@ -363,7 +365,7 @@ where
 {
     cfg.pair.check()?;
     let names = file_names(paths);
-    let pairs = make_pairs(&cfg.pairs, &names)?;
+    let pairs = cfg.shard.select(&make_pairs(&cfg.pairs, &names)?);
     let (done, todo): (Pairs, Pairs) = pairs
         .into_iter()
         .partition(|&(i, j)| writer.has_pair(&paths[i], &paths[j]));

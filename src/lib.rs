@@ -23,5 +23,6 @@ pub mod patch;
 pub mod pipeline;
 pub mod progress;
 pub mod sfm;
+pub mod shard;
 
 pub use error::{Error, Result};

@@ -95,6 +95,7 @@ where
             ..cfg.pair.clone()
         },
         store_images: true,
+        shard: Default::default(),
     };
     let run = image_set::run(
         &paths,

@@ -233,6 +233,12 @@ impl MatchArgs {
     }
 }
 
+/// `--shard I/N` (also `slurm/N`, `k8s/N`): parsed, the index read from the scheduler's
+/// variable, checked.
+pub fn shard_parser(spec: &str) -> Result<descl::shard::Shard, String> {
+    descl::shard::Shard::parse(spec).map_err(|e| e.to_string())
+}
+
 /// Intrinsics given on the command line, for `descl match`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct IntrinsicsArgs {

@@ -4,7 +4,8 @@
 //! one pair path ([`descl::matching::two_view::match_pair`]).
 
 use super::args::{
-    format_parser, image_of, is_npz, match_camera, DescribeArgs, IntrinsicsArgs, MatchArgs,
+    format_parser, image_of, is_npz, match_camera, shard_parser, DescribeArgs, IntrinsicsArgs,
+    MatchArgs,
 };
 use super::progress::Bar;
 use anyhow::{bail, Context};
@@ -17,6 +18,7 @@ use descl::io::output::{self, Format, ImageRecord, PairRecord};
 use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{match_pair, PairResult};
 use descl::pipeline::Extractor;
+use descl::shard::Shard;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -51,6 +53,11 @@ pub struct Args {
     /// matches.h5 (pairs already there are skipped).
     #[arg(long, value_name = "DIR", requires = "images")]
     out_dir: Option<PathBuf>,
+    /// This process's share of the pairs: I/N (0 ≤ I < N), or slurm/N and k8s/N to take I from
+    /// SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX. Shards write disjoint pair files of one
+    /// --out-dir (npz); run them in any order, on any machines.
+    #[arg(long, value_name = "I/N", requires = "images", value_parser = shard_parser)]
+    shard: Option<Shard>,
     /// Output format of --out-dir: npz, or h5 (hloc's files).
     #[arg(long, default_value = "npz", value_parser = format_parser())]
     format: Format,
@@ -215,6 +222,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         pairs,
         pair: args.matching.pair_config()?,
         store_images: false,
+        shard: args.shard.unwrap_or_default(),
     };
     let inputs = list_inputs(dir)?;
     let writer = output::open(args.format, out_dir)

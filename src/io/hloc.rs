@@ -295,6 +295,12 @@ impl Writer for HlocFolder {
         Ok(Some(out.target.clone()))
     }
 
+    fn has_image(&self, input: &Path) -> bool {
+        input
+            .file_name()
+            .is_some_and(|n| self.features.file.link_exists(&n.to_string_lossy()))
+    }
+
     fn has_pair(&self, a: &Path, b: &Path) -> bool {
         let name = |p: &Path| {
             p.file_name()

@@ -70,6 +70,11 @@ pub struct PairRecord<'a> {
 pub trait Writer: Send {
     /// Stores one image's features; returns the file written, if the format has one per image.
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>>;
+    /// Whether the features of `input` are already stored, whole (`descl extract --resume`
+    /// skips it).
+    fn has_image(&self, _input: &Path) -> bool {
+        false
+    }
     /// Whether the pair of the inputs `a` and `b` is already stored (a resumed run skips it).
     fn has_pair(&self, _a: &Path, _b: &Path) -> bool {
         false
@@ -168,6 +173,15 @@ impl Writer for NpzFolder {
         let target = self.claim_features(image.path)?;
         write_features(&target, image.features)?;
         Ok(Some(target))
+    }
+
+    /// Done when `<stem>.npz` reads back whole, with this folder's model.
+    fn has_image(&self, input: &Path) -> bool {
+        let Ok(stem) = stem(input) else {
+            return false;
+        };
+        crate::io::features::read_features(&self.dir.join(format!("{stem}.npz")))
+            .is_ok_and(|f| self.model.as_ref().is_none_or(|(m, _)| *m == f.meta.model))
     }
 
     /// A pair counts as done only when its file reads back whole (a truncated or foreign file
