@@ -24,6 +24,18 @@ fn images(data: &Path, dir: &Path) -> PathBuf {
     out
 }
 
+/// `descl extract IMGS --out OUT --max-keypoints KEYPOINTS ARGS...`.
+fn extract(imgs: &Path, out: &Path, args: &[&str]) -> std::process::Command {
+    let mut c = descl();
+    c.arg("extract")
+        .arg(imgs)
+        .arg("--out")
+        .arg(out)
+        .args(["--max-keypoints", KEYPOINTS])
+        .args(args);
+    c
+}
+
 /// Runs one command per shard at the same time; each must succeed.
 fn run_shards(make: impl Fn(usize) -> std::process::Command) {
     let children: Vec<_> = (0..SHARDS)
@@ -55,12 +67,7 @@ fn three_shards_write_what_one_run_writes() {
     let (full, sharded) = (dir.path().join("full"), dir.path().join("sharded"));
     let (full_m, sharded_m) = (dir.path().join("full-m"), dir.path().join("sharded-m"));
 
-    let (ok, _, err) = run(descl()
-        .arg("extract")
-        .arg(&imgs)
-        .arg("--out")
-        .arg(&full)
-        .args(["--max-keypoints", KEYPOINTS]));
+    let (ok, _, err) = run(&mut extract(&imgs, &full, &[]));
     assert!(ok, "{err}");
     let (ok, _, err) = run(descl()
         .args(["match", "--exhaustive", "--images"])
@@ -70,20 +77,7 @@ fn three_shards_write_what_one_run_writes() {
     assert!(ok, "{err}");
 
     // Extraction by explicit index, matching by the Slurm and Kubernetes index variables.
-    run_shards(|i| {
-        let mut c = descl();
-        c.arg("extract")
-            .arg(&imgs)
-            .arg("--out")
-            .arg(&sharded)
-            .args([
-                "--max-keypoints",
-                KEYPOINTS,
-                "--shard",
-                &format!("{i}/{SHARDS}"),
-            ]);
-        c
-    });
+    run_shards(|i| extract(&imgs, &sharded, &["--shard", &format!("{i}/{SHARDS}")]));
     run_shards(|i| {
         let mut c = descl();
         let (var, spec) = if i % 2 == 0 {
@@ -130,19 +124,11 @@ fn three_shards_write_what_one_run_writes() {
 
     // A repeated shard (0 of 3: images 0 and 3) with --resume does nothing; without the
     // variable it says what is missing.
-    let (ok, out, err) = run(descl()
-        .arg("extract")
-        .arg(&imgs)
-        .arg("--out")
-        .arg(&sharded)
-        .args([
-            "--max-keypoints",
-            KEYPOINTS,
-            "--shard",
-            "0/3",
-            "--resume",
-            "--json",
-        ]));
+    let (ok, out, err) = run(&mut extract(
+        &imgs,
+        &sharded,
+        &["--shard", "0/3", "--resume", "--json"],
+    ));
     assert!(ok, "{err}");
     let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(summary["skipped_existing"], 2, "{out}");

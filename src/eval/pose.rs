@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::eval::sequences::Mat3;
+use crate::geometry::{mul3, transpose3};
 use std::path::{Path, PathBuf};
 
 /// Largest index gap of the evaluated pairs i < j (j − i ≤ 2).
@@ -65,26 +66,6 @@ pub fn read_camera(path: &Path) -> Result<Camera> {
     })
 }
 
-fn transpose(m: &Mat3) -> Mat3 {
-    let mut t = [[0.0; 3]; 3];
-    for (i, row) in m.iter().enumerate() {
-        for (j, v) in row.iter().enumerate() {
-            t[j][i] = *v;
-        }
-    }
-    t
-}
-
-fn mul(a: &Mat3, b: &Mat3) -> Mat3 {
-    let mut c = [[0.0; 3]; 3];
-    for i in 0..3 {
-        for j in 0..3 {
-            c[i][j] = (0..3).map(|k| a[i][k] * b[k][j]).sum();
-        }
-    }
-    c
-}
-
 fn mul_vec(a: &Mat3, v: &[f64; 3]) -> [f64; 3] {
     [0, 1, 2].map(|i| (0..3).map(|k| a[i][k] * v[k]).sum())
 }
@@ -92,15 +73,15 @@ fn mul_vec(a: &Mat3, v: &[f64; 3]) -> [f64; 3] {
 /// Ground-truth relative pose (R, t) taking camera-`a` coordinates to camera-`b` coordinates,
 /// x_b = R·x_a + t: with world-to-camera Rᵀ, R = R_bᵀ R_a and t = R_bᵀ (C_a − C_b).
 pub fn relative_pose(a: &Camera, b: &Camera) -> (Mat3, [f64; 3]) {
-    let rbt = transpose(&b.r);
-    let r = mul(&rbt, &a.r);
+    let rbt = transpose3(&b.r);
+    let r = mul3(&rbt, &a.r);
     let d = [a.c[0] - b.c[0], a.c[1] - b.c[1], a.c[2] - b.c[2]];
     (r, mul_vec(&rbt, &d))
 }
 
 /// Angle (degrees) of the rotation R_estᵀ·R_gt.
 pub fn rotation_error_deg(r_est: &Mat3, r_gt: &Mat3) -> f64 {
-    let m = mul(&transpose(r_est), r_gt);
+    let m = mul3(&transpose3(r_est), r_gt);
     let cos = ((m[0][0] + m[1][1] + m[2][2] - 1.0) / 2.0).clamp(-1.0, 1.0);
     cos.acos().to_degrees()
 }
@@ -214,7 +195,7 @@ mod tests {
         // Camera coordinates: x_cam = Rᵀ (X − C).
         let to_cam = |cam: &Camera| {
             mul_vec(
-                &transpose(&cam.r),
+                &transpose3(&cam.r),
                 &[x[0] - cam.c[0], x[1] - cam.c[1], x[2] - cam.c[2]],
             )
         };

@@ -1,10 +1,21 @@
 //! Small dense linear algebra on 3×3 matrices stored row-major as `[[f64; 3]; 3]` (homographies,
-//! camera matrices): the one place the explicit cofactor inverse lives, shared by COLMAP export,
-//! the Oxford overlap error and the training crate's synthetic views. OpenCV would do it too,
+//! camera matrices, rotations): the one place the product, transpose and explicit cofactor
+//! inverse live, shared by COLMAP export, pose evaluation, the Oxford overlap error and the
+//! training crate's synthetic views. OpenCV would do it too,
 //! but through a `Mat` round trip for nine numbers.
 
 /// A 3×3 matrix, row-major.
 pub type Mat3 = [[f64; 3]; 3];
+
+/// The product a·b.
+pub fn mul3(a: &Mat3, b: &Mat3) -> Mat3 {
+    std::array::from_fn(|r| std::array::from_fn(|c| (0..3).map(|k| a[r][k] * b[k][c]).sum()))
+}
+
+/// The transpose of `m`.
+pub fn transpose3(m: &Mat3) -> Mat3 {
+    std::array::from_fn(|r| std::array::from_fn(|c| m[c][r]))
+}
 
 /// The inverse of `m` by cofactors (adjugate / determinant), or None when the determinant is
 /// not finite or its magnitude is not above `min_abs_det` (each caller picks what it treats
@@ -38,6 +49,21 @@ mod tests {
                 assert!((v - if r == c { 1.0 } else { 0.0 }).abs() < 1e-12);
             }
         }
+    }
+
+    #[test]
+    fn product_and_transpose_by_hand() {
+        let a = [[1.0, 2.0, 0.0], [0.0, 1.0, 3.0], [4.0, 0.0, 1.0]];
+        let b = [[2.0, 0.0, 1.0], [1.0, 1.0, 0.0], [0.0, 5.0, 1.0]];
+        // By hand: entry (r, c) = Σ_k a[r][k]·b[k][c].
+        assert_eq!(
+            mul3(&a, &b),
+            [[4.0, 2.0, 1.0], [1.0, 16.0, 3.0], [8.0, 5.0, 5.0]]
+        );
+        assert_eq!(
+            transpose3(&a),
+            [[1.0, 0.0, 4.0], [2.0, 1.0, 0.0], [0.0, 3.0, 1.0]]
+        );
     }
 
     #[test]

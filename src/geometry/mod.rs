@@ -15,7 +15,7 @@ mod linalg;
 
 pub use align::{rotation_angle_deg, umeyama, Similarity};
 pub use intrinsics::{exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM};
-pub use linalg::{invert3, Mat3};
+pub use linalg::{invert3, mul3, transpose3, Mat3};
 
 use crate::error::{Error, Result};
 use opencv::core::{Mat, Point2f, Vector};

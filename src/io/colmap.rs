@@ -12,7 +12,7 @@
 use crate::describe::{BinaryDescriptor, Descriptors};
 use crate::error::{Error, Result};
 use crate::frame::Frame;
-use crate::geometry::{invert3, HomographyCheck, Mat3, ModelKind, Pose};
+use crate::geometry::{invert3, mul3, transpose3, HomographyCheck, Mat3, ModelKind, Pose};
 use crate::io::atomic::{remove_stale_temporaries, tmp_tag, OutputLock};
 use rusqlite::{params, Connection};
 use std::path::{Path, PathBuf};
@@ -155,14 +155,6 @@ fn f64_blob(v: &[f64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn mat_mul(a: &Mat3, b: &Mat3) -> Mat3 {
-    std::array::from_fn(|r| std::array::from_fn(|c| (0..3).map(|k| a[r][k] * b[k][c]).sum()))
-}
-
-fn transpose(m: &Mat3) -> Mat3 {
-    std::array::from_fn(|r| std::array::from_fn(|c| m[c][r]))
-}
-
 /// T: descl pixel → COLMAP pixel (x + 0.5), and its inverse.
 fn pixel_shift(sign: f64) -> Mat3 {
     let o = sign * COLMAP_PIXEL_OFFSET as f64;
@@ -172,12 +164,12 @@ fn pixel_shift(sign: f64) -> Mat3 {
 /// F in COLMAP pixels: x_c = T x, so x_bᵀ F x_a = x_bcᵀ (T⁻ᵀ F T⁻¹) x_ac.
 fn fundamental_to_colmap(f: &Mat3) -> Mat3 {
     let t_inv = pixel_shift(-1.0);
-    mat_mul(&transpose(&t_inv), &mat_mul(f, &t_inv))
+    mul3(&transpose3(&t_inv), &mul3(f, &t_inv))
 }
 
 /// H in COLMAP pixels: x_bc = T H T⁻¹ x_ac.
 fn homography_to_colmap(h: &Mat3) -> Mat3 {
-    mat_mul(&pixel_shift(1.0), &mat_mul(h, &pixel_shift(-1.0)))
+    mul3(&pixel_shift(1.0), &mul3(h, &pixel_shift(-1.0)))
 }
 
 /// A rotation matrix as COLMAP's quaternion (w, x, y, z) (Shepperd's method: the largest of
@@ -419,7 +411,7 @@ impl Database {
         let swap = id1 > id2;
         let fe = |m: Option<Mat3>| {
             let m = m.unwrap_or(zero);
-            mat3_blob(&if swap { transpose(&m) } else { m })
+            mat3_blob(&if swap { transpose3(&m) } else { m })
         };
         let hb = match h.map(homography_to_colmap) {
             Some(h) if swap => mat3_blob(&invert3(&h, SINGULAR_DET).unwrap_or(zero)),
@@ -430,7 +422,7 @@ impl Database {
         let (qvec, tvec) = match pose {
             Some(p) => {
                 let (r, t) = if swap {
-                    let rt = transpose(&p.r);
+                    let rt = transpose3(&p.r);
                     let t =
                         std::array::from_fn(|i| -(0..3).map(|k| rt[i][k] * p.t[k]).sum::<f64>());
                     (rt, t)
@@ -615,7 +607,7 @@ mod tests {
         // F = [e']x H: x_b = α·H x_a + β·e' satisfies x_bᵀ F x_a = 0 for any α, β.
         let e = [50.0, 30.0, 1.0];
         let ex = [[0.0, -e[2], e[1]], [e[2], 0.0, -e[0]], [-e[1], e[0], 0.0]];
-        let f = mat_mul(&ex, &h);
+        let f = mul3(&ex, &h);
         let fc = fundamental_to_colmap(&f);
         let epi = |m: &Mat3, a: [f64; 2], b: [f64; 2]| -> f64 {
             let la: [f64; 3] = std::array::from_fn(|r| m[r][0] * a[0] + m[r][1] * a[1] + m[r][2]);

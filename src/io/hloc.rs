@@ -47,6 +47,9 @@ pub const MATCHES_FILE: &str = "matches.h5";
 /// The `uncertainty` attribute of `keypoints`: hloc's `detection_noise` (1 px for its
 /// detectors at the original resolution) — descl's keypoints are in the original image.
 pub const KEYPOINT_UNCERTAINTY_PX: f64 = 1.0;
+/// File attribute of `features.h5` naming the model of its features (hloc ignores it; descl
+/// refuses to add features of another model).
+pub const MODEL_ATTR: &str = "descl_model";
 /// `matches0` value of a keypoint without a match.
 pub const UNMATCHED: i32 = -1;
 
@@ -114,11 +117,8 @@ impl H5Out {
             )));
         }
         let mut group = self.file.as_group().map_err(|e| self.err(e))?;
-        for (k, part) in parts.iter().enumerate() {
-            let last = k + 1 == parts.len();
-            if group.link_exists(part) && last {
-                group.unlink(part).map_err(|e| self.err(e))?;
-            }
+        let (last, parents) = parts.split_last().unwrap_or((&"", &[]));
+        for part in parents {
             group = if group.link_exists(part) {
                 group.group(part)
             } else {
@@ -126,7 +126,10 @@ impl H5Out {
             }
             .map_err(|e| self.err(e))?;
         }
-        Ok(group)
+        if group.link_exists(last) {
+            group.unlink(last).map_err(|e| self.err(e))?;
+        }
+        group.create_group(last).map_err(|e| self.err(e))
     }
 
     /// Closes the file and renames it into place, then releases the lock.
@@ -159,7 +162,7 @@ impl HlocFolder {
         let features = H5Out::open(&dir.join(FEATURES_FILE))?;
         let model = features
             .file
-            .attr("descl_model")
+            .attr(MODEL_ATTR)
             .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
             .ok()
             .map(|s| s.as_str().to_string());
@@ -197,7 +200,7 @@ impl HlocFolder {
                 let file = &self.features.file;
                 file.new_attr::<hdf5::types::VarLenUnicode>()
                     .shape(())
-                    .create("descl_model")
+                    .create(MODEL_ATTR)
                     .and_then(|a| a.write_scalar(&value))
                     .map_err(|e| self.features.err(e))?;
                 self.model = Some(f.meta.model.clone());

@@ -13,6 +13,7 @@ use super::{TrackSet, PATCH_PIXELS};
 use anyhow::{bail, Context, Result};
 use descl::detect::{detect, DetectorConfig, DetectorKind};
 use descl::frame::Frame;
+use descl::geometry::mul3;
 use descl::image::{load_gray, GrayImage};
 use descl::patch::PatchSampler;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -130,16 +131,6 @@ pub fn jacobian(h: &Homography, x: f64, y: f64) -> [[f64; 2]; 2] {
         [(h[0][0] - u * h[2][0]) / w, (h[0][1] - u * h[2][1]) / w],
         [(h[1][0] - v * h[2][0]) / w, (h[1][1] - v * h[2][1]) / w],
     ]
-}
-
-fn mul3(a: &Homography, b: &Homography) -> Homography {
-    let mut c = [[0.0; 3]; 3];
-    for i in 0..3 {
-        for j in 0..3 {
-            c[i][j] = (0..3).map(|k| a[i][k] * b[k][j]).sum();
-        }
-    }
-    c
 }
 
 /// Determinant magnitude at or below which a homography counts as singular.
