@@ -9,8 +9,8 @@ use crate::geometry::Intrinsics;
 use crate::image::list_images;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
-use crate::io::output::{ColmapOptions, ColmapWriter};
-use crate::matching::pairs::PairMode;
+use crate::io::output::{ColmapOptions, ColmapWriter, Writer};
+use crate::matching::pairs::{file_names, PairMode};
 use crate::matching::two_view::PairConfig;
 use crate::progress::Progress;
 use serde::Serialize;
@@ -130,6 +130,216 @@ where
         images: run.images,
         skipped,
     })
+}
+
+/// Where `descl sfm merge` reads a sharded run's outputs.
+#[derive(Debug, Clone)]
+pub struct MergeInputs {
+    /// Features files (`descl extract --out DIR`, all shards into one folder).
+    pub features: PathBuf,
+    /// Matches files (`descl match --images FEATURES --out-dir DIR --planar-check`).
+    pub matches: PathBuf,
+    /// The images, for EXIF focal lengths (default: the image paths the features files record).
+    pub images: Option<PathBuf>,
+}
+
+/// What `descl sfm merge` wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct MergeSummary {
+    pub database: PathBuf,
+    pub images: usize,
+    pub pairs: usize,
+    pub verified_pairs: usize,
+    /// Matches files made without the planar check: their pairs keep F/E labels (COLMAP would
+    /// label a planar one 6).
+    pub pairs_without_planar_check: usize,
+}
+
+/// One features file of the merge: its image's name, and where the image is.
+struct MergeImage {
+    name: String,
+    image: PathBuf,
+    file: PathBuf,
+}
+
+/// The features files of `inputs.features` in the set's order (by image name, as `descl sfm`
+/// lists a folder), checked to hold one model; read once here, and again one at a time when
+/// stored, so that memory does not grow with the set.
+fn merge_images(inputs: &MergeInputs, progress: &dyn Progress) -> Result<Vec<MergeImage>> {
+    use rayon::prelude::*;
+    let files = crate::io::output::npz_files(&inputs.features, false)?;
+    if files.is_empty() {
+        return Err(crate::Error::InvalidInput(format!(
+            "{}: no features files (.npz from `descl extract`)",
+            inputs.features.display()
+        )));
+    }
+    progress.start("read features", files.len() as u64);
+    let metas: Vec<_> = files
+        .par_iter()
+        .map(|p| {
+            let r = crate::io::features::read_features(p).map(|f| f.meta);
+            progress.inc(1);
+            r
+        })
+        .collect::<Result<_>>()?;
+    progress.finish();
+    let mut images = Vec::with_capacity(files.len());
+    for (file, meta) in files.into_iter().zip(&metas) {
+        if (&meta.model, &meta.model_sha256) != (&metas[0].model, &metas[0].model_sha256) {
+            return Err(crate::Error::InvalidInput(format!(
+                "{}: features of `{}`, but {} holds `{}`; one database takes one model",
+                file.display(),
+                meta.model,
+                images
+                    .first()
+                    .map_or(&file, |i: &MergeImage| &i.file)
+                    .display(),
+                metas[0].model
+            )));
+        }
+        let source = PathBuf::from(&meta.image);
+        let name = file_names(std::slice::from_ref(&source)).remove(0);
+        let image = match &inputs.images {
+            Some(dir) => dir.join(&name),
+            None => source,
+        };
+        images.push(MergeImage { name, image, file });
+    }
+    images.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(w) = images.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(crate::Error::InvalidInput(format!(
+            "{} and {} are features of two images named {}",
+            w[0].file.display(),
+            w[1].file.display(),
+            w[0].name
+        )));
+    }
+    Ok(images)
+}
+
+/// The stem of a path (how matches files name their sides, and features files their image).
+fn stem_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The images of a merge, indexed by their features files' stems, and their model.
+struct MergeSet<'a> {
+    inputs: &'a MergeInputs,
+    images: &'a [MergeImage],
+    by_stem: &'a std::collections::HashMap<String, usize>,
+    model: &'a str,
+}
+
+/// Stores every matches file of `set.inputs.matches` (read in parallel blocks): a pair matched
+/// twice, a side without features or another model is an error naming the file.
+fn store_matches(
+    set: &MergeSet<'_>,
+    writer: &mut ColmapWriter,
+    summary: &mut MergeSummary,
+    progress: &dyn Progress,
+) -> Result<()> {
+    use rayon::prelude::*;
+    let files = crate::io::output::npz_files(&set.inputs.matches, true)?;
+    let mut seen: std::collections::HashMap<(usize, usize), PathBuf> = Default::default();
+    progress.start("store matches", files.len() as u64);
+    for block in files.chunks(image_set::PAIR_BLOCK) {
+        let read: Vec<_> = block
+            .par_iter()
+            .map(|p| crate::io::matches::read_matches(p))
+            .collect::<Result<_>>()?;
+        for (file, m) in block.iter().zip(read) {
+            let side = |p: &str| {
+                set.by_stem
+                    .get(&stem_of(Path::new(p)))
+                    .copied()
+                    .ok_or_else(|| {
+                        crate::Error::format(
+                            file,
+                            format!(
+                                "{p} has no features file in {}",
+                                set.inputs.features.display()
+                            ),
+                        )
+                    })
+            };
+            let (a, b) = (side(&m.meta.a)?, side(&m.meta.b)?);
+            if m.meta.model != set.model {
+                return Err(crate::Error::format(
+                    file,
+                    format!("matches of `{}`, features of `{}`", m.meta.model, set.model),
+                ));
+            }
+            if let Some(first) = seen.insert((a.min(b), a.max(b)), file.clone()) {
+                return Err(crate::Error::format(
+                    file,
+                    format!("the pair is matched twice (also {})", first.display()),
+                ));
+            }
+            let r = m.to_result();
+            writer.add_result(&set.images[a].name, &set.images[b].name, &r)?;
+            summary.pairs += 1;
+            summary.verified_pairs +=
+                r.verification.as_ref().is_some_and(|v| v.model.is_some()) as usize;
+            summary.pairs_without_planar_check += !m.meta.config.planar_check as usize;
+            progress.inc(1);
+        }
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// Builds one COLMAP database from the outputs of sharded `descl extract` and `descl match`
+/// runs: the database that `descl sfm` writes for the same images and settings. One process
+/// (SQLite has one writer); features are read one at a time and matches files in blocks, so
+/// memory stays bounded as the set grows.
+pub fn merge_database(
+    inputs: &MergeInputs,
+    db: &Path,
+    overwrite: bool,
+    options: ColmapOptions,
+    progress: &dyn Progress,
+) -> Result<MergeSummary> {
+    let mut writer = ColmapWriter::create(db, overwrite, options)?;
+    let images = merge_images(inputs, progress)?;
+    progress.start("store features", images.len() as u64);
+    let mut by_stem = std::collections::HashMap::new();
+    for (k, image) in images.iter().enumerate() {
+        let f = crate::io::features::read_features(&image.file)?;
+        let (k_prior, known) = colmap_camera(&image.image, &f)?;
+        writer.add_image(&crate::io::output::ImageRecord {
+            name: &image.name,
+            path: &image.image,
+            features: &f,
+            intrinsics: k_prior.as_ref(),
+            focal_known: known,
+        })?;
+        by_stem.insert(stem_of(&image.file), k);
+        progress.inc(1);
+    }
+    progress.finish();
+    let model = crate::io::features::read_features(&images[0].file)?
+        .meta
+        .model;
+
+    let mut summary = MergeSummary {
+        database: db.to_path_buf(),
+        images: images.len(),
+        pairs: 0,
+        verified_pairs: 0,
+        pairs_without_planar_check: 0,
+    };
+    let set = MergeSet {
+        inputs,
+        images: &images,
+        by_stem: &by_stem,
+        model: &model,
+    };
+    store_matches(&set, &mut writer, &mut summary, progress)?;
+    summary.database = Box::new(writer).finish()?;
+    Ok(summary)
 }
 
 /// A ground-truth camera: world-to-camera rotation and centre in world coordinates.

@@ -167,38 +167,5 @@ fn concurrent_runs_are_refused_and_killed_runs_leave_nothing_stale() {
         .arg(&clean)
         .args(["-m", "sift", "--max-keypoints", "4000"]));
     assert!(ok, "{stderr}");
-    for (table, cols) in [
-        ("cameras", "camera_id, model, width, height, params"),
-        ("images", "image_id, name, camera_id"),
-        ("keypoints", "image_id, rows, cols, data"),
-        ("descriptors", "image_id, rows, cols, data"),
-        ("matches", "pair_id, rows, cols, data"),
-        (
-            "two_view_geometries",
-            "pair_id, rows, cols, data, config, F, E, H",
-        ),
-    ] {
-        assert_eq!(dump(&db, table, cols), dump(&clean, table, cols), "{table}");
-    }
-}
-
-/// Every row of `table` (the given columns, as text or hex), in key order.
-fn dump(db: &Path, table: &str, cols: &str) -> Vec<String> {
-    let c = Connection::open(db).unwrap();
-    let n = cols.split(',').count();
-    let mut s = c
-        .prepare(&format!("SELECT {cols} FROM {table} ORDER BY 1"))
-        .unwrap();
-    s.query_map([], |r| {
-        Ok((0..n)
-            .map(|i| match r.get_ref(i).unwrap() {
-                rusqlite::types::ValueRef::Blob(b) => format!("{b:02x?}"),
-                v => format!("{v:?}"),
-            })
-            .collect::<Vec<_>>()
-            .join("|"))
-    })
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+    common::assert_same_databases(&db, &clean);
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{descl, files_in, run};
+use common::{db_rows, descl, files_in, run};
 use descl::io::features::read_features;
 use descl::io::matches::read_matches;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,25 @@ fn images(data: &Path, dir: &Path) -> PathBuf {
     for i in 0..4 {
         let name = format!("{i:04}.jpg");
         std::os::unix::fs::symlink(src.join(&name), out.join(&name)).unwrap();
+    }
+    out
+}
+
+/// Three fountain images and two graffiti images (a planar scene, so that COLMAP's planar
+/// label is written) linked into `dir`.
+fn mixed_images(data: &Path, dir: &Path) -> PathBuf {
+    let out = dir.join("images");
+    std::fs::create_dir(&out).unwrap();
+    let fountain = data.join("strecha/fountain-P11/images");
+    for i in 0..3 {
+        let name = format!("{i:04}.jpg");
+        std::os::unix::fs::symlink(fountain.join(&name), out.join(&name)).unwrap();
+    }
+    let graffiti = data.join("hpatches-sequences/v_graffiti");
+    for i in 1..3 {
+        let name = format!("{i}.ppm");
+        std::os::unix::fs::symlink(graffiti.join(&name), out.join(format!("graffiti-{name}")))
+            .unwrap();
     }
     out
 }
@@ -142,4 +161,73 @@ fn three_shards_write_what_one_run_writes() {
         !ok && err.contains("SLURM_ARRAY_TASK_ID is not set"),
         "{err}"
     );
+}
+
+#[test]
+fn sharded_stages_merge_into_the_database_sfm_writes() {
+    let Some(data) = common::data_root_or_skip("sharded_stages_merge_into_the_database_sfm_writes")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = mixed_images(&data, dir.path());
+    let full = dir.path().join("full.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&full)
+        .args(["--max-keypoints", KEYPOINTS]));
+    assert!(ok, "{err}");
+
+    let (feats, matches) = (dir.path().join("features"), dir.path().join("matches"));
+    run_shards(|i| extract(&imgs, &feats, &["--shard", &format!("{i}/{SHARDS}")]));
+    run_shards(|i| {
+        let mut c = descl();
+        c.args(["match", "--exhaustive", "--planar-check", "--images"])
+            .arg(&feats)
+            .arg("--out-dir")
+            .arg(&matches)
+            .args(["--shard", &format!("{i}/{SHARDS}")]);
+        c
+    });
+    let merged = dir.path().join("merged.db");
+    let merge = |db: &Path, m: &Path| {
+        let mut c = descl();
+        c.args(["sfm", "merge", "--json", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(m)
+            .arg("--images")
+            .arg(&imgs)
+            .arg("--database")
+            .arg(db);
+        c
+    };
+    let (ok, out, err) = run(&mut merge(&merged, &matches));
+    assert!(ok, "{err}");
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["pairs"], 10, "{out}");
+    assert_eq!(summary["pairs_without_planar_check"], 0, "{out}");
+    common::assert_same_databases(&merged, &full);
+    // Both scenes verified, and the planar one labelled as COLMAP labels it.
+    let configs = db_rows(&full, "two_view_geometries", "config");
+    assert!(configs.contains(&"Integer(3)".to_string()), "{configs:?}");
+    assert!(configs.contains(&"Integer(6)".to_string()), "{configs:?}");
+
+    // The merge refuses to replace a database, and a pair matched twice.
+    let (ok, _, err) = run(&mut merge(&merged, &matches));
+    assert!(!ok && err.contains("merged.db"), "{err}");
+    let first = matches.join(&files_in(&matches)[0]);
+    let (a, b) = first
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split_once("__")
+        .unwrap();
+    std::fs::copy(&first, matches.join(format!("{b}__{a}.npz"))).unwrap();
+    let (ok, _, err) = run(&mut merge(&dir.path().join("twice.db"), &matches));
+    assert!(!ok && err.contains("matched twice"), "{err}");
+    assert!(!dir.path().join("twice.db").exists());
 }

@@ -16,7 +16,7 @@ use descl::io::features::read_features;
 use descl::io::matches::{write_matches, MatchesFile};
 use descl::io::output::{self, Format, ImageRecord, PairRecord};
 use descl::matching::pairs::PairMode;
-use descl::matching::two_view::{match_pair, PairResult};
+use descl::matching::two_view::{match_pair, PairConfig, PairResult};
 use descl::pipeline::Extractor;
 use descl::shard::Shard;
 use std::path::{Path, PathBuf};
@@ -58,6 +58,10 @@ pub struct Args {
     /// --out-dir (npz); run them in any order, on any machines.
     #[arg(long, value_name = "I/N", requires = "images", value_parser = shard_parser)]
     shard: Option<Shard>,
+    /// Also fit COLMAP's homography to each F/E-verified pair and record it, so that `descl sfm
+    /// merge` labels planar and panoramic pairs as COLMAP does (what `descl sfm` does).
+    #[arg(long)]
+    planar_check: bool,
     /// Output format of --out-dir: npz, or h5 (hloc's files).
     #[arg(long, default_value = "npz", value_parser = format_parser())]
     format: Format,
@@ -116,7 +120,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let [a, b] = &args.inputs[..] else {
         bail!("give two inputs A B (images or .npz features files), or --images DIR with --exhaustive, --sequential W or --pairs FILE");
     };
-    let cfg = args.matching.pair_config()?;
+    let cfg = PairConfig {
+        planar_check: args.planar_check,
+        ..args.matching.pair_config()?
+    };
     for out in args.out.iter().chain(&args.viz) {
         descl::io::atomic::check_writable(out)?;
     }
@@ -194,15 +201,10 @@ fn draw(
 
 /// The `.npz` features files of `dir` if it has any, else its images (sorted).
 fn list_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut npz: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && is_npz(p))
-        .collect();
+    let npz = output::npz_files(dir, false)?;
     if npz.is_empty() {
         return Ok(list_images(dir)?);
     }
-    npz.sort();
     Ok(npz)
 }
 
@@ -220,7 +222,10 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     };
     let cfg = SetConfig {
         pairs,
-        pair: args.matching.pair_config()?,
+        pair: PairConfig {
+            planar_check: args.planar_check,
+            ..args.matching.pair_config()?
+        },
         store_images: false,
         shard: args.shard.unwrap_or_default(),
     };

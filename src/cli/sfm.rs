@@ -6,17 +6,22 @@ use super::args::{CameraModelArg, DescribeArgs, MatchArgs};
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use descl::io::colmap_model::{run_mapper, MapperOptions};
+use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
-use descl::sfm::{build_database, SfmConfig};
-use std::path::PathBuf;
+use descl::sfm::{build_database, merge_database, MergeInputs, SfmConfig};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
+    #[command(subcommand)]
+    stage: Option<Stage>,
     /// Folder of images.
-    images_dir: PathBuf,
+    #[arg(required = true)]
+    images_dir: Option<PathBuf>,
     /// COLMAP database to write.
-    #[arg(long, value_name = "DB")]
-    database: PathBuf,
+    #[arg(long, value_name = "DB", required = true)]
+    database: Option<PathBuf>,
     /// Replace an existing database.
     #[arg(long)]
     overwrite: bool,
@@ -50,6 +55,80 @@ pub struct Args {
     describe: DescribeArgs,
 }
 
+/// The stages of a run spread over many processes.
+#[derive(clap::Subcommand)]
+enum Stage {
+    /// Build one COLMAP database from sharded `descl extract` and `descl match` outputs (one
+    /// process: SQLite has one writer). Gives what `descl sfm IMAGES` writes when the matches
+    /// were made with `--planar-check`.
+    Merge(MergeArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MergeArgs {
+    /// Folder of features files (`descl extract IMAGES --out DIR [--shard I/N]`).
+    #[arg(long, value_name = "DIR")]
+    features: PathBuf,
+    /// Folder of matches files (`descl match --images FEATURES --out-dir DIR --planar-check
+    /// [--shard I/N]`).
+    #[arg(long, value_name = "DIR")]
+    matches: PathBuf,
+    /// The images, for EXIF focal lengths (default: the paths the features files record).
+    #[arg(long, value_name = "DIR")]
+    images: Option<PathBuf>,
+    /// COLMAP database to write.
+    #[arg(long, value_name = "DB")]
+    database: PathBuf,
+    /// Replace an existing database.
+    #[arg(long)]
+    overwrite: bool,
+    /// COLMAP camera model.
+    #[arg(long, value_enum, default_value_t = CameraModelArg::SimpleRadial)]
+    camera_model: CameraModelArg,
+    /// One camera shared by all images (same camera and size).
+    #[arg(long)]
+    single_camera: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    let inputs = MergeInputs {
+        features: args.features,
+        matches: args.matches,
+        images: args.images,
+    };
+    let options = ColmapOptions {
+        camera_model: args.camera_model.into(),
+        single_camera: args.single_camera,
+    };
+    let s = merge_database(
+        &inputs,
+        &args.database,
+        args.overwrite,
+        options,
+        &Bar::new(true),
+    )?;
+    eprintln!(
+        "{}: {} images, {} pairs, {} verified",
+        s.database.display(),
+        s.images,
+        s.pairs,
+        s.verified_pairs
+    );
+    if s.pairs_without_planar_check > 0 {
+        eprintln!(
+            "warning: {} pairs were matched without --planar-check: COLMAP would label the planar ones 6 (PLANAR_OR_PANORAMIC), here they keep their F/E label",
+            s.pairs_without_planar_check
+        );
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    }
+    Ok(())
+}
+
 impl Args {
     fn config(&self) -> anyhow::Result<SfmConfig> {
         Ok(SfmConfig {
@@ -66,28 +145,35 @@ impl Args {
 
     fn sparse_dir(&self) -> PathBuf {
         self.sparse_dir.clone().unwrap_or_else(|| {
-            let stem = self
-                .database
+            let db = self.database.as_deref().unwrap_or(Path::new("colmap.db"));
+            let stem = db
                 .file_stem()
                 .map_or("colmap".into(), |s| s.to_string_lossy());
-            self.database.with_file_name(format!("{stem}-sparse"))
+            db.with_file_name(format!("{stem}-sparse"))
         })
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.database.exists() && !args.overwrite {
+pub fn run(mut args: Args) -> anyhow::Result<()> {
+    if let Some(Stage::Merge(m)) = args.stage.take() {
+        return merge(m);
+    }
+    let (Some(images_dir), Some(database)) = (args.images_dir.clone(), args.database.clone())
+    else {
+        bail!("give an image folder and --database DB (or `descl sfm merge`)");
+    };
+    if database.exists() && !args.overwrite {
         bail!(
             "{}: database already exists (pass --overwrite to replace it)",
-            args.database.display()
+            database.display()
         );
     }
     let cfg = args.config()?;
     let extractor = args.describe.extractor()?;
     let bar = Bar::new(true);
     let summary = build_database(
-        &args.images_dir,
-        &args.database,
+        &images_dir,
+        &database,
         args.overwrite,
         &cfg,
         |p| extractor.extract(p),
@@ -124,13 +210,11 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         num_threads: None,
         refine_principal_point: args.refine_principal_point,
     };
-    let recon = run_mapper(
-        &args.database,
-        &args.images_dir,
-        &args.sparse_dir(),
-        &options,
-    )
-    .context("colmap mapper")?;
+    let (Some(database), Some(images_dir)) = (&args.database, &args.images_dir) else {
+        bail!("--reconstruct needs the image folder and --database");
+    };
+    let recon =
+        run_mapper(database, images_dir, &args.sparse_dir(), &options).context("colmap mapper")?;
     eprintln!(
         "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
         recon.path.display(),

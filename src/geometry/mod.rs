@@ -71,7 +71,7 @@ impl Default for RansacConfig {
 }
 
 /// Relative pose of camera B with respect to camera A: x_B = R x_A + t, |t| = 1.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pose {
     pub r: [[f64; 3]; 3],
     pub t: [f64; 3],
@@ -101,7 +101,7 @@ pub struct Verification {
 /// again, both at one threshold: when nearly all of F's inliers also fit one homography the
 /// scene is planar or the camera only rotated, and COLMAP labels the pair so
 /// (`crate::io::colmap::TwoViewConfig::of`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct HomographyCheck {
     pub model: Mat3,
     /// The homography's inliers.

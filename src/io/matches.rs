@@ -8,12 +8,18 @@
 //! | `inliers` | `|u1`, N | 1 = geometric inlier (all 0 when verification found no model; absent without verification) |
 //! | `model` | `<f8`, 3×3 | H, F or E mapping A to B (absent when none) |
 //! | `meta` | `<U…`, scalar | JSON of [`MatchesMeta`] |
+//!
+//! The meta also carries what a COLMAP database needs beyond the arrays — the homography of the
+//! planar check and the relative pose of an essential matrix — so that `descl sfm merge` builds
+//! from matches files the database that `descl sfm` writes directly.
 
 use crate::error::{Error, Result};
-use crate::geometry::ModelKind;
+use crate::geometry::{HomographyCheck, ModelKind, Pose, Verification};
 use crate::io::atomic::write_atomic;
 use crate::io::npz::{read_npz, write_npz, NpyArray, NpyData};
 use crate::matching::two_view::PairConfig;
+use crate::matching::two_view::PairResult;
+use crate::matching::Matches;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -34,6 +40,12 @@ pub struct MatchesMeta {
     pub geometry: Option<ModelKind>,
     /// Why there is no model (too few matches, RANSAC failure), if so.
     pub reason: Option<String>,
+    /// The planar check's homography ([`PairConfig::planar_check`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub homography: Option<HomographyCheck>,
+    /// The relative pose of an essential matrix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pose: Option<Pose>,
 }
 
 /// The content of a matches file.
@@ -67,7 +79,34 @@ impl MatchesFile {
                 num_inliers: v.map(|v| v.num_inliers),
                 geometry: v.map(|v| v.kind),
                 reason: v.and_then(|v| v.reason.clone()),
+                homography: v.and_then(|v| v.homography),
+                pose: v.and_then(|v| v.pose),
             },
+        }
+    }
+
+    /// The pair's matches and verification as [`crate::matching::two_view::match_pair`]
+    /// returned them (the inverse of [`MatchesFile::from_pair`]).
+    pub fn to_result(&self) -> PairResult {
+        let m = &self.meta;
+        let verification = match (m.geometry, &self.inliers) {
+            (Some(kind), Some(inliers)) => Some(Verification {
+                kind,
+                model: self.model,
+                inliers: inliers.clone(),
+                num_inliers: m.num_inliers.unwrap_or(0),
+                reason: m.reason.clone(),
+                pose: m.pose,
+                homography: m.homography,
+            }),
+            _ => None,
+        };
+        PairResult {
+            matches: Matches {
+                pairs: self.pairs.clone(),
+                distances: self.distances.clone(),
+            },
+            verification,
         }
     }
 }
@@ -205,6 +244,18 @@ mod tests {
                 num_inliers: Some(2),
                 geometry: Some(ModelKind::Fundamental),
                 reason: None,
+                homography: Some(HomographyCheck {
+                    // Values whose shortest decimal form needs all 17 digits.
+                    model: [
+                        [1.0 / 3.0, 0.1 + 0.2, 2.5e-7 / 3.0],
+                        [0.0, 1.0, -1.0],
+                        [0.0, 0.0, 1.0],
+                    ],
+                    num_inliers: 2,
+                    model_inliers: 2,
+                    threshold_px: 4.0,
+                }),
+                pose: None,
             },
         }
     }
@@ -216,6 +267,10 @@ mod tests {
         let m = sample();
         write_matches(&p, &m).unwrap();
         assert_eq!(read_matches(&p).unwrap(), m);
+        let r = m.to_result();
+        let v = r.verification.as_ref().unwrap();
+        assert_eq!(r.inlier_pairs(), vec![[0, 3], [5, 0]]);
+        assert_eq!((v.homography, v.model), (m.meta.homography, m.model));
         let none = MatchesFile {
             inliers: None,
             model: None,

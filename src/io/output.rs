@@ -152,7 +152,9 @@ impl NpzFolder {
 
     /// `<dir>/<stemA>__<stemB>.npz`.
     pub fn pair_path(&self, a: &Path, b: &Path) -> Result<PathBuf> {
-        Ok(self.dir.join(format!("{}__{}.npz", stem(a)?, stem(b)?)))
+        Ok(self
+            .dir
+            .join(format!("{}{PAIR_FILE_SEPARATOR}{}.npz", stem(a)?, stem(b)?)))
     }
 }
 
@@ -204,22 +206,31 @@ impl Writer for NpzFolder {
 
 /// The model of the first features file (`*.npz` that is not a `A__B.npz` pair file) in `dir`.
 fn existing_model(dir: &Path) -> Option<(String, PathBuf)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension().is_some_and(|e| e == "npz")
-                && !p
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains("__"))
-        })
-        .collect();
-    files.sort();
-    files.iter().find_map(|p| {
+    npz_files(dir, false).ok()?.iter().find_map(|p| {
         crate::io::features::read_features(p)
             .ok()
             .map(|f| (f.meta.model, p.clone()))
     })
+}
+
+/// Separates a pair file's stems (`<stemA>__<stemB>.npz`, [`NpzFolder::pair_path`]).
+pub const PAIR_FILE_SEPARATOR: &str = "__";
+
+/// The `.npz` files of `dir`, sorted: the pair (matches) files with `pairs`, else the others
+/// (features files).
+pub fn npz_files(dir: &Path, pairs: bool) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains(PAIR_FILE_SEPARATOR) == pairs)
+        })
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// Camera settings of a COLMAP database.
@@ -254,13 +265,40 @@ impl ColmapWriter {
         self.image_ids.get(name).copied()
     }
 
-    fn id(&self, image: &ImageRecord<'_>) -> Result<i64> {
-        self.image_id(image.name).ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "{}: pair of an image not in the database",
-                image.name
-            ))
+    fn id(&self, name: &str) -> Result<i64> {
+        self.image_id(name).ok_or_else(|| {
+            Error::InvalidInput(format!("{name}: pair of an image not in the database"))
         })
+    }
+
+    /// Stores the matches of images `a` and `b` (added before) and, when verified with a model,
+    /// their two-view geometry labelled as COLMAP labels it.
+    pub fn add_result(&mut self, a: &str, b: &str, r: &PairResult) -> Result<()> {
+        let (id1, id2) = (self.id(a)?, self.id(b)?);
+        self.database.add_matches(id1, id2, &r.matches.pairs)?;
+        let inliers = r.inlier_pairs();
+        let Some(v) = &r.verification else {
+            return Ok(());
+        };
+        // A model exists only with at least `PairConfig::min_inliers` inliers: the pair is
+        // then a verified two-view geometry.
+        let Some(model) = &v.model else {
+            return Ok(());
+        };
+        let h = v.homography.as_ref();
+        let config = TwoViewConfig::of(v.kind, h);
+        let models = TwoViewModels {
+            f: (v.kind == ModelKind::Fundamental).then_some(model),
+            e: (v.kind == ModelKind::Essential).then_some(model),
+            h: match v.kind {
+                ModelKind::Homography => Some(model),
+                _ => h.map(|h| &h.model),
+            },
+            pose: v.pose.as_ref(),
+        };
+        self.database
+            .add_two_view_geometry(id1, id2, &inliers, config, &models)?;
+        Ok(())
     }
 }
 
@@ -295,31 +333,7 @@ impl Writer for ColmapWriter {
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
-        let (id1, id2) = (self.id(&pair.a)?, self.id(&pair.b)?);
-        let r = pair.result;
-        self.database.add_matches(id1, id2, &r.matches.pairs)?;
-        let inliers = r.inlier_pairs();
-        let Some(v) = &r.verification else {
-            return Ok(None);
-        };
-        // A model exists only with at least `PairConfig::min_inliers` inliers: the pair is
-        // then a verified two-view geometry.
-        let Some(model) = &v.model else {
-            return Ok(None);
-        };
-        let h = v.homography.as_ref();
-        let config = TwoViewConfig::of(v.kind, h);
-        let models = TwoViewModels {
-            f: (v.kind == ModelKind::Fundamental).then_some(model),
-            e: (v.kind == ModelKind::Essential).then_some(model),
-            h: match v.kind {
-                ModelKind::Homography => Some(model),
-                _ => h.map(|h| &h.model),
-            },
-            pose: v.pose.as_ref(),
-        };
-        self.database
-            .add_two_view_geometry(id1, id2, &inliers, config, &models)?;
+        self.add_result(pair.a.name, pair.b.name, pair.result)?;
         Ok(None)
     }
 

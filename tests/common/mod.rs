@@ -117,3 +117,66 @@ pub fn files_in(dir: &std::path::Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// The tables of a COLMAP database and the columns that descl writes (compared by tests).
+pub const COLMAP_TABLES: [(&str, &str); 6] = [
+    (
+        "cameras",
+        "camera_id, model, width, height, params, prior_focal_length",
+    ),
+    ("images", "image_id, name, camera_id"),
+    ("keypoints", "image_id, rows, cols, data"),
+    ("descriptors", "image_id, rows, cols, data"),
+    ("matches", "pair_id, rows, cols, data"),
+    (
+        "two_view_geometries",
+        "pair_id, rows, cols, data, config, F, E, H, qvec, tvec",
+    ),
+];
+
+/// Every row of `table` (the given columns, as text or hex), in key order.
+pub fn db_rows(db: &std::path::Path, table: &str, cols: &str) -> Vec<String> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let n = cols.split(',').count();
+    let mut s = c
+        .prepare(&format!("SELECT {cols} FROM {table} ORDER BY 1"))
+        .unwrap();
+    s.query_map([], |r| {
+        Ok((0..n)
+            .map(|i| match r.get_ref(i).unwrap() {
+                rusqlite::types::ValueRef::Blob(b) => format!("{b:02x?}"),
+                v => format!("{v:?}"),
+            })
+            .collect::<Vec<_>>()
+            .join("|"))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Asserts that two COLMAP databases hold the same rows in every table descl writes; a
+/// difference is reported by table, key and the first characters of both rows.
+pub fn assert_same_databases(a: &std::path::Path, b: &std::path::Path) {
+    for (table, cols) in COLMAP_TABLES {
+        let (ra, rb) = (db_rows(a, table, cols), db_rows(b, table, cols));
+        assert_eq!(ra.len(), rb.len(), "{table}: row counts");
+        for (x, y) in ra.iter().zip(&rb) {
+            if x != y {
+                let at = x.chars().zip(y.chars()).take_while(|(p, q)| p == q).count();
+                let cut = |s: &str| {
+                    s.chars()
+                        .skip(at.saturating_sub(40))
+                        .take(160)
+                        .collect::<String>()
+                };
+                panic!(
+                    "{table}: rows differ from character {at}:\n  {}\n  {}\n(row starts {})",
+                    cut(x),
+                    cut(y),
+                    x.chars().take(40).collect::<String>()
+                );
+            }
+        }
+    }
+}
