@@ -365,17 +365,20 @@ where
 {
     cfg.pair.check()?;
     let names = file_names(paths);
-    let pairs = cfg.shard.select(&make_pairs(&cfg.pairs, &names)?);
-    let (done, todo): (Pairs, Pairs) = pairs
-        .into_iter()
-        .partition(|&(i, j)| writer.has_pair(&paths[i], &paths[j]));
-
-    // Features of the images that are stored or still have a pair to match.
+    // Pairs known from the names are chosen first, so that only their images are loaded;
+    // retrieval pairs need every image's features.
+    let by_name = if cfg.pairs.needs_features() {
+        None
+    } else {
+        Some(cfg.shard.select(&make_pairs(&cfg.pairs, &names, None)?))
+    };
     let store_images = cfg.store_images || writer.needs_images();
-    let mut needed = vec![store_images; paths.len()];
-    for &(i, j) in &todo {
-        needed[i] = true;
-        needed[j] = true;
+    let mut needed = vec![store_images || by_name.is_none(); paths.len()];
+    for &(i, j) in by_name.iter().flatten() {
+        if !writer.has_pair(&paths[i], &paths[j]) {
+            needed[i] = true;
+            needed[j] = true;
+        }
     }
     let wanted: Vec<usize> = (0..paths.len()).filter(|&i| needed[i]).collect();
     let (features, images) = load_images(
@@ -386,6 +389,24 @@ where
         store_images.then_some(&mut *writer),
         progress,
     )?;
+    let pairs = match by_name {
+        Some(p) => p,
+        None => {
+            // An image that failed to load has no descriptors: a zero vector, whose pairs
+            // fail one by one like any pair of that image.
+            let descriptors = |i: usize| -> Result<crate::describe::Descriptors> {
+                Ok(features[i].as_ref().map_or_else(
+                    || crate::describe::Descriptors::Float(ndarray::Array2::zeros((0, 0))),
+                    |(f, _)| f.descriptors.clone(),
+                ))
+            };
+            cfg.shard
+                .select(&make_pairs(&cfg.pairs, &names, Some(&descriptors))?)
+        }
+    };
+    let (done, todo): (Pairs, Pairs) = pairs
+        .into_iter()
+        .partition(|&(i, j)| writer.has_pair(&paths[i], &paths[j]));
 
     let mut outcomes: Vec<PairOutcome> = done
         .iter()

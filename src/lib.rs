@@ -22,6 +22,7 @@ pub mod model;
 pub mod patch;
 pub mod pipeline;
 pub mod progress;
+pub mod retrieval;
 pub mod sfm;
 pub mod shard;
 

@@ -178,7 +178,7 @@ fn merge_images(inputs: &MergeInputs, progress: &dyn Progress) -> Result<Vec<Mer
     let metas: Vec<_> = files
         .par_iter()
         .map(|p| {
-            let r = crate::io::features::read_features(p).map(|f| f.meta);
+            let r = crate::io::features::read_features_meta(p);
             progress.inc(1);
             r
         })

@@ -13,6 +13,7 @@ use descl::image_set::CameraInfo;
 use descl::io::colmap::CameraModel;
 use descl::io::output::Format;
 use descl::matching::filters::LOWE_RATIO;
+use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUIDED_RADIUS_PX};
 use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL};
@@ -233,6 +234,53 @@ impl MatchArgs {
     }
 }
 
+/// Which pairs of a set to match (`descl match --images`, `descl sfm`, `descl pairs`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PairArgs {
+    /// All pairs (the default of `descl sfm`).
+    #[arg(long, conflicts_with_all = ["sequential", "pairs", "retrieval"])]
+    pub exhaustive: bool,
+    /// Each image with the next W (ordered captures, video); with --retrieval, retrieval adds
+    /// the loop closures.
+    #[arg(long, value_name = "W", conflicts_with = "pairs")]
+    pub sequential: Option<usize>,
+    /// Pairs file: `nameA nameB` per line (hloc's pairs.txt; either order, repeats ignored;
+    /// image names find their features files by stem).
+    #[arg(long, value_name = "FILE", conflicts_with = "retrieval")]
+    pub pairs: Option<PathBuf>,
+    /// Each image with its K most similar images (VLAD of its own descriptors, codebook learned
+    /// on the set; see `descl pairs`).
+    #[arg(long, value_name = "K")]
+    pub retrieval: Option<usize>,
+}
+
+impl PairArgs {
+    /// The chosen pairs; `default` when no flag is given (None: one is required).
+    pub fn mode(&self, default: Option<PairMode>) -> anyhow::Result<PairMode> {
+        let mut modes = Vec::new();
+        if self.exhaustive {
+            modes.push(PairMode::Exhaustive);
+        }
+        if let Some(w) = self.sequential {
+            modes.push(PairMode::Sequential(w));
+        }
+        if let Some(p) = &self.pairs {
+            modes.push(PairMode::File(p.clone()));
+        }
+        if let Some(k) = self.retrieval {
+            anyhow::ensure!(k > 0, "--retrieval K needs K ≥ 1");
+            modes.push(PairMode::Retrieval(k));
+        }
+        match modes.len() {
+            0 => default.context(
+                "choose the pairs: --exhaustive, --sequential W, --pairs FILE or --retrieval K",
+            ),
+            1 => Ok(modes.remove(0)),
+            _ => Ok(PairMode::Union(modes)),
+        }
+    }
+}
+
 /// `--shard I/N` (also `slurm/N`, `k8s/N`): parsed, the index read from the scheduler's
 /// variable, checked.
 pub fn shard_parser(spec: &str) -> Result<descl::shard::Shard, String> {
@@ -295,4 +343,42 @@ pub fn match_camera(
         };
         Ok((exif, exif.is_some()))
     }
+}
+
+/// Features of an input: read from a `.npz`, or extracted (the describer opened on first use,
+/// so matching features files never loads a model).
+pub struct FeatureLoader<'a> {
+    args: &'a DescribeArgs,
+    extractor: std::sync::OnceLock<Result<Extractor, String>>,
+}
+
+impl<'a> FeatureLoader<'a> {
+    pub fn new(args: &'a DescribeArgs) -> Self {
+        FeatureLoader {
+            args,
+            extractor: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn load(&self, path: &Path) -> descl::Result<Features> {
+        if is_npz(path) {
+            return descl::io::features::read_features(path);
+        }
+        match self
+            .extractor
+            .get_or_init(|| self.args.extractor().map_err(|e| format!("{e:#}")))
+        {
+            Ok(x) => x.extract(path),
+            Err(e) => Err(descl::Error::InvalidInput(e.clone())),
+        }
+    }
+}
+
+/// The `.npz` features files of `dir` if it has any, else its images (sorted).
+pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let npz = descl::io::output::npz_files(dir, false)?;
+    if npz.is_empty() {
+        return Ok(descl::image::list_images(dir)?);
+    }
+    Ok(npz)
 }

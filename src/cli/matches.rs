@@ -4,23 +4,18 @@
 //! one pair path ([`descl::matching::two_view::match_pair`]).
 
 use super::args::{
-    format_parser, image_of, is_npz, match_camera, shard_parser, DescribeArgs, IntrinsicsArgs,
-    MatchArgs,
+    format_parser, image_of, match_camera, set_inputs, shard_parser, DescribeArgs, FeatureLoader,
+    IntrinsicsArgs, MatchArgs, PairArgs,
 };
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use descl::features::Features;
-use descl::image::list_images;
 use descl::image_set::{self, PairOutcome, SetConfig};
-use descl::io::features::read_features;
 use descl::io::matches::{write_matches, MatchesFile};
 use descl::io::output::{self, Format, ImageRecord, PairRecord};
-use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{match_pair, PairConfig, PairResult};
-use descl::pipeline::Extractor;
 use descl::shard::Shard;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,15 +35,8 @@ pub struct Args {
     /// --exhaustive, --sequential or --pairs (names as listed in the folder).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "viz"])]
     images: Option<PathBuf>,
-    /// All pairs.
-    #[arg(long, requires = "images")]
-    exhaustive: bool,
-    /// Each image with the next W.
-    #[arg(long, value_name = "W", requires = "images")]
-    sequential: Option<usize>,
-    /// Pairs file: `nameA nameB` per line (hloc's pairs.txt; either order, repeats ignored).
-    #[arg(long, value_name = "FILE", requires = "images")]
-    pairs: Option<PathBuf>,
+    #[command(flatten)]
+    pairs: PairArgs,
     /// Output folder: `<A>__<B>.npz` per pair, or with `--format h5` hloc's features.h5 and
     /// matches.h5 (pairs already there are skipped).
     #[arg(long, value_name = "DIR", requires = "images")]
@@ -73,28 +61,6 @@ pub struct Args {
     describe: DescribeArgs,
 }
 
-/// Features of an input: read from a `.npz`, or extracted (the describer opened on first use,
-/// so matching features files never loads a model).
-struct Loader<'a> {
-    args: &'a DescribeArgs,
-    extractor: OnceLock<Result<Extractor, String>>,
-}
-
-impl Loader<'_> {
-    fn load(&self, path: &Path) -> descl::Result<Features> {
-        if is_npz(path) {
-            return read_features(path);
-        }
-        match self
-            .extractor
-            .get_or_init(|| self.args.extractor().map_err(|e| format!("{e:#}")))
-        {
-            Ok(x) => x.extract(path),
-            Err(e) => Err(descl::Error::InvalidInput(e.clone())),
-        }
-    }
-}
-
 fn print_human(r: &PairOutcome) {
     let inl = r
         .inliers
@@ -117,6 +83,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.images.is_some() {
         return run_set(&args);
     }
+    if args.pairs.mode(None).is_ok() {
+        bail!("--exhaustive, --sequential, --pairs and --retrieval choose pairs of a set: give --images DIR");
+    }
     let [a, b] = &args.inputs[..] else {
         bail!("give two inputs A B (images or .npz features files), or --images DIR with --exhaustive, --sequential W or --pairs FILE");
     };
@@ -127,10 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for out in args.out.iter().chain(&args.viz) {
         descl::io::atomic::check_writable(out)?;
     }
-    let loader = Loader {
-        args: &args.describe,
-        extractor: OnceLock::new(),
-    };
+    let loader = FeatureLoader::new(&args.describe);
     let camera = match_camera(args.intrinsics.given()?);
     let load = |p: &Path| -> anyhow::Result<(Features, descl::image_set::CameraInfo)> {
         let f = loader
@@ -199,27 +165,13 @@ fn draw(
     Ok(())
 }
 
-/// The `.npz` features files of `dir` if it has any, else its images (sorted).
-fn list_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let npz = output::npz_files(dir, false)?;
-    if npz.is_empty() {
-        return Ok(list_images(dir)?);
-    }
-    Ok(npz)
-}
-
 fn run_set(args: &Args) -> anyhow::Result<()> {
     let dir = args.images.as_deref().context("--images")?;
     let out_dir = args
         .out_dir
         .as_deref()
         .context("--images needs --out-dir")?;
-    let pairs = match (args.exhaustive, args.sequential, &args.pairs) {
-        (true, None, None) => PairMode::Exhaustive,
-        (false, Some(w), None) => PairMode::Sequential(w),
-        (false, None, Some(p)) => PairMode::File(p.clone()),
-        _ => bail!("choose exactly one of --exhaustive, --sequential W, --pairs FILE"),
-    };
+    let pairs = args.pairs.mode(None)?;
     let cfg = SetConfig {
         pairs,
         pair: PairConfig {
@@ -229,13 +181,10 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         store_images: false,
         shard: args.shard.unwrap_or_default(),
     };
-    let inputs = list_inputs(dir)?;
+    let inputs = set_inputs(dir)?;
     let writer = output::open(args.format, out_dir)
         .with_context(|| format!("output folder {}", out_dir.display()))?;
-    let loader = Loader {
-        args: &args.describe,
-        extractor: OnceLock::new(),
-    };
+    let loader = FeatureLoader::new(&args.describe);
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
     let summary = image_set::run(&inputs, &cfg, |p| loader.load(p), camera, writer, &bar)?;

@@ -8,6 +8,7 @@ mod bench;
 mod extract;
 mod matches;
 mod models;
+mod pairs;
 mod progress;
 mod sfm;
 
@@ -28,6 +29,8 @@ enum Command {
     Extract(extract::Args),
     /// Match image pairs (images or .npz features files), verify geometry, draw matches.
     Match(matches::Args),
+    /// Choose the pairs of a set (exhaustive, sequential, retrieval) and write a pairs file.
+    Pairs(pairs::Args),
     /// Extract, match and verify a folder of images into a COLMAP database (and reconstruct).
     Sfm(sfm::Args),
     /// Run benchmarks (HPatches, Oxford, UBC PhotoTour, relative pose, speed).
@@ -41,6 +44,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Extract(a) => extract::run(a),
         Command::Match(a) => matches::run(a),
+        Command::Pairs(a) => pairs::run(a),
         Command::Sfm(a) => sfm::run(a),
         Command::Bench(a) => bench::run(*a),
         Command::Models(a) => models::run(a),

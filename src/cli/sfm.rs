@@ -2,7 +2,7 @@
 //! descl (any describer, any matcher), write a COLMAP database, and with `--reconstruct` run
 //! `colmap mapper` on it.
 
-use super::args::{CameraModelArg, DescribeArgs, MatchArgs};
+use super::args::{CameraModelArg, DescribeArgs, MatchArgs, PairArgs};
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use descl::io::colmap_model::{run_mapper, MapperOptions};
@@ -40,12 +40,8 @@ pub struct Args {
     /// One camera shared by all images (same camera and size).
     #[arg(long)]
     single_camera: bool,
-    /// Pairs: exhaustive (default), or each image with the next W.
-    #[arg(long, value_name = "W", conflicts_with = "pairs")]
-    sequential: Option<usize>,
-    /// Pairs file: `nameA nameB` per line.
-    #[arg(long, value_name = "FILE")]
-    pairs: Option<PathBuf>,
+    #[command(flatten)]
+    pairs: PairArgs,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
@@ -133,11 +129,7 @@ impl Args {
     fn config(&self) -> anyhow::Result<SfmConfig> {
         Ok(SfmConfig {
             pair: self.matching.pair_config()?,
-            pairs: match (&self.sequential, &self.pairs) {
-                (Some(w), _) => PairMode::Sequential(*w),
-                (None, Some(p)) => PairMode::File(p.clone()),
-                (None, None) => PairMode::Exhaustive,
-            },
+            pairs: self.pairs.mode(Some(PairMode::Exhaustive))?,
             camera_model: self.camera_model.into(),
             single_camera: self.single_camera,
         })

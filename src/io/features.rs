@@ -73,6 +73,32 @@ pub fn write_features(path: &Path, features: &Features) -> Result<()> {
     })
 }
 
+fn parse_meta(meta: NpyArray, path: &Path) -> Result<FeatureMeta> {
+    let bad = |reason: String| Error::format(path, reason);
+    let meta = match (meta.shape.as_slice(), meta.data) {
+        ([], NpyData::Unicode { mut values, .. }) if values.len() == 1 => values.swap_remove(0),
+        (s, d) => {
+            return Err(bad(format!(
+                "`meta` must be a unicode scalar, is {} {s:?}",
+                dtype_name(&d)
+            )))
+        }
+    };
+    serde_json::from_str(&meta).map_err(|e| bad(format!("`meta` is not descl metadata: {e}")))
+}
+
+/// The metadata of a features file alone (its other members are not read).
+pub fn read_features_meta(path: &Path) -> Result<FeatureMeta> {
+    let mut arrays = crate::io::npz::read_npz_members(path, Some(&["meta"]))?;
+    match arrays.pop() {
+        Some((_, meta)) => parse_meta(meta, path),
+        None => Err(Error::format(
+            path,
+            "not a descl features file: no `meta` array",
+        )),
+    }
+}
+
 /// Reads a features file, checking every member's dtype and shape and that all agree on N.
 pub fn read_features(path: &Path) -> Result<Features> {
     let bad = |reason: String| Error::format(path, reason);
@@ -129,17 +155,7 @@ pub fn read_features(path: &Path) -> Result<Features> {
             )))
         }
     };
-    let meta = match (meta.shape.as_slice(), meta.data) {
-        ([], NpyData::Unicode { mut values, .. }) if values.len() == 1 => values.swap_remove(0),
-        (s, d) => {
-            return Err(bad(format!(
-                "`meta` must be a unicode scalar, is {} {s:?}",
-                dtype_name(&d)
-            )))
-        }
-    };
-    let meta: FeatureMeta = serde_json::from_str(&meta)
-        .map_err(|e| bad(format!("`meta` is not descl metadata: {e}")))?;
+    let meta = parse_meta(meta, path)?;
     Ok(Features {
         frames,
         scores,

@@ -316,6 +316,12 @@ pub fn write_npz<W: Write + Seek>(w: W, arrays: &[(&str, &NpyArray)], path: &Pat
 /// Reads every `.npy` member of an `.npz` file, by name without the suffix. A file that is not
 /// a complete zip of valid arrays is [`Error::Format`] naming it.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, NpyArray)>> {
+    read_npz_members(path, None)
+}
+
+/// [`read_npz`] limited to the members named in `only` (others are skipped unread: the zip
+/// directory gives random access).
+pub fn read_npz_members(path: &Path, only: Option<&[&str]>) -> Result<Vec<(String, NpyArray)>> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     if !meta.is_file() {
         return Err(Error::format(
@@ -338,6 +344,9 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, NpyArray)>> {
         let Some(stem) = name.strip_suffix(".npy") else {
             continue;
         };
+        if only.is_some_and(|o| !o.contains(&stem)) {
+            continue;
+        }
         // Never trust the sizes the archive declares (a zip64 header may claim 2^62 bytes):
         // read the bytes that actually come, up to a limit derived from the member's stored
         // size, so a deflate bomb stops early with an error.

@@ -1,6 +1,10 @@
-//! Which image pairs to match in a set: exhaustive, sequential window, or a pairs file.
+//! Which image pairs to match in a set: exhaustive, sequential window, a pairs file, retrieval
+//! ([`crate::retrieval`]), or a union of these (sequential with retrieval is COLMAP's
+//! sequential matching with loop closure).
 
+use crate::describe::Descriptors;
 use crate::error::{Error, Result};
+use crate::retrieval::{retrieval_pairs, RetrievalConfig};
 use std::path::{Path, PathBuf};
 
 /// How to choose pairs among `n` images (indices into the image list).
@@ -13,7 +17,25 @@ pub enum PairMode {
     /// Pairs listed in a text file, one `nameA nameB` per line (hloc / COLMAP
     /// `matches_importer` format); `#` starts a comment.
     File(std::path::PathBuf),
+    /// Each image with its `k` most similar images by VLAD of its own descriptors.
+    Retrieval(usize),
+    /// The pairs of every mode listed.
+    Union(Vec<PairMode>),
 }
+
+impl PairMode {
+    /// Whether the pairs depend on the images' descriptors (retrieval).
+    pub fn needs_features(&self) -> bool {
+        match self {
+            PairMode::Retrieval(_) => true,
+            PairMode::Union(modes) => modes.iter().any(PairMode::needs_features),
+            _ => false,
+        }
+    }
+}
+
+/// Image `i`'s descriptors, for pair modes that need them.
+pub type DescriptorSource<'a> = &'a (dyn Fn(usize) -> Result<Descriptors> + Sync);
 
 /// The file names (without folder) of `paths`: the names that pair lists and databases use.
 pub fn file_names(paths: &[PathBuf]) -> Vec<String> {
@@ -27,10 +49,30 @@ pub fn file_names(paths: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// The pairs `(i, j)`, i < j, for `names` (image file names as listed in the folder).
-pub fn make_pairs(mode: &PairMode, names: &[String]) -> Result<Vec<(usize, usize)>> {
+/// The pairs `(i, j)`, i < j, sorted, for `names` (image file names as listed in the folder);
+/// `descriptors` serves the modes that need them ([`PairMode::needs_features`]).
+pub fn make_pairs(
+    mode: &PairMode,
+    names: &[String],
+    descriptors: Option<DescriptorSource<'_>>,
+) -> Result<Vec<(usize, usize)>> {
     let n = names.len();
     match mode {
+        PairMode::Retrieval(k) => {
+            let load = descriptors.ok_or_else(|| {
+                Error::InvalidInput("retrieval pairs need the images' features".into())
+            })?;
+            retrieval_pairs(n, load, &RetrievalConfig::with_neighbours(*k))
+        }
+        PairMode::Union(modes) => {
+            let mut all = Vec::new();
+            for m in modes {
+                all.extend(make_pairs(m, names, descriptors)?);
+            }
+            all.sort_unstable();
+            all.dedup();
+            Ok(all)
+        }
         PairMode::Exhaustive => Ok((0..n)
             .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
             .collect()),
@@ -50,16 +92,22 @@ pub fn make_pairs(mode: &PairMode, names: &[String]) -> Result<Vec<(usize, usize
 
 fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    // A name matches an input of that name, else one of the same stem (a pairs file names
+    // images; the inputs may be their features files, `<stem>.npz`).
+    let stem = |s: &str| Path::new(s).file_stem().map(|x| x.to_os_string());
     let index = |name: &str, line: usize| -> Result<usize> {
-        names.iter().position(|n| n == name).ok_or_else(|| {
-            Error::format(
-                path,
-                format!(
-                    "line {line}: image {name:?} is not among the {} images",
-                    names.len()
-                ),
-            )
-        })
+        let exact = names.iter().position(|n| n == name);
+        exact
+            .or_else(|| names.iter().position(|n| stem(n) == stem(name)))
+            .ok_or_else(|| {
+                Error::format(
+                    path,
+                    format!(
+                        "line {line}: image {name:?} is not among the {} images",
+                        names.len()
+                    ),
+                )
+            })
     };
     let mut out = Vec::new();
     for (k, line) in text.lines().enumerate() {
@@ -99,14 +147,22 @@ mod tests {
     #[test]
     fn exhaustive_and_sequential() {
         assert_eq!(
-            make_pairs(&PairMode::Exhaustive, &names(4)).unwrap().len(),
+            make_pairs(&PairMode::Exhaustive, &names(4), None)
+                .unwrap()
+                .len(),
             6
         );
         assert_eq!(
-            make_pairs(&PairMode::Sequential(2), &names(4)).unwrap(),
+            make_pairs(&PairMode::Sequential(2), &names(4), None).unwrap(),
             vec![(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)]
         );
-        assert!(make_pairs(&PairMode::Sequential(0), &names(4)).is_err());
+        assert!(make_pairs(&PairMode::Sequential(0), &names(4), None).is_err());
+        assert!(make_pairs(&PairMode::Retrieval(2), &names(4), None).is_err());
+        let union = PairMode::Union(vec![PairMode::Sequential(1), PairMode::Sequential(2)]);
+        assert_eq!(
+            make_pairs(&union, &names(4), None).unwrap(),
+            make_pairs(&PairMode::Sequential(2), &names(4), None).unwrap()
+        );
     }
 
     #[test]
@@ -119,15 +175,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            make_pairs(&PairMode::File(p.clone()), &names(4)).unwrap(),
+            make_pairs(&PairMode::File(p.clone()), &names(4), None).unwrap(),
             vec![(0, 2), (1, 3)]
         );
         std::fs::write(&p, "0.jpg 9.jpg\n").unwrap();
-        let e = make_pairs(&PairMode::File(p.clone()), &names(4))
+        let e = make_pairs(&PairMode::File(p.clone()), &names(4), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("pairs.txt") && e.contains("9.jpg"), "{e}");
+        // Image names find their features files by stem.
+        let npz: Vec<String> = (0..4).map(|i| format!("{i}.npz")).collect();
+        std::fs::write(&p, "1.jpg 3.jpg\n").unwrap();
+        assert_eq!(
+            make_pairs(&PairMode::File(p.clone()), &npz, None).unwrap(),
+            vec![(1, 3)]
+        );
         std::fs::write(&p, "0.jpg\n").unwrap();
-        assert!(make_pairs(&PairMode::File(p), &names(4)).is_err());
+        assert!(make_pairs(&PairMode::File(p), &names(4), None).is_err());
     }
 }

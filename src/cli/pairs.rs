@@ -1,0 +1,138 @@
+//! `descl pairs DIR --out pairs.txt`: choose the pairs of a set once (exhaustive, sequential,
+//! retrieval from descl's own descriptors, or their union) and write them as hloc's / COLMAP's
+//! pairs file, for `descl match --pairs` and `descl sfm --pairs` — on a cluster, every match
+//! shard then reads the same list. With `--reference MATCHES_DIR` it also measures pair recall:
+//! the share of the pairs that an (exhaustive) run verified which these pairs keep.
+
+use super::args::{is_npz, set_inputs, DescribeArgs, FeatureLoader, PairArgs};
+use super::progress::Bar;
+use anyhow::Context;
+use descl::io::features::read_features_meta;
+use descl::io::matches::read_matches;
+use descl::io::output::npz_files;
+use descl::matching::pairs::{file_names, make_pairs};
+use descl::progress::Progress;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Folder of .npz features files (`descl extract`), or of images (extracted here).
+    dir: PathBuf,
+    /// Pairs file to write: `nameA nameB` per line, image names.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    #[command(flatten)]
+    pairs: PairArgs,
+    /// Matches files of a reference run (`descl match --exhaustive --out-dir DIR`): report the
+    /// share of its verified pairs (a model with ≥ --min-inliers) that the chosen pairs keep.
+    #[arg(long, value_name = "DIR")]
+    reference: Option<PathBuf>,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    describe: DescribeArgs,
+}
+
+/// The image name of each input: its own file name, or for a features file the name of the
+/// image it was extracted from.
+fn image_names(inputs: &[PathBuf]) -> anyhow::Result<Vec<String>> {
+    inputs
+        .iter()
+        .map(|p| {
+            if !is_npz(p) {
+                return Ok(file_names(std::slice::from_ref(p)).remove(0));
+            }
+            let image = PathBuf::from(read_features_meta(p)?.image);
+            Ok(file_names(&[image]).remove(0))
+        })
+        .collect()
+}
+
+/// The verified pairs of a reference run, as indices into `names`.
+fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(usize, usize)>)> {
+    let stem = |s: &str| Path::new(s).file_stem().map(|x| x.to_os_string());
+    let files = npz_files(dir, true)?;
+    anyhow::ensure!(!files.is_empty(), "{}: no matches files", dir.display());
+    let mut verified = Vec::new();
+    for f in &files {
+        let m = read_matches(f)?;
+        if m.model.is_none() {
+            continue;
+        }
+        let index = |side: &str| {
+            names
+                .iter()
+                .position(|n| stem(n) == stem(side))
+                .with_context(|| format!("{}: {side} is not in the set", f.display()))
+        };
+        let (a, b) = (index(&m.meta.a)?, index(&m.meta.b)?);
+        verified.push((a.min(b), a.max(b)));
+    }
+    verified.sort_unstable();
+    verified.dedup();
+    Ok((files.len(), verified))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mode = args.pairs.mode(None)?;
+    descl::io::atomic::check_writable(&args.out)?;
+    let inputs = set_inputs(&args.dir)?;
+    let names = image_names(&inputs)?;
+    let loader = FeatureLoader::new(&args.describe);
+    let bar = Bar::new(true);
+    // Retrieval reads every image's features twice (codebook sample, then aggregation).
+    bar.start("features", 2 * inputs.len() as u64);
+    let descriptors = |i: usize| {
+        let d = loader.load(&inputs[i]).map(|f| f.descriptors);
+        bar.inc(1);
+        d
+    };
+    let started = std::time::Instant::now();
+    let pairs = make_pairs(&mode, &names, Some(&descriptors))?;
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish();
+    let text: String = pairs
+        .iter()
+        .map(|&(i, j)| format!("{} {}\n", names[i], names[j]))
+        .collect();
+    descl::io::atomic::write_atomic(&args.out, |w| {
+        use std::io::Write;
+        w.write_all(text.as_bytes())
+            .map_err(|e| descl::Error::io(&args.out, e))
+    })?;
+    let n = inputs.len();
+    let all = n * n.saturating_sub(1) / 2;
+    let mut summary = serde_json::json!({
+        "pairs_file": args.out,
+        "images": n,
+        "pairs": pairs.len(),
+        "share_of_exhaustive": pairs.len() as f64 / all.max(1) as f64,
+        "seconds": seconds,
+    });
+    eprintln!(
+        "{}: {} pairs of {n} images ({:.1}% of exhaustive) in {seconds:.1} s",
+        args.out.display(),
+        pairs.len(),
+        100.0 * pairs.len() as f64 / all.max(1) as f64
+    );
+    if let Some(dir) = &args.reference {
+        let (matched, verified) = verified_pairs(dir, &names)?;
+        let recall = descl::retrieval::pair_recall(&pairs, &verified);
+        eprintln!(
+            "recall: {:.1}% of the {} pairs verified among {matched} in {}",
+            100.0 * recall,
+            verified.len(),
+            dir.display()
+        );
+        summary["reference"] = serde_json::json!({
+            "matched_pairs": matched,
+            "verified_pairs": verified.len(),
+            "recall": recall,
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    }
+    Ok(())
+}

@@ -1,0 +1,431 @@
+//! Retrieval pairs: the few image pairs of a large set worth matching, chosen from descl's own
+//! local descriptors, as hloc chooses them with NetVLAD and COLMAP with a vocabulary tree.
+//!
+//! Each image gets one global descriptor, a VLAD vector (Jégou et al., "Aggregating local
+//! descriptors into a compact image representation", CVPR 2010): its local descriptors are
+//! assigned to the nearest of `K` centres of a codebook, and the residuals to each centre summed,
+//! `v_k = Σ_{x : NN(x) = k} (x − μ_k)`. Each `v_k` is L2-normalised on its own
+//! (intra-normalisation, Arandjelović & Zisserman, "All about VLAD", CVPR 2013: it keeps bursts
+//! of repeated structure — façade windows — from dominating), then the whole vector. Images are
+//! compared by the dot product of their vectors and each is paired with its top `k`.
+//!
+//! The codebook is learned by k-means on the set itself (a deterministic sample of each image's
+//! descriptors), so it needs no training data and follows the model: float descriptors as they
+//! are, binary ones as ±1 vectors. Everything is deterministic — seeded k-means++ and sums in a
+//! fixed order — so every shard of a cluster run computes the same pairs. Features are read
+//! twice (sample, then aggregate) one image at a time: memory holds the codebook and one vector
+//! per image, not the set's descriptors.
+
+use crate::describe::Descriptors;
+use crate::error::{Error, Result};
+use ndarray::{s, Array2, ArrayView2, Axis};
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+
+/// Centres of the VLAD codebook (`K` in Jégou et al.; 64 is their setting for 128-d SIFT).
+pub const VLAD_CODEBOOK_SIZE: usize = 64;
+/// Local descriptors per image sampled to learn the codebook (evenly spaced through the image's
+/// list, which is ordered by detector score).
+pub const CODEBOOK_SAMPLE_PER_IMAGE: usize = 256;
+/// Lloyd iterations of the codebook's k-means.
+pub const KMEANS_ITERATIONS: usize = 25;
+/// Seed of the k-means++ initialisation (fixed: pairs must not change between runs or shards).
+pub const KMEANS_SEED: u64 = 0x5eed_41ad;
+/// Points per partial sum of a k-means update; partial sums are added in chunk order, so the
+/// result does not depend on the number of threads.
+const KMEANS_CHUNK: usize = 1024;
+/// Rows of the image-similarity matrix computed at once (bounds its memory).
+const SIMILARITY_BLOCK: usize = 256;
+
+/// Settings of retrieval pairs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrievalConfig {
+    /// Neighbours per image (hloc's `num_matched`).
+    pub neighbours: usize,
+    pub codebook_size: usize,
+    pub sample_per_image: usize,
+    pub iterations: usize,
+    pub seed: u64,
+}
+
+impl RetrievalConfig {
+    /// The defaults with `neighbours` per image.
+    pub fn with_neighbours(neighbours: usize) -> Self {
+        RetrievalConfig {
+            neighbours,
+            codebook_size: VLAD_CODEBOOK_SIZE,
+            sample_per_image: CODEBOOK_SAMPLE_PER_IMAGE,
+            iterations: KMEANS_ITERATIONS,
+            seed: KMEANS_SEED,
+        }
+    }
+}
+
+/// The local descriptors as float rows: float descriptors as they are, binary ones as ±1/√bits
+/// per bit (unit length, so that distances order as Hamming distances do).
+pub fn float_rows(d: &Descriptors) -> Array2<f32> {
+    match d {
+        Descriptors::Float(a) => a.clone(),
+        Descriptors::Binary(b) => {
+            let bits = 64 * b.first().map_or(0, |w| w.len());
+            let v = 1.0 / (bits.max(1) as f32).sqrt();
+            Array2::from_shape_fn((b.len(), bits), |(i, k)| {
+                if b[i][k / 64] >> (k % 64) & 1 == 1 {
+                    v
+                } else {
+                    -v
+                }
+            })
+        }
+    }
+}
+
+/// A k-means codebook: `K` centres in descriptor space.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Codebook {
+    pub centres: Array2<f32>,
+}
+
+fn squared_distance(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
+impl Codebook {
+    /// Learns `k` centres from the rows of `sample` (k-means++ seeding, then `iterations` Lloyd
+    /// steps; an emptied centre moves to the point farthest from its own centre). Fewer
+    /// distinct rows than `k` is an error.
+    pub fn train(sample: ArrayView2<f32>, k: usize, iterations: usize, seed: u64) -> Result<Self> {
+        let (n, dim) = sample.dim();
+        if k == 0 || n < k || dim == 0 {
+            return Err(Error::InvalidInput(format!(
+                "a codebook of {k} centres needs at least {k} descriptors; the set has {n}"
+            )));
+        }
+        let mut book = Codebook {
+            centres: kmeans_plus_plus(sample, k, seed),
+        };
+        for _ in 0..iterations {
+            let assigned = book.assign(sample);
+            let (sums, counts) = chunked_sums(sample, &assigned, k);
+            let mut far = farthest_first(sample, &book, &assigned);
+            for (c, &count) in counts.iter().enumerate() {
+                let mut row = book.centres.row_mut(c);
+                if count > 0 {
+                    row.assign(&(&sums.row(c) / count as f32));
+                } else if let Some(p) = far.next() {
+                    row.assign(&sample.row(p));
+                }
+            }
+        }
+        Ok(book)
+    }
+
+    /// The nearest centre of every row of `x` (L2; ties to the lower index).
+    pub fn assign(&self, x: ArrayView2<f32>) -> Vec<usize> {
+        if x.nrows() == 0 {
+            return Vec::new();
+        }
+        // argmin |x − c|² = argmax (x·c − |c|²/2).
+        let half_norms: Vec<f32> = self
+            .centres
+            .rows()
+            .into_iter()
+            .map(|c| c.dot(&c) / 2.0)
+            .collect();
+        let dots = x.dot(&self.centres.t());
+        (0..dots.nrows())
+            .into_par_iter()
+            .map(|i| {
+                let row = dots.row(i);
+                let mut best = (0, f32::NEG_INFINITY);
+                for (c, (d, h)) in row.iter().zip(&half_norms).enumerate() {
+                    if d - h > best.1 {
+                        best = (c, d - h);
+                    }
+                }
+                best.0
+            })
+            .collect()
+    }
+
+    /// The VLAD vector of one image's descriptor rows: residual sums per centre,
+    /// intra-normalised, then L2-normalised (all zeros for an image without descriptors).
+    pub fn vlad(&self, x: ArrayView2<f32>) -> Vec<f32> {
+        let (k, dim) = self.centres.dim();
+        let mut v = Array2::<f32>::zeros((k, dim));
+        for (row, c) in x.rows().into_iter().zip(self.assign(x)) {
+            let mut acc = v.row_mut(c);
+            acc += &row;
+            acc -= &self.centres.row(c);
+        }
+        for mut block in v.rows_mut() {
+            let norm = block.dot(&block).sqrt();
+            if norm > 0.0 {
+                block /= norm;
+            }
+        }
+        let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            v /= norm;
+        }
+        v.into_raw_vec_and_offset().0
+    }
+}
+
+/// k-means++ seeding (Arthur & Vassilvitskii 2007): each next centre drawn with probability
+/// proportional to its squared distance from the nearest centre so far.
+fn kmeans_plus_plus(sample: ArrayView2<f32>, k: usize, seed: u64) -> Array2<f32> {
+    let (n, dim) = sample.dim();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut centres = Array2::<f32>::zeros((k, dim));
+    let first = rng.gen_range(0..n);
+    centres.row_mut(0).assign(&sample.row(first));
+    let row = |i: usize| sample.row(i).to_vec();
+    let mut nearest: Vec<f32> = (0..n)
+        .into_par_iter()
+        .map(|i| squared_distance(&row(i), &row(first)))
+        .collect();
+    for c in 1..k {
+        let total: f64 = nearest.iter().map(|&d| d as f64).sum();
+        let pick = if total > 0.0 {
+            let mut target = rng.gen::<f64>() * total;
+            nearest
+                .iter()
+                .position(|&d| {
+                    target -= d as f64;
+                    target <= 0.0
+                })
+                .unwrap_or(n - 1)
+        } else {
+            rng.gen_range(0..n)
+        };
+        centres.row_mut(c).assign(&sample.row(pick));
+        let chosen = row(pick);
+        nearest.par_iter_mut().enumerate().for_each(|(i, d)| {
+            *d = d.min(squared_distance(&row(i), &chosen));
+        });
+    }
+    centres
+}
+
+/// Per-centre sums and counts of the assigned rows, summed in fixed chunks added in order.
+fn chunked_sums(
+    sample: ArrayView2<f32>,
+    assigned: &[usize],
+    k: usize,
+) -> (Array2<f32>, Vec<usize>) {
+    let dim = sample.ncols();
+    let partial: Vec<(Array2<f32>, Vec<usize>)> = (0..sample.nrows().div_ceil(KMEANS_CHUNK))
+        .into_par_iter()
+        .map(|chunk| {
+            let start = chunk * KMEANS_CHUNK;
+            let end = (start + KMEANS_CHUNK).min(sample.nrows());
+            let mut sums = Array2::<f32>::zeros((k, dim));
+            let mut counts = vec![0usize; k];
+            for i in start..end {
+                let mut acc = sums.row_mut(assigned[i]);
+                acc += &sample.row(i);
+                counts[assigned[i]] += 1;
+            }
+            (sums, counts)
+        })
+        .collect();
+    let mut sums = Array2::<f32>::zeros((k, dim));
+    let mut counts = vec![0usize; k];
+    for (s, c) in partial {
+        sums += &s;
+        counts.iter_mut().zip(c).for_each(|(a, b)| *a += b);
+    }
+    (sums, counts)
+}
+
+/// Sample rows in order of decreasing distance to their assigned centre (ties by index).
+fn farthest_first<'a>(
+    sample: ArrayView2<'a, f32>,
+    book: &Codebook,
+    assigned: &[usize],
+) -> impl Iterator<Item = usize> + 'a {
+    let mut d: Vec<(f32, usize)> = assigned
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let x = sample.row(i).to_vec();
+            let m = book.centres.row(c).to_vec();
+            (squared_distance(&x, &m), i)
+        })
+        .collect();
+    d.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    d.into_iter().map(|(_, i)| i)
+}
+
+/// Up to `per_image` rows of `x`, evenly spaced.
+fn sample_rows(x: &Array2<f32>, per_image: usize) -> Array2<f32> {
+    let n = x.nrows();
+    if n <= per_image {
+        return x.clone();
+    }
+    let picks: Vec<usize> = (0..per_image).map(|k| k * n / per_image).collect();
+    x.select(Axis(0), &picks)
+}
+
+/// One VLAD vector per image (rows of the result), `load(i)` giving image `i`'s descriptors;
+/// each image is loaded twice (sample, then aggregate), one at a time per thread.
+pub fn global_descriptors<F>(n: usize, load: F, cfg: &RetrievalConfig) -> Result<Array2<f32>>
+where
+    F: Fn(usize) -> Result<Descriptors> + Sync,
+{
+    let samples: Vec<Array2<f32>> = (0..n)
+        .into_par_iter()
+        .map(|i| load(i).map(|d| sample_rows(&float_rows(&d), cfg.sample_per_image)))
+        .collect::<Result<_>>()?;
+    let dims: Vec<usize> = samples
+        .iter()
+        .filter(|s| s.nrows() > 0)
+        .map(|s| s.ncols())
+        .collect();
+    if dims.windows(2).any(|w| w[0] != w[1]) {
+        return Err(Error::InvalidInput(
+            "retrieval pairs: the images' descriptors differ in dimension (mixed models)".into(),
+        ));
+    }
+    let views: Vec<ArrayView2<f32>> = samples
+        .iter()
+        .filter(|s| s.nrows() > 0)
+        .map(|s| s.view())
+        .collect();
+    let sample = ndarray::concatenate(Axis(0), &views)
+        .map_err(|e| Error::InvalidInput(format!("retrieval pairs: {e}")))?;
+    drop(samples);
+    let book = Codebook::train(sample.view(), cfg.codebook_size, cfg.iterations, cfg.seed)?;
+    let rows: Vec<Vec<f32>> = (0..n)
+        .into_par_iter()
+        .map(|i| load(i).map(|d| book.vlad(float_rows(&d).view())))
+        .collect::<Result<_>>()?;
+    let width = book.centres.len();
+    Ok(Array2::from_shape_fn((n, width), |(i, k)| rows[i][k]))
+}
+
+/// Each image with its `k` most similar others by dot product (ties to the lower index), as
+/// sorted unique pairs `(i, j)`, i < j.
+pub fn top_k_pairs(globals: ArrayView2<f32>, k: usize) -> Vec<(usize, usize)> {
+    let n = globals.nrows();
+    let mut pairs: Vec<(usize, usize)> = (0..n.div_ceil(SIMILARITY_BLOCK))
+        .into_par_iter()
+        .flat_map_iter(|blk| {
+            let start = blk * SIMILARITY_BLOCK;
+            let end = (start + SIMILARITY_BLOCK).min(n);
+            let sims = globals.slice(s![start..end, ..]).dot(&globals.t());
+            (start..end)
+                .flat_map(|i| {
+                    let mut order: Vec<usize> = (0..n).filter(|&j| j != i).collect();
+                    let row = sims.row(i - start);
+                    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+                    order.truncate(k);
+                    order.into_iter().map(move |j| (i.min(j), i.max(j)))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+}
+
+/// Retrieval pairs of the `n` images whose descriptors `load` gives.
+pub fn retrieval_pairs<F>(n: usize, load: F, cfg: &RetrievalConfig) -> Result<Vec<(usize, usize)>>
+where
+    F: Fn(usize) -> Result<Descriptors> + Sync,
+{
+    if cfg.neighbours == 0 {
+        return Err(Error::InvalidInput(
+            "retrieval pairs need at least 1 neighbour per image".into(),
+        ));
+    }
+    if n < 2 {
+        return Ok(Vec::new());
+    }
+    let globals = global_descriptors(n, load, cfg)?;
+    Ok(top_k_pairs(globals.view(), cfg.neighbours))
+}
+
+/// The share of `reference` pairs that `candidates` keep (1 for an empty reference); both
+/// sorted `(i, j)`, i < j.
+pub fn pair_recall(candidates: &[(usize, usize)], reference: &[(usize, usize)]) -> f64 {
+    if reference.is_empty() {
+        return 1.0;
+    }
+    let kept = reference
+        .iter()
+        .filter(|p| candidates.binary_search(p).is_ok())
+        .count();
+    kept as f64 / reference.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn vlad_of_a_hand_computed_case() {
+        // Two centres in 2-D; x1 = (1, 1) and x2 = (3, 0) go to c0 = (0, 0), x3 = (10, 11) to
+        // c1 = (10, 10). Residual sums: v0 = (4, 1), v1 = (0, 1); intra-normalised
+        // (4, 1)/√17 and (0, 1); then the whole vector divided by √2.
+        let book = Codebook {
+            centres: array![[0.0, 0.0], [10.0, 10.0]],
+        };
+        let x = array![[1.0, 1.0], [3.0, 0.0], [10.0, 11.0]];
+        assert_eq!(book.assign(x.view()), vec![0, 0, 1]);
+        let v = book.vlad(x.view());
+        let r = 17f32.sqrt() * 2f32.sqrt();
+        let want = [4.0 / r, 1.0 / r, 0.0, 1.0 / 2f32.sqrt()];
+        for (a, b) in v.iter().zip(want) {
+            assert!((a - b).abs() < 1e-6, "{v:?}");
+        }
+        assert_eq!(book.vlad(Array2::zeros((0, 2)).view()), vec![0.0; 4]);
+    }
+
+    #[test]
+    fn kmeans_finds_separated_clusters_deterministically() {
+        // Three tight clusters around (0,0), (5,5), (−5,5).
+        let mut rows = Vec::new();
+        for (cx, cy) in [(0.0f32, 0.0f32), (5.0, 5.0), (-5.0, 5.0)] {
+            for k in 0..50 {
+                let t = k as f32 * 0.37;
+                rows.push([cx + 0.1 * t.sin(), cy + 0.1 * t.cos()]);
+            }
+        }
+        let x = Array2::from_shape_fn((rows.len(), 2), |(i, j)| rows[i][j]);
+        let a = Codebook::train(x.view(), 3, 10, 7).unwrap();
+        let b = Codebook::train(x.view(), 3, 10, 7).unwrap();
+        assert_eq!(a, b);
+        let labels = a.assign(x.view());
+        for c in 0..3 {
+            let first = labels[c * 50];
+            assert!(labels[c * 50..(c + 1) * 50].iter().all(|&l| l == first));
+        }
+        assert!(Codebook::train(x.view(), 200, 1, 7).is_err());
+    }
+
+    #[test]
+    fn binary_rows_order_like_hamming() {
+        let d = Descriptors::Binary(vec![[0, 0, 0, 0], [1, 0, 0, 0], [u64::MAX, 0, 0, 0]]);
+        let x = float_rows(&d);
+        assert_eq!(x.dim(), (3, 256));
+        let d2 = |a: usize, b: usize| squared_distance(&x.row(a).to_vec(), &x.row(b).to_vec());
+        // Squared distance = 4 · hamming / 256.
+        assert!((d2(0, 1) - 4.0 / 256.0).abs() < 1e-6);
+        assert!((d2(0, 2) - 4.0 * 64.0 / 256.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn top_k_and_recall() {
+        // Images 0,1 alike, 2,3 alike.
+        let g = array![[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]];
+        let pairs = top_k_pairs(g.view(), 1);
+        assert_eq!(pairs, vec![(0, 1), (2, 3)]);
+        assert_eq!(pair_recall(&pairs, &[(0, 1), (1, 2)]), 0.5);
+        assert_eq!(pair_recall(&pairs, &[]), 1.0);
+        assert_eq!(top_k_pairs(g.view(), 3).len(), 6);
+    }
+}

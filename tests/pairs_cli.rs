@@ -1,0 +1,115 @@
+//! `descl pairs`: retrieval pairs from descl's own descriptors separate scenes, are written as
+//! a pairs file of image names that `descl match --pairs` reads back, and are measured against
+//! an exhaustive run's verified pairs.
+
+mod common;
+
+use common::{descl, files_in, run};
+use std::path::{Path, PathBuf};
+
+/// Three fountain and three graffiti images (two scenes) linked into `dir/images`.
+fn two_scenes(data: &Path, dir: &Path) -> PathBuf {
+    let out = dir.join("images");
+    std::fs::create_dir(&out).unwrap();
+    let fountain = data.join("strecha/fountain-P11/images");
+    let graffiti = data.join("hpatches-sequences/v_graffiti");
+    for i in 0..3 {
+        let f = format!("{i:04}.jpg");
+        std::os::unix::fs::symlink(fountain.join(&f), out.join(format!("fountain-{f}"))).unwrap();
+        let g = format!("{}.ppm", i + 1);
+        std::os::unix::fs::symlink(graffiti.join(&g), out.join(format!("graffiti-{g}"))).unwrap();
+    }
+    out
+}
+
+#[test]
+fn retrieval_pairs_separate_scenes_and_feed_match() {
+    let Some(data) = common::data_root_or_skip("retrieval_pairs_separate_scenes_and_feed_match")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = two_scenes(&data, dir.path());
+    let feats = dir.path().join("features");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&feats)
+        .args(["--max-keypoints", "512"]));
+    assert!(ok, "{err}");
+    let exhaustive = dir.path().join("exhaustive");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&exhaustive));
+    assert!(ok, "{err}");
+
+    // Two neighbours per image: each image's two scene mates, nothing across scenes.
+    let pairs_file = dir.path().join("pairs.txt");
+    let (ok, out, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--retrieval", "2", "--json", "--out"])
+        .arg(&pairs_file)
+        .arg("--reference")
+        .arg(&exhaustive));
+    assert!(ok, "{err}");
+    let text = std::fs::read_to_string(&pairs_file).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec![
+            "fountain-0000.jpg fountain-0001.jpg",
+            "fountain-0000.jpg fountain-0002.jpg",
+            "fountain-0001.jpg fountain-0002.jpg",
+            "graffiti-1.ppm graffiti-2.ppm",
+            "graffiti-1.ppm graffiti-3.ppm",
+            "graffiti-2.ppm graffiti-3.ppm",
+        ],
+        "{text}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["pairs"], 6, "{out}");
+    assert_eq!(summary["reference"]["matched_pairs"], 15, "{out}");
+    // Every pair the exhaustive run verified is within a scene, so all are kept.
+    assert_eq!(summary["reference"]["recall"], 1.0, "{out}");
+    assert!(
+        summary["reference"]["verified_pairs"].as_u64().unwrap() >= 5,
+        "{out}"
+    );
+
+    // The file's image names find the features files; the in-process --retrieval gives the
+    // same pairs.
+    let (from_file, in_process) = (dir.path().join("m-file"), dir.path().join("m-retrieval"));
+    for (out_dir, flags) in [
+        (&from_file, vec!["--pairs", pairs_file.to_str().unwrap()]),
+        (&in_process, vec!["--retrieval", "2"]),
+    ] {
+        let (ok, _, err) = run(descl()
+            .args(["match", "--images"])
+            .arg(&feats)
+            .args(&flags)
+            .arg("--out-dir")
+            .arg(out_dir));
+        assert!(ok, "{err}");
+    }
+    assert_eq!(files_in(&from_file).len(), 6);
+    assert_eq!(files_in(&from_file), files_in(&in_process));
+
+    // K = 0 and a missing choice are usage errors.
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--retrieval", "0", "--out"])
+        .arg(dir.path().join("x.txt")));
+    assert!(!ok && err.contains("K ≥ 1"), "{err}");
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .arg("--out")
+        .arg(dir.path().join("x.txt")));
+    assert!(!ok && err.contains("choose the pairs"), "{err}");
+}
