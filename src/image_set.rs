@@ -18,6 +18,7 @@ use crate::matching::two_view::{match_pair, PairConfig, PairResult};
 use crate::progress::Progress;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Pairs matched in parallel before their results are written (bounds the results held).
@@ -33,7 +34,16 @@ pub struct SetConfig {
     pub store_images: bool,
     /// This process's share of the pairs (all by default; see [`crate::shard`]).
     pub shard: crate::shard::Shard,
+    /// None: every image's features stay in memory from loading to the end (for inputs that
+    /// are extracted, too costly to repeat). Some(n): inputs are read again where needed and at
+    /// most about `n` images' features are held at once (for features files), so memory does
+    /// not grow with the set; pairs are then matched in tiles of n/2 × n/2 images.
+    pub max_resident_images: Option<usize>,
 }
+
+/// [`SetConfig::max_resident_images`] for sets of features files: 128 images, about 140 MB at
+/// 2048 keypoints with 128-d float descriptors.
+pub const DEFAULT_MAX_RESIDENT_IMAGES: usize = 128;
 
 /// Camera knowledge of one image: intrinsics if any, and whether the focal length was
 /// measured (EXIF, flag, file) rather than a prior.
@@ -223,6 +233,7 @@ fn load_images<L, C>(
     wanted: &[usize],
     (load, camera): (&L, &C),
     mut store: Option<&mut dyn Writer>,
+    keep: bool,
     progress: &dyn Progress,
 ) -> Result<(Vec<Loaded>, Vec<SetImage>)>
 where
@@ -230,122 +241,189 @@ where
     C: Fn(&Path, &Features) -> Result<CameraInfo> + Sync,
 {
     progress.start("extract", wanted.len() as u64);
-    let loaded: Vec<(usize, LoadResult)> = wanted
-        .par_iter()
-        .map(|&i| {
-            let r = load(&paths[i])
-                .and_then(|f| camera(&paths[i], &f).map(|c| (f, c)))
-                .map_err(|e| e.to_string());
-            progress.inc(1);
-            (i, r)
-        })
-        .collect();
-    progress.finish();
     let mut features: Vec<Loaded> = vec![None; paths.len()];
-    let mut images = Vec::with_capacity(loaded.len());
-    for (i, r) in loaded {
-        let mut image = SetImage::new(&names[i], &paths[i]);
-        match r {
-            Ok((f, (k, known))) => {
-                image.keypoints = Some(f.frames.len());
-                image.focal_prior = k.map(|k| k.fx);
-                image.focal_known = known;
-                if let Some(writer) = store.as_deref_mut() {
-                    let record = ImageRecord {
-                        name: &names[i],
-                        path: &paths[i],
-                        features: &f,
-                        intrinsics: k.as_ref(),
-                        focal_known: known,
-                    };
-                    image.output = writer.add_image(&record)?;
+    let mut images = Vec::with_capacity(wanted.len());
+    // Without `keep`, blocks of images are loaded, stored and dropped.
+    let block = if keep {
+        wanted.len().max(1)
+    } else {
+        IMAGE_BLOCK
+    };
+    for chunk in wanted.chunks(block) {
+        let loaded: Vec<(usize, LoadResult)> = chunk
+            .par_iter()
+            .map(|&i| {
+                let r = load(&paths[i])
+                    .and_then(|f| camera(&paths[i], &f).map(|c| (f, c)))
+                    .map_err(|e| e.to_string());
+                progress.inc(1);
+                (i, r)
+            })
+            .collect();
+        for (i, r) in loaded {
+            let mut image = SetImage::new(&names[i], &paths[i]);
+            match r {
+                Ok((f, (k, known))) => {
+                    image.keypoints = Some(f.frames.len());
+                    image.focal_prior = k.map(|k| k.fx);
+                    image.focal_known = known;
+                    if let Some(writer) = store.as_deref_mut() {
+                        let record = ImageRecord {
+                            name: &names[i],
+                            path: &paths[i],
+                            features: &f,
+                            intrinsics: k.as_ref(),
+                            focal_known: known,
+                        };
+                        image.output = writer.add_image(&record)?;
+                    }
+                    if keep {
+                        features[i] = Some((f, (k, known)));
+                    }
                 }
-                features[i] = Some((f, (k, known)));
+                Err(e) => {
+                    progress.note(&format!("error: {}: {e}", paths[i].display()));
+                    image.error = Some(e);
+                }
             }
-            Err(e) => {
-                progress.note(&format!("error: {}: {e}", paths[i].display()));
-                image.error = Some(e);
-            }
+            images.push(image);
         }
-        images.push(image);
     }
+    progress.finish();
     Ok((features, images))
 }
 
-/// Matches and verifies `todo` in parallel blocks of [`PAIR_BLOCK`], handing each block's
-/// results to the writer in order; one outcome per pair.
-fn match_pairs(
+/// The images of the set and how to get their features: those kept in memory, else loaded.
+struct Sources<'a, L, C> {
+    paths: &'a [PathBuf],
+    names: &'a [String],
+    kept: &'a [Loaded],
+    load: &'a L,
+    camera: &'a C,
+}
+
+/// Matches and verifies `todo` tile by tile (pairs whose images fall in one `tile` × `tile`
+/// block of the image list; the images a tile needs and memory lacks are loaded for it and
+/// dropped after it), each tile in parallel blocks of [`PAIR_BLOCK`] handed to the writer in
+/// order. One outcome per pair, in `todo`'s order.
+fn match_pairs<L, C>(
     todo: &[(usize, usize)],
-    (paths, names): (&[PathBuf], &[String]),
-    features: &[Loaded],
+    src: &Sources<'_, L, C>,
+    tile: usize,
     pair_cfg: &PairConfig,
     writer: &mut dyn Writer,
     progress: &dyn Progress,
-) -> Vec<PairOutcome> {
-    let mut outcomes = Vec::with_capacity(todo.len());
+) -> Vec<PairOutcome>
+where
+    L: Fn(&Path) -> Result<Features> + Sync,
+    C: Fn(&Path, &Features) -> Result<CameraInfo> + Sync,
+{
+    let tile_of = |k: usize| (todo[k].0 / tile, todo[k].1 / tile);
+    let mut order: Vec<usize> = (0..todo.len()).collect();
+    order.sort_by_key(|&k| (tile_of(k), k));
+    let mut outcomes: Vec<Option<PairOutcome>> = vec![None; todo.len()];
     progress.start("match", todo.len() as u64);
-    let record = |i: usize| {
-        features[i].as_ref().map(|(f, (k, known))| ImageRecord {
-            name: &names[i],
-            path: &paths[i],
-            features: f,
-            intrinsics: k.as_ref(),
-            focal_known: *known,
-        })
-    };
-    for block in todo.chunks(PAIR_BLOCK) {
-        let results: Vec<std::result::Result<PairResult, String>> = block
+    for group in order.chunk_by(|&a, &b| tile_of(a) == tile_of(b)) {
+        let mut need: Vec<usize> = group
+            .iter()
+            .flat_map(|&k| [todo[k].0, todo[k].1])
+            .filter(|&i| src.kept[i].is_none())
+            .collect();
+        need.sort_unstable();
+        need.dedup();
+        let loaded: HashMap<usize, (Features, CameraInfo)> = need
             .par_iter()
-            .map(|&(i, j)| {
-                let r = match (record(i), record(j)) {
-                    (Some(a), Some(b)) => {
-                        let k = a.intrinsics.zip(b.intrinsics);
-                        match_pair(a.features, b.features, pair_cfg, k).map_err(|e| e.to_string())
-                    }
-                    (a, _) => Err(format!(
-                        "no features for {}",
-                        paths[if a.is_none() { i } else { j }].display()
-                    )),
-                };
-                progress.inc(1);
-                r
+            .filter_map(|&i| {
+                let p = &src.paths[i];
+                let r = (src.load)(p).and_then(|f| (src.camera)(p, &f).map(|c| (f, c)));
+                r.ok().map(|x| (i, x))
             })
             .collect();
-        for (&(i, j), r) in block.iter().zip(results) {
-            let (a, b) = (&paths[i], &paths[j]);
-            let outcome = match (r, record(i), record(j)) {
-                (Ok(r), Some(ra), Some(rb)) => {
-                    let pair = PairRecord {
-                        a: ra,
-                        b: rb,
-                        result: &r,
-                        config: pair_cfg,
+        let record = |i: usize| {
+            src.kept[i]
+                .as_ref()
+                .or_else(|| loaded.get(&i))
+                .map(|(f, (k, known))| ImageRecord {
+                    name: &src.names[i],
+                    path: &src.paths[i],
+                    features: f,
+                    intrinsics: k.as_ref(),
+                    focal_known: *known,
+                })
+        };
+        for block in group.chunks(PAIR_BLOCK) {
+            let results: Vec<std::result::Result<PairResult, String>> = block
+                .par_iter()
+                .map(|&k| {
+                    let (i, j) = todo[k];
+                    let r = match (record(i), record(j)) {
+                        (Some(a), Some(b)) => {
+                            let kk = a.intrinsics.zip(b.intrinsics);
+                            match_pair(a.features, b.features, pair_cfg, kk)
+                                .map_err(|e| e.to_string())
+                        }
+                        (a, _) => Err(format!(
+                            "no features for {}",
+                            src.paths[if a.is_none() { i } else { j }].display()
+                        )),
                     };
-                    match writer.add_pair(&pair) {
-                        Ok(out) => PairOutcome::of(a, b, &r, out),
-                        Err(e) => PairOutcome {
-                            error: Some(e.to_string()),
-                            ..PairOutcome::new(a, b)
-                        },
-                    }
+                    progress.inc(1);
+                    r
+                })
+                .collect();
+            for (&k, r) in block.iter().zip(results) {
+                let (i, j) = todo[k];
+                let outcome = store_pair(
+                    r,
+                    (record(i), record(j)),
+                    (&src.paths[i], &src.paths[j]),
+                    pair_cfg,
+                    writer,
+                );
+                if let Some(e) = &outcome.error {
+                    progress.note(&format!("error: {} – {}: {e}", outcome.a, outcome.b));
                 }
-                (Err(e), _, _) => PairOutcome {
-                    error: Some(e),
-                    ..PairOutcome::new(a, b)
-                },
-                _ => PairOutcome {
-                    error: Some("features missing".into()),
-                    ..PairOutcome::new(a, b)
-                },
-            };
-            if let Some(e) = &outcome.error {
-                progress.note(&format!("error: {} – {}: {e}", outcome.a, outcome.b));
+                outcomes[k] = Some(outcome);
             }
-            outcomes.push(outcome);
         }
     }
     progress.finish();
-    outcomes
+    outcomes.into_iter().flatten().collect()
+}
+
+/// Hands one matched pair to the writer; its outcome.
+fn store_pair(
+    r: std::result::Result<PairResult, String>,
+    records: (Option<ImageRecord<'_>>, Option<ImageRecord<'_>>),
+    (a, b): (&Path, &Path),
+    pair_cfg: &PairConfig,
+    writer: &mut dyn Writer,
+) -> PairOutcome {
+    match (r, records) {
+        (Ok(r), (Some(ra), Some(rb))) => {
+            let pair = PairRecord {
+                a: ra,
+                b: rb,
+                result: &r,
+                config: pair_cfg,
+            };
+            match writer.add_pair(&pair) {
+                Ok(out) => PairOutcome::of(a, b, &r, out),
+                Err(e) => PairOutcome {
+                    error: Some(e.to_string()),
+                    ..PairOutcome::new(a, b)
+                },
+            }
+        }
+        (Err(e), _) => PairOutcome {
+            error: Some(e),
+            ..PairOutcome::new(a, b)
+        },
+        _ => PairOutcome {
+            error: Some("features missing".into()),
+            ..PairOutcome::new(a, b)
+        },
+    }
 }
 
 /// Runs the set `paths` (images or features files): `load` gives an input's features and
@@ -387,6 +465,8 @@ where
         &wanted,
         (&load, &camera),
         store_images.then_some(&mut *writer),
+        // Kept when the bound allows (a small set is read once).
+        cfg.max_resident_images.is_none_or(|b| wanted.len() <= b),
         progress,
     )?;
     let pairs = match by_name {
@@ -395,10 +475,14 @@ where
             // An image that failed to load has no descriptors: a zero vector, whose pairs
             // fail one by one like any pair of that image.
             let descriptors = |i: usize| -> Result<crate::describe::Descriptors> {
-                Ok(features[i].as_ref().map_or_else(
-                    || crate::describe::Descriptors::Float(ndarray::Array2::zeros((0, 0))),
-                    |(f, _)| f.descriptors.clone(),
-                ))
+                let none = || crate::describe::Descriptors::Float(ndarray::Array2::zeros((0, 0)));
+                Ok(match &features[i] {
+                    Some((f, _)) => f.descriptors.clone(),
+                    None if cfg.max_resident_images.is_some() => {
+                        load(&paths[i]).map_or_else(|_| none(), |f| f.descriptors)
+                    }
+                    None => none(),
+                })
             };
             cfg.shard
                 .select(&make_pairs(&cfg.pairs, &names, Some(&descriptors))?)
@@ -415,10 +499,20 @@ where
             ..PairOutcome::new(&paths[i], &paths[j])
         })
         .collect();
+    let sources = Sources {
+        paths,
+        names: &names,
+        kept: &features,
+        load: &load,
+        camera: &camera,
+    };
+    let tile = cfg
+        .max_resident_images
+        .map_or(usize::MAX, |n| (n / 2).max(1));
     outcomes.extend(match_pairs(
         &todo,
-        (paths, &names),
-        &features,
+        &sources,
+        tile,
         &cfg.pair,
         &mut *writer,
         progress,
@@ -430,4 +524,79 @@ where
         images,
         pairs: outcomes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::features::tests::features;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// Records the pairs handed to it, in order.
+    struct Recorder(Arc<Mutex<Vec<(String, String, usize)>>>);
+
+    impl Writer for Recorder {
+        fn add_image(&mut self, _: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
+            Ok(None)
+        }
+        fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
+            let r = (
+                pair.a.name.into(),
+                pair.b.name.into(),
+                pair.result.matches.len(),
+            );
+            self.0.lock().unwrap().push(r);
+            Ok(None)
+        }
+        fn finish(self: Box<Self>) -> Result<PathBuf> {
+            Ok(PathBuf::new())
+        }
+    }
+
+    #[test]
+    fn bounded_memory_reloads_per_tile_and_gives_the_same_pairs() {
+        let paths: Vec<PathBuf> = (0..6).map(|i| PathBuf::from(format!("{i}.npz"))).collect();
+        let run_with = |bound: Option<usize>| {
+            let loads = AtomicUsize::new(0);
+            let load = |p: &Path| -> Result<Features> {
+                loads.fetch_add(1, Ordering::Relaxed);
+                // Image k has 10 + k features, so that every pair differs.
+                let k: usize = p.to_string_lossy()[..1].parse().unwrap_or(0);
+                Ok(features(false, 10 + k))
+            };
+            let cfg = SetConfig {
+                pairs: PairMode::Exhaustive,
+                pair: PairConfig {
+                    geometry: None,
+                    ..PairConfig::default()
+                },
+                store_images: false,
+                shard: Default::default(),
+                max_resident_images: bound,
+            };
+            let written = Arc::new(Mutex::new(Vec::new()));
+            let camera = |_: &Path, _: &Features| Ok((None, false));
+            let writer = Box::new(Recorder(written.clone()));
+            let summary =
+                run(&paths, &cfg, load, camera, writer, &crate::progress::Silent).unwrap();
+            let outcomes: Vec<_> = summary
+                .pairs
+                .iter()
+                .map(|p| (p.a.clone(), p.matches))
+                .collect();
+            let mut pairs = written.lock().unwrap().clone();
+            pairs.sort();
+            (outcomes, pairs, loads.into_inner())
+        };
+        let (all_o, all_p, all_loads) = run_with(None);
+        // Tiles of 1 × 1 image: each of the 15 pairs loads its two images again.
+        let (few_o, few_p, few_loads) = run_with(Some(2));
+        assert_eq!((all_o.len(), all_p.len()), (15, 15));
+        assert_eq!(all_o, few_o);
+        assert_eq!(all_p, few_p);
+        assert_eq!((all_loads, few_loads), (6, 6 + 2 * 15));
+        // A bound above the set: everything kept, nothing read twice.
+        assert_eq!(run_with(Some(64)).2, 6);
+    }
 }

@@ -96,6 +96,8 @@ where
         },
         store_images: true,
         shard: Default::default(),
+        // Extracted features stay in memory: extraction is too costly to repeat.
+        max_resident_images: None,
     };
     let run = image_set::run(
         &paths,

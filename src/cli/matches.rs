@@ -4,8 +4,8 @@
 //! one pair path ([`descl::matching::two_view::match_pair`]).
 
 use super::args::{
-    format_parser, image_of, match_camera, set_inputs, shard_parser, DescribeArgs, FeatureLoader,
-    IntrinsicsArgs, MatchArgs, PairArgs,
+    format_parser, image_of, is_npz, match_camera, set_inputs, shard_parser, DescribeArgs,
+    FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
 };
 use super::progress::Bar;
 use anyhow::{bail, Context};
@@ -50,6 +50,10 @@ pub struct Args {
     /// merge` labels planar and panoramic pairs as COLMAP does (what `descl sfm` does).
     #[arg(long)]
     planar_check: bool,
+    /// With a folder of features files: hold at most about N images' features at once (files
+    /// are read again where needed), so memory does not grow with the set.
+    #[arg(long, value_name = "N", default_value_t = image_set::DEFAULT_MAX_RESIDENT_IMAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..))]
+    max_resident_images: usize,
     /// Output format of --out-dir: npz, or h5 (hloc's files).
     #[arg(long, default_value = "npz", value_parser = format_parser())]
     format: Format,
@@ -172,6 +176,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         .as_deref()
         .context("--images needs --out-dir")?;
     let pairs = args.pairs.mode(None)?;
+    let inputs = set_inputs(dir)?;
     let cfg = SetConfig {
         pairs,
         pair: PairConfig {
@@ -180,8 +185,12 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         },
         store_images: false,
         shard: args.shard.unwrap_or_default(),
+        // Features files are read again where needed; extracted images are kept.
+        max_resident_images: inputs
+            .first()
+            .is_some_and(|p| is_npz(p))
+            .then_some(args.max_resident_images),
     };
-    let inputs = set_inputs(dir)?;
     let writer = output::open(args.format, out_dir)
         .with_context(|| format!("output folder {}", out_dir.display()))?;
     let loader = FeatureLoader::new(&args.describe);
