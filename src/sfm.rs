@@ -10,7 +10,7 @@ use crate::image::list_images;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
 use crate::io::output::{ColmapOptions, ColmapWriter, Writer};
-use crate::matching::pairs::{file_names, PairMode};
+use crate::matching::pairs::{file_names, stem_key, PairMode};
 use crate::matching::two_view::PairConfig;
 use crate::progress::Progress;
 use serde::Serialize;
@@ -165,9 +165,12 @@ struct MergeImage {
 }
 
 /// The features files of `inputs.features` in the set's order (by image name, as `descl sfm`
-/// lists a folder), checked to hold one model; read once here, and again one at a time when
-/// stored, so that memory does not grow with the set.
-fn merge_images(inputs: &MergeInputs, progress: &dyn Progress) -> Result<Vec<MergeImage>> {
+/// lists a folder), checked to hold one model, and that model; only their metadata is read here,
+/// the rest one file at a time when stored, so that memory does not grow with the set.
+fn merge_images(
+    inputs: &MergeInputs,
+    progress: &dyn Progress,
+) -> Result<(Vec<MergeImage>, String)> {
     use rayon::prelude::*;
     let files = crate::io::output::npz_files(&inputs.features, false)?;
     if files.is_empty() {
@@ -177,7 +180,7 @@ fn merge_images(inputs: &MergeInputs, progress: &dyn Progress) -> Result<Vec<Mer
         )));
     }
     progress.start("read features", files.len() as u64);
-    let metas: Vec<_> = files
+    let mut metas: Vec<crate::features::FeatureMeta> = files
         .par_iter()
         .map(|p| {
             let r = crate::io::features::read_features_meta(p);
@@ -186,6 +189,7 @@ fn merge_images(inputs: &MergeInputs, progress: &dyn Progress) -> Result<Vec<Mer
         })
         .collect::<Result<_>>()?;
     progress.finish();
+    let first = files[0].clone();
     let mut images = Vec::with_capacity(files.len());
     for (file, meta) in files.into_iter().zip(&metas) {
         if (&meta.model, &meta.model_sha256) != (&metas[0].model, &metas[0].model_sha256) {
@@ -193,10 +197,7 @@ fn merge_images(inputs: &MergeInputs, progress: &dyn Progress) -> Result<Vec<Mer
                 "{}: features of `{}`, but {} holds `{}`; one database takes one model",
                 file.display(),
                 meta.model,
-                images
-                    .first()
-                    .map_or(&file, |i: &MergeImage| &i.file)
-                    .display(),
+                first.display(),
                 metas[0].model
             )));
         }
@@ -217,14 +218,8 @@ fn merge_images(inputs: &MergeInputs, progress: &dyn Progress) -> Result<Vec<Mer
             w[0].name
         )));
     }
-    Ok(images)
-}
-
-/// The stem of a path (how matches files name their sides, and features files their image).
-fn stem_of(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    let model = metas.swap_remove(0).model;
+    Ok((images, model))
 }
 
 /// The images of a merge, indexed by their features files' stems, and their model.
@@ -254,18 +249,15 @@ fn store_matches(
             .collect::<Result<_>>()?;
         for (file, m) in block.iter().zip(read) {
             let side = |p: &str| {
-                set.by_stem
-                    .get(&stem_of(Path::new(p)))
-                    .copied()
-                    .ok_or_else(|| {
-                        crate::Error::format(
-                            file,
-                            format!(
-                                "{p} has no features file in {}",
-                                set.inputs.features.display()
-                            ),
-                        )
-                    })
+                set.by_stem.get(&stem_key(p)).copied().ok_or_else(|| {
+                    crate::Error::format(
+                        file,
+                        format!(
+                            "{p} has no features file in {}",
+                            set.inputs.features.display()
+                        ),
+                    )
+                })
             };
             let (a, b) = (side(&m.meta.a)?, side(&m.meta.b)?);
             if m.meta.model != set.model {
@@ -305,7 +297,7 @@ pub fn merge_database(
     progress: &dyn Progress,
 ) -> Result<MergeSummary> {
     let mut writer = ColmapWriter::create(db, overwrite, options)?;
-    let images = merge_images(inputs, progress)?;
+    let (images, model) = merge_images(inputs, progress)?;
     progress.start("store features", images.len() as u64);
     let mut by_stem = std::collections::HashMap::new();
     for (k, image) in images.iter().enumerate() {
@@ -318,13 +310,10 @@ pub fn merge_database(
             intrinsics: k_prior.as_ref(),
             focal_known: known,
         })?;
-        by_stem.insert(stem_of(&image.file), k);
+        by_stem.insert(stem_key(&image.file.to_string_lossy()), k);
         progress.inc(1);
     }
     progress.finish();
-    let model = crate::io::features::read_features(&images[0].file)?
-        .meta
-        .model;
 
     let mut summary = MergeSummary {
         database: db.to_path_buf(),

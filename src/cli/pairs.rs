@@ -10,7 +10,7 @@ use anyhow::Context;
 use descl::io::features::read_features_meta;
 use descl::io::matches::read_matches;
 use descl::io::output::npz_files;
-use descl::matching::pairs::{file_names, make_pairs};
+use descl::matching::pairs::{file_names, find_input, make_pairs};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};
 
@@ -51,7 +51,6 @@ fn image_names(inputs: &[PathBuf]) -> anyhow::Result<Vec<String>> {
 
 /// The verified pairs of a reference run, as indices into `names`.
 fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(usize, usize)>)> {
-    let stem = |s: &str| Path::new(s).file_stem().map(|x| x.to_os_string());
     let files = npz_files(dir, true)?;
     anyhow::ensure!(!files.is_empty(), "{}: no matches files", dir.display());
     let mut verified = Vec::new();
@@ -61,9 +60,7 @@ fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(u
             continue;
         }
         let index = |side: &str| {
-            names
-                .iter()
-                .position(|n| stem(n) == stem(side))
+            find_input(names, side)
                 .with_context(|| format!("{}: {side} is not in the set", f.display()))
         };
         let (a, b) = (index(&m.meta.a)?, index(&m.meta.b)?);

@@ -90,24 +90,34 @@ pub fn make_pairs(
     }
 }
 
+/// The stem of a file name or path: how an image, its features file `<stem>.npz` and the sides
+/// of a matches file are known as one.
+pub fn stem_key(name: &str) -> String {
+    Path::new(name)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The input called `name`: the one of that name, else the one of the same stem (a pairs file
+/// names images; the inputs may be their features files).
+pub fn find_input(names: &[String], name: &str) -> Option<usize> {
+    let exact = names.iter().position(|n| n == name);
+    exact.or_else(|| names.iter().position(|n| stem_key(n) == stem_key(name)))
+}
+
 fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    // A name matches an input of that name, else one of the same stem (a pairs file names
-    // images; the inputs may be their features files, `<stem>.npz`).
-    let stem = |s: &str| Path::new(s).file_stem().map(|x| x.to_os_string());
     let index = |name: &str, line: usize| -> Result<usize> {
-        let exact = names.iter().position(|n| n == name);
-        exact
-            .or_else(|| names.iter().position(|n| stem(n) == stem(name)))
-            .ok_or_else(|| {
-                Error::format(
-                    path,
-                    format!(
-                        "line {line}: image {name:?} is not among the {} images",
-                        names.len()
-                    ),
-                )
-            })
+        find_input(names, name).ok_or_else(|| {
+            Error::format(
+                path,
+                format!(
+                    "line {line}: image {name:?} is not among the {} images",
+                    names.len()
+                ),
+            )
+        })
     };
     let mut out = Vec::new();
     for (k, line) in text.lines().enumerate() {
