@@ -15,6 +15,7 @@ use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::output::{ImageRecord, PairRecord, Writer};
 use crate::matching::pairs::{file_names, make_pairs, PairMode};
 use crate::matching::two_view::{match_pair, PairConfig, PairResult};
+use crate::pipeline::Extractor;
 use crate::progress::Progress;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -83,59 +84,52 @@ impl SetImage {
     }
 }
 
-/// Images extracted in parallel before their features are written, in input order (bounds the
-/// features held; the order makes output-name clashes deterministic).
+/// Images loaded (read or extracted) in parallel by [`run`] before their features are handed to
+/// the writer, in input order (bounds the features held; the order makes output-name clashes
+/// deterministic). `extract_all` goes through [`Extractor::extract_each`]'s pipeline instead.
 pub const IMAGE_BLOCK: usize = 16;
 
-/// Extracts every input with `extract` and stores it with `writer` (which is finished at the
-/// end): the extract path. A failing image is reported in its entry and the others go on.
-pub fn extract_all<E>(
+/// Extracts every input with `extractor`'s pipeline ([`Extractor::extract_each`]: decode and
+/// detection of the next images overlap the network on the current ones) and stores each, in
+/// input order, with `writer` (which is finished at the end): the extract path. A failing
+/// image is reported in its entry and the others go on; once `progress` says cancelled, the
+/// images not started yet are reported as not extracted.
+pub fn extract_all(
     inputs: &[PathBuf],
-    extract: E,
+    extractor: &Extractor,
     mut writer: Box<dyn Writer>,
     progress: &dyn Progress,
-) -> Result<(PathBuf, Vec<SetImage>)>
-where
-    E: Fn(&Path) -> Result<Features> + Sync,
-{
+) -> Result<(PathBuf, Vec<SetImage>)> {
     let names = file_names(inputs);
     progress.start("extract", inputs.len() as u64);
     let mut images = Vec::with_capacity(inputs.len());
-    for (block, block_names) in inputs.chunks(IMAGE_BLOCK).zip(names.chunks(IMAGE_BLOCK)) {
-        let extracted: Vec<_> = block
-            .par_iter()
-            .map(|p| {
-                let t = std::time::Instant::now();
-                (extract(p), t)
-            })
-            .collect();
-        for ((path, name), (r, t)) in block.iter().zip(block_names).zip(extracted) {
-            let mut image = SetImage::new(name, path);
-            let stored = r.and_then(|f| {
-                let record = ImageRecord {
-                    name,
-                    path,
-                    features: &f,
-                    intrinsics: None,
-                    focal_known: false,
-                };
-                writer.add_image(&record).map(|out| (f.frames.len(), out))
-            });
-            match stored {
-                Ok((n, out)) => {
-                    image.keypoints = Some(n);
-                    image.output = out;
-                    image.seconds = Some(t.elapsed().as_secs_f64());
-                }
-                Err(e) => {
-                    progress.note(&format!("error: {e}"));
-                    image.error = Some(e.to_string());
-                }
+    extractor.extract_each(inputs, progress, |i, r, seconds| {
+        let (path, name) = (&inputs[i], &names[i]);
+        let mut image = SetImage::new(name, path);
+        let stored = r.and_then(|f| {
+            let record = ImageRecord {
+                name,
+                path,
+                features: &f,
+                intrinsics: None,
+                focal_known: false,
+            };
+            writer.add_image(&record).map(|out| (f.frames.len(), out))
+        });
+        match stored {
+            Ok((n, out)) => {
+                image.keypoints = Some(n);
+                image.output = out;
+                image.seconds = Some(seconds);
             }
-            progress.inc(1);
-            images.push(image);
+            Err(e) => {
+                progress.note(&format!("error: {e}"));
+                image.error = Some(e.to_string());
+            }
         }
-    }
+        progress.inc(1);
+        images.push(image);
+    });
     progress.finish();
     Ok((writer.finish()?, images))
 }

@@ -2,18 +2,25 @@
 //! loaded once per [`Extractor`]; its magnification (model card or file metadata, SIFT's 6)
 //! sets the detector's, so frames and training agree.
 
-use crate::describe::Describer;
+use crate::describe::{Describer, Pending};
 use crate::detect::{detect, DetectorConfig};
 use crate::error::Result;
 use crate::features::{FeatureMeta, Features};
 use crate::image::{load_gray, GrayImage};
 use crate::model::Device;
-use std::path::Path;
+use crate::progress::Progress;
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// COLMAP's `SiftExtraction.max_image_size`: larger images are shrunk to this longer side
 /// before detection (a 48 MP photo otherwise takes ~11 GB in OpenCV's DoG), and the keypoints
 /// are mapped back to the original pixels.
 pub const COLMAP_MAX_IMAGE_SIZE: usize = 3200;
+
+/// Images prepared together by [`Extractor::extract_each`] and described in one network
+/// batch (runs of up to `MAX_CHUNK` patches spanning the images).
+pub const PIPELINE_BLOCK: usize = 2;
 
 /// What an [`Extractor`] runs.
 #[derive(Debug, Clone)]
@@ -66,14 +73,84 @@ impl Extractor {
         &self.describer
     }
 
-    /// Features of the image file at `path`.
+    /// Features of the image file at `path`: [`Extractor::prepare`] and [`Extractor::finish`]
+    /// on this one image.
     pub fn extract(&self, path: &Path) -> Result<Features> {
-        let img = load_gray(path)?;
-        self.extract_image(&img, &path.display().to_string())
+        let prepared = self.prepare(path);
+        self.finish_one(prepared)
     }
 
     /// Features of an image already in memory; `source` is recorded in the metadata.
     pub fn extract_image(&self, img: &GrayImage, source: &str) -> Result<Features> {
+        let prepared = self.prepare_image(img, source);
+        self.finish_one(prepared)
+    }
+
+    /// Extracts `paths` as a two-stage pipeline: a scoped thread prepares the next block of
+    /// [`PIPELINE_BLOCK`] images (in parallel on rayon's pool) while this thread runs the
+    /// network on the current block, so decoding and detection overlap the network and no
+    /// stage waits for a whole folder. At most three blocks are held (being prepared, queued,
+    /// being described). `each(i, result, seconds)` receives image i's features in input
+    /// order, seconds counted from the start of its preparation. Once `progress` says
+    /// cancelled, images not started yet get an error instead of being extracted. The
+    /// features are those of [`Extractor::extract`] on each image alone (each descriptor
+    /// depends on its own patch only).
+    pub fn extract_each<F>(&self, paths: &[PathBuf], progress: &dyn Progress, mut each: F)
+    where
+        F: FnMut(usize, Result<Features>, f64),
+    {
+        type Block = Vec<(Result<Prepared>, Instant)>;
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Block>(1);
+            scope.spawn(move || {
+                for block in paths.chunks(PIPELINE_BLOCK) {
+                    let prepared: Block = block
+                        .par_iter()
+                        .map(|p| {
+                            let start = Instant::now();
+                            let r = if progress.cancelled() {
+                                Err(crate::Error::InvalidInput(format!(
+                                    "{}: not extracted (cancelled)",
+                                    p.display()
+                                )))
+                            } else {
+                                self.prepare(p)
+                            };
+                            (r, start)
+                        })
+                        .collect();
+                    if tx.send(prepared).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut i = 0;
+            for block in rx {
+                let (prepared, starts): (Vec<_>, Vec<_>) = block.into_iter().unzip();
+                for (r, start) in self.finish(prepared).into_iter().zip(starts) {
+                    each(i, r, start.elapsed().as_secs_f64());
+                    i += 1;
+                }
+            }
+        });
+    }
+
+    fn finish_one(&self, prepared: Result<Prepared>) -> Result<Features> {
+        self.finish(vec![prepared])
+            .pop()
+            .unwrap_or_else(|| Err(crate::Error::InvalidInput("no image to finish".into())))
+    }
+
+    /// The per-image stages of extraction — decode, shrink, detect, sample patches (or SIFT
+    /// descriptors) — which run in parallel over images; the network waits for
+    /// [`Extractor::finish`].
+    pub fn prepare(&self, path: &Path) -> Result<Prepared> {
+        let img = load_gray(path)?;
+        self.prepare_image(&img, &path.display().to_string())
+    }
+
+    /// [`Extractor::prepare`] for an image already in memory.
+    pub fn prepare_image(&self, img: &GrayImage, source: &str) -> Result<Prepared> {
         let longer = img.width.max(img.height);
         let shrunk;
         let (work, scale) = if self.max_image_size > 0 && longer > self.max_image_size {
@@ -94,9 +171,9 @@ impl Extractor {
         let detections = detect(work, &self.detector)?;
         let frames: Vec<_> = detections.iter().map(|d| d.frame).collect();
         let scores = detections.iter().map(|d| d.score).collect();
-        let descriptors =
+        let pending =
             self.describer
-                .describe_frames(work, None, &frames, self.detector.magnification)?;
+                .prepare_frames(work, None, &frames, self.detector.magnification)?;
         let frames = if scale == [1.0, 1.0] {
             frames
         } else {
@@ -110,12 +187,88 @@ impl Extractor {
             image_height: img.height as u32,
             image: source.to_string(),
         };
-        Ok(Features {
+        Ok(Prepared {
             frames,
             scores,
-            descriptors,
+            pending,
             meta,
         })
+    }
+
+    /// The batched stage: the network on the patches of all `prepared` images at once (runs
+    /// span image boundaries, [`Describer::finish`]). One result per input, in order; an input
+    /// that failed to prepare keeps its error, and a failing network run fails the images of
+    /// the batch.
+    pub fn finish(&self, prepared: Vec<Result<Prepared>>) -> Vec<Result<Features>> {
+        let mut ok = Vec::new();
+        let mut pending = Vec::new();
+        let mut results: Vec<Option<Result<Features>>> = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            match p {
+                Ok(p) => {
+                    pending.push(p.pending);
+                    ok.push((p.frames, p.scores, p.meta));
+                    results.push(None);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let described = self.describer.finish(pending);
+        let mut features = match described {
+            Ok(d) => ok
+                .into_iter()
+                .zip(d)
+                .map(|((frames, scores, meta), descriptors)| {
+                    Ok(Features {
+                        frames,
+                        scores,
+                        descriptors,
+                        meta,
+                    })
+                })
+                .collect::<Vec<_>>(),
+            Err(e) => {
+                let reason = e.to_string();
+                ok.into_iter()
+                    .map(|(_, _, meta)| {
+                        Err(crate::Error::InvalidInput(format!(
+                            "{}: {reason}",
+                            meta.image
+                        )))
+                    })
+                    .collect()
+            }
+        }
+        .into_iter();
+        results
+            .into_iter()
+            .map(|r| match r {
+                Some(err) => err,
+                None => features.next().unwrap_or_else(|| {
+                    Err(crate::Error::InvalidInput("descriptors missing".into()))
+                }),
+            })
+            .collect()
+    }
+}
+
+/// One image after [`Extractor::prepare`]: frames in the original image's pixels, scores,
+/// metadata, and what the describer still has to do.
+#[derive(Debug)]
+pub struct Prepared {
+    frames: Vec<crate::frame::Frame>,
+    scores: Vec<f32>,
+    pending: Pending,
+    meta: FeatureMeta,
+}
+
+impl Prepared {
+    /// Number of keypoints.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
     }
 }
 

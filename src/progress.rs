@@ -18,6 +18,11 @@ pub trait Progress: Sync {
     fn note(&self, _line: &str) {}
     /// The current stage is over.
     fn finish(&self) {}
+    /// Whether the receiver asked the work to stop (e.g. Python's KeyboardInterrupt): stages
+    /// that check it report the items not started yet as not done instead of doing them.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// Reports nothing.

@@ -344,3 +344,83 @@ fn default_model_gives_unit_rows() {
         Descriptors::Binary(d) => assert_eq!(d.len(), n),
     }
 }
+
+/// Cancels after the first `left` images have asked.
+struct CancelAfter(std::sync::atomic::AtomicUsize);
+
+impl descl::progress::Progress for CancelAfter {
+    fn cancelled(&self) -> bool {
+        self.0
+            .fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |n| n.checked_sub(1),
+            )
+            .is_err()
+    }
+}
+
+#[test]
+fn pipelined_folder_extraction_equals_one_image_at_a_time() {
+    let test = "pipelined_folder_extraction_equals_one_image_at_a_time";
+    let Some(root) = common::data_root_or_skip(test) else {
+        return;
+    };
+    if !common::ort_or_skip(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A flat image (no keypoints: an empty batch member) and a missing file among real ones,
+    // so that blocks mix full, empty and failed images and the network's runs span images.
+    let flat = dir.path().join("flat.png");
+    common::gray_image(64, 48, true).save(&flat).unwrap();
+    let fountain = root.join("strecha/fountain-P11/images");
+    let paths = vec![
+        fountain.join("0000.jpg"),
+        flat,
+        dir.path().join("missing.jpg"),
+        fountain.join("0001.jpg"),
+        root.join("oxford/graf/img1.ppm"),
+    ];
+    for model in [descl::model::DEFAULT_MODEL, "rootsift"] {
+        let x = descl::pipeline::Extractor::new(descl::pipeline::ExtractorConfig {
+            model: model.into(),
+            device: Device::Cpu,
+            detector: descl::detect::DetectorConfig {
+                max_keypoints: 700,
+                ..Default::default()
+            },
+            max_image_size: descl::pipeline::COLMAP_MAX_IMAGE_SIZE,
+        })
+        .unwrap();
+        let mut got = Vec::new();
+        x.extract_each(&paths, &descl::progress::Silent, |i, r, s| {
+            assert!(s >= 0.0);
+            got.push((i, r));
+        });
+        assert_eq!(got.len(), paths.len(), "{model}");
+        for ((i, r), p) in got.into_iter().zip(&paths) {
+            assert_eq!(paths[i], *p, "{model}: out of order");
+            match (r, x.extract(p)) {
+                // Bit-identical: same frames, scores and descriptors.
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{model}: {}", p.display()),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => panic!("{model}: {}: {a:?} vs {b:?}", p.display()),
+            }
+        }
+        let n = |i: usize| match x.extract(&paths[i]) {
+            Ok(f) => f.frames.len(),
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!((n(0), n(1), n(3)), (700, 0, 700), "{model}");
+        // Cancelled after two images: those two are extracted, the rest are not started.
+        let mut outcomes = Vec::new();
+        let progress = CancelAfter(std::sync::atomic::AtomicUsize::new(2));
+        x.extract_each(&paths, &progress, |_, r, _| outcomes.push(r));
+        let cancelled: Vec<bool> = outcomes
+            .iter()
+            .map(|r| matches!(r, Err(e) if e.to_string().contains("cancelled")))
+            .collect();
+        assert_eq!(cancelled, [false, false, true, true, true], "{model}");
+    }
+}

@@ -16,7 +16,7 @@ use descl::pipeline::COLMAP_MAX_IMAGE_SIZE;
 use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// The signature below spells the library's defaults as literals (pyo3 shows literals in
@@ -159,18 +159,9 @@ impl Extractor {
         };
         let collected = Arc::new(Mutex::new(Vec::new()));
         let writer = Box::new(Collect(Arc::clone(&collected)));
-        let result = py.detach(|| {
-            let extract = |p: &Path| match &progress {
-                Some(pr) if pr.cancelled() => Err(descl::Error::InvalidInput(format!(
-                    "{}: not extracted (cancelled)",
-                    p.display()
-                ))),
-                _ => self.inner.extract(p),
-            };
-            match &progress {
-                Some(pr) => extract_all(&paths, extract, writer, pr),
-                None => extract_all(&paths, extract, writer, &descl::progress::Silent),
-            }
+        let result = py.detach(|| match &progress {
+            Some(pr) => extract_all(&paths, &self.inner, writer, pr),
+            None => extract_all(&paths, &self.inner, writer, &descl::progress::Silent),
         });
         if let Some(e) = progress.as_ref().and_then(|p| p.take_error()) {
             return Err(e);

@@ -50,11 +50,6 @@ impl PyProgress {
         })
     }
 
-    /// Whether the work should stop (an exception in the object, or Ctrl-C).
-    pub fn cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed)
-    }
-
     /// The exception that cancelled the work, if any (taken: raised once).
     pub fn take_error(&self) -> Option<PyErr> {
         self.error.lock().ok().and_then(|mut e| e.take())
@@ -88,6 +83,10 @@ impl PyProgress {
 }
 
 impl Progress for PyProgress {
+    /// Whether the work should stop (an exception in the object, or Ctrl-C).
+    fn cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
     fn start(&self, stage: &str, len: u64) {
         self.total.store(len, Ordering::Relaxed);
         self.done.store(0, Ordering::Relaxed);

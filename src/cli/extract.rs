@@ -66,7 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect();
     let skipped_existing = total - images.len();
     let bar = Bar::new(images.len() > 1);
-    let (_, reports) = extract_all(&images, |p| extractor.extract(p), writer, &bar)?;
+    let (_, reports) = extract_all(&images, &extractor, writer, &bar)?;
     let failed = reports.iter().filter(|r| r.error.is_some()).count();
     if args.json {
         let summary = Summary {

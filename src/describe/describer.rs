@@ -12,7 +12,7 @@ use crate::detect::DEFAULT_MAGNIFICATION;
 use crate::error::{Error, Result};
 use crate::frame::Frame;
 use crate::image::GrayImage;
-use crate::model::engine::{Device, Engine, MAX_CHUNK};
+use crate::model::engine::{Device, Engine};
 use crate::model::ResolvedModel;
 use crate::patch::{PatchSampler, PATCH_SIZE};
 use ndarray::Array3;
@@ -27,6 +27,15 @@ pub const ROOTSIFT: &str = "rootsift";
 enum Kind {
     Sift { root: bool },
     Model(Box<(Engine, ResolvedModel)>),
+}
+
+/// One image between [`Describer::prepare_frames`] and [`Describer::finish`].
+#[derive(Debug)]
+pub enum Pending {
+    /// Described already (SIFT, RootSIFT).
+    Done(Descriptors),
+    /// N×32×32 patches waiting for the model.
+    Patches(Array3<f32>),
 }
 
 /// A descriptor method, loaded and ready for any number of images.
@@ -137,9 +146,8 @@ impl Describer {
     }
 
     /// Descriptors of `frames` of `img`, frames detected with magnification `detector_m` (they
-    /// are rescaled to the method's own: `a = m·σ·R`). Models sample their patches from
-    /// `sampler` (the image's pyramid, shareable by several methods; built here when None) in
-    /// chunks of [`MAX_CHUNK`], so patch memory stays flat with the keypoint count.
+    /// are rescaled to the method's own: `a = m·σ·R`): [`Describer::prepare_frames`] then
+    /// [`Describer::finish`] on this one image.
     pub fn describe_frames(
         &self,
         img: &GrayImage,
@@ -147,6 +155,26 @@ impl Describer {
         frames: &[Frame],
         detector_m: f32,
     ) -> Result<Descriptors> {
+        let pending = self.prepare_frames(img, sampler, frames, detector_m)?;
+        self.finish(vec![pending])?.pop().ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "{}: no descriptors for {} frames",
+                self.name,
+                frames.len()
+            ))
+        })
+    }
+
+    /// The per-image half of describing: SIFT describes the frames on the image; a model's
+    /// patches are sampled from `sampler` (the image's pyramid, shareable by several methods;
+    /// built here when None) and wait for the network in [`Describer::finish`].
+    pub fn prepare_frames(
+        &self,
+        img: &GrayImage,
+        sampler: Option<&PatchSampler>,
+        frames: &[Frame],
+        detector_m: f32,
+    ) -> Result<Pending> {
         let s = self.magnification / detector_m;
         let scaled: std::borrow::Cow<[Frame]> = if (s - 1.0).abs() < f32::EPSILON {
             std::borrow::Cow::Borrowed(frames)
@@ -161,17 +189,16 @@ impl Describer {
                 .collect()
         };
         match &self.kind {
-            Kind::Sift { root } => Ok(Descriptors::Float(sift_descriptors(
+            Kind::Sift { root } => Ok(Pending::Done(Descriptors::Float(sift_descriptors(
                 img,
                 &scaled,
                 self.magnification,
                 *root,
-            )?)),
-            Kind::Model(m) => {
-                let engine = &m.0;
-                if scaled.is_empty() {
-                    return engine.describe(Array3::zeros((0, PATCH_SIZE, PATCH_SIZE)).view());
-                }
+            )?))),
+            Kind::Model(_) if scaled.is_empty() => {
+                Ok(Pending::Patches(Array3::zeros((0, PATCH_SIZE, PATCH_SIZE))))
+            }
+            Kind::Model(_) => {
                 let own;
                 let sampler = match sampler {
                     Some(s) => s,
@@ -180,19 +207,56 @@ impl Describer {
                         &own
                     }
                 };
-                let parts = scaled
-                    .chunks(MAX_CHUNK)
-                    .map(|chunk| engine.describe(sampler.sample(chunk).view()))
-                    .collect::<Result<Vec<_>>>()?;
-                Descriptors::concat(parts)?.ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "{}: no descriptors for {} frames",
-                        self.name,
-                        frames.len()
-                    ))
-                })
+                Ok(Pending::Patches(sampler.sample(&scaled)))
             }
         }
+    }
+
+    /// The batched half of describing: the patches of all `pending` images go through the
+    /// network together, in runs of [`MAX_CHUNK`](crate::model::engine::MAX_CHUNK) that span image boundaries (so that images
+    /// with few keypoints do not leave the network with small batches), and come back split
+    /// per image, in order. Each patch's descriptor depends on that patch alone.
+    pub fn finish(&self, pending: Vec<Pending>) -> Result<Vec<Descriptors>> {
+        let Kind::Model(m) = &self.kind else {
+            return pending
+                .into_iter()
+                .map(|p| match p {
+                    Pending::Done(d) => Ok(d),
+                    Pending::Patches(_) => Err(self.not_a_model()),
+                })
+                .collect();
+        };
+        if pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut counts = Vec::with_capacity(pending.len());
+        let mut patches = Vec::with_capacity(pending.len());
+        for p in pending {
+            match p {
+                Pending::Patches(a) => {
+                    counts.push(a.shape()[0]);
+                    patches.push(a);
+                }
+                Pending::Done(_) => return Err(self.not_a_model()),
+            }
+        }
+        let all = match patches.len() {
+            1 => patches.pop().unwrap_or_default(),
+            _ => {
+                let views: Vec<_> = patches.iter().map(|a| a.view()).collect();
+                ndarray::concatenate(ndarray::Axis(0), &views).map_err(|e| {
+                    Error::InvalidInput(format!("{}: joining patches: {e}", self.name))
+                })?
+            }
+        };
+        m.0.describe(all.view())?.split(&counts)
+    }
+
+    fn not_a_model(&self) -> Error {
+        Error::InvalidInput(format!(
+            "{}: describe stages of different methods mixed",
+            self.name
+        ))
     }
 
     /// Descriptors of ready-made N×32×32 patches (HPatches, UBC PhotoTour). SIFT describes each

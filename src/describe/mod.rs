@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use ndarray::{Array2, ArrayView2};
 
 mod describer;
-pub use describer::{Describer, ROOTSIFT, SIFT};
+pub use describer::{Describer, Pending, ROOTSIFT, SIFT};
 
 /// Length of float descriptors.
 pub const FLOAT_DIM: usize = 128;
@@ -68,6 +68,30 @@ impl Descriptors {
                 Ok(Some(Descriptors::Binary(all)))
             }
         }
+    }
+
+    /// Splits the rows into consecutive parts of `counts[i]` rows each (the inverse of
+    /// [`Descriptors::concat`]); the counts must add up to [`Descriptors::len`].
+    pub fn split(self, counts: &[usize]) -> Result<Vec<Descriptors>> {
+        let total: usize = counts.iter().sum();
+        if total != self.len() {
+            return Err(Error::InvalidInput(format!(
+                "cannot split {} descriptors into parts of {total} in all",
+                self.len()
+            )));
+        }
+        let mut start = 0;
+        let mut parts = Vec::with_capacity(counts.len());
+        for &n in counts {
+            parts.push(match &self {
+                Descriptors::Float(d) => {
+                    Descriptors::Float(d.slice(ndarray::s![start..start + n, ..]).to_owned())
+                }
+                Descriptors::Binary(d) => Descriptors::Binary(d[start..start + n].to_vec()),
+            });
+            start += n;
+        }
+        Ok(parts)
     }
 
     /// `"float"` or `"binary"`, as written in model cards and error messages.
@@ -167,6 +191,19 @@ mod tests {
         );
         let two =
             Descriptors::concat(vec![bin.clone(), Descriptors::Binary(vec![[5; 4]])]).unwrap();
+        assert_eq!(
+            two.clone().unwrap().split(&[0, 1, 1]).unwrap(),
+            vec![
+                Descriptors::Binary(vec![]),
+                bin.clone(),
+                Descriptors::Binary(vec![[5; 4]])
+            ]
+        );
+        assert_eq!(
+            joined.clone().split(&[2, 1]).unwrap()[1],
+            Descriptors::Float(array![[0.6f32, 0.8]])
+        );
+        assert!(joined.split(&[1, 1]).is_err());
         assert_eq!(two, Some(Descriptors::Binary(vec![[1, 2, 3, 4], [5; 4]])));
         assert_eq!(Descriptors::concat(vec![]).unwrap(), None);
     }
