@@ -89,6 +89,62 @@ impl SetImage {
 /// deterministic). `extract_all` goes through [`Extractor::extract_each`]'s pipeline instead.
 pub const IMAGE_BLOCK: usize = 16;
 
+/// Where the features of a set's inputs come from: a closure that reads or extracts one input,
+/// or an [`Extractor`], whose [`Load::load_each`] is its pipeline ([`Extractor::extract_each`]).
+pub trait Load: Sync {
+    /// Features of one input.
+    fn load(&self, path: &Path) -> Result<Features>;
+    /// Features of every input, handed to `each(k, ..)` for `paths[k]` in order. By default
+    /// [`load_in_blocks`].
+    fn load_each(
+        &self,
+        paths: &[PathBuf],
+        progress: &dyn Progress,
+        each: &mut dyn FnMut(usize, Result<Features>),
+    ) {
+        load_in_blocks(self, paths, progress, each)
+    }
+}
+
+/// [`Load::load_each`] as blocks of [`IMAGE_BLOCK`] inputs loaded in parallel (for loaders
+/// without a pipeline of their own, e.g. features files).
+pub fn load_in_blocks<L: Load + ?Sized>(
+    loader: &L,
+    paths: &[PathBuf],
+    _progress: &dyn Progress,
+    each: &mut dyn FnMut(usize, Result<Features>),
+) {
+    for (b, block) in paths.chunks(IMAGE_BLOCK).enumerate() {
+        let loaded: Vec<_> = block.par_iter().map(|p| loader.load(p)).collect();
+        for (k, r) in loaded.into_iter().enumerate() {
+            each(b * IMAGE_BLOCK + k, r);
+        }
+    }
+}
+
+impl<F> Load for F
+where
+    F: Fn(&Path) -> Result<Features> + Sync,
+{
+    fn load(&self, path: &Path) -> Result<Features> {
+        self(path)
+    }
+}
+
+impl Load for Extractor {
+    fn load(&self, path: &Path) -> Result<Features> {
+        self.extract(path)
+    }
+    fn load_each(
+        &self,
+        paths: &[PathBuf],
+        progress: &dyn Progress,
+        each: &mut dyn FnMut(usize, Result<Features>),
+    ) {
+        self.extract_each(paths, progress, |k, r, _| each(k, r))
+    }
+}
+
 /// Extracts every input with `extractor`'s pipeline ([`Extractor::extract_each`]: decode and
 /// detection of the next images overlap the network on the current ones) and stores each, in
 /// input order, with `writer` (which is finished at the end): the extract path. A failing
@@ -214,13 +270,12 @@ impl SetSummary {
 
 /// Features of an image that loaded, with its camera knowledge.
 type Loaded = Option<(Features, CameraInfo)>;
-/// An input's features and camera knowledge, or why not.
-type LoadResult = std::result::Result<(Features, CameraInfo), String>;
 /// Pairs of indices into the set.
 type Pairs = Vec<(usize, usize)>;
 
-/// Loads the `wanted` inputs in parallel and, with `store`, hands each to the writer in input
-/// order. Returns the loaded features (indexed like `paths`) and one entry per wanted image.
+/// Loads the `wanted` inputs ([`Load::load_each`]: in parallel, extraction pipelined) and, with
+/// `store`, hands each to the writer in input order. Returns the loaded features (indexed like
+/// `paths`; only with `keep`) and one entry per wanted image.
 fn load_images<L, C>(
     paths: &[PathBuf],
     names: &[String],
@@ -231,64 +286,60 @@ fn load_images<L, C>(
     progress: &dyn Progress,
 ) -> Result<(Vec<Loaded>, Vec<SetImage>)>
 where
-    L: Fn(&Path) -> Result<Features> + Sync,
+    L: Load + ?Sized,
     C: Fn(&Path, &Features) -> Result<CameraInfo> + Sync,
 {
     progress.start("extract", wanted.len() as u64);
     let mut features: Vec<Loaded> = vec![None; paths.len()];
     let mut images = Vec::with_capacity(wanted.len());
-    // Without `keep`, blocks of images are loaded, stored and dropped.
-    let block = if keep {
-        wanted.len().max(1)
-    } else {
-        IMAGE_BLOCK
-    };
-    for chunk in wanted.chunks(block) {
-        let loaded: Vec<(usize, LoadResult)> = chunk
-            .par_iter()
-            .map(|&i| {
-                let r = load(&paths[i])
-                    .and_then(|f| camera(&paths[i], &f).map(|c| (f, c)))
-                    .map_err(|e| e.to_string());
-                progress.inc(1);
-                (i, r)
-            })
-            .collect();
-        for (i, r) in loaded {
-            let mut image = SetImage::new(&names[i], &paths[i]);
-            match r {
-                Ok((f, (k, known))) => {
-                    image.keypoints = Some(f.frames.len());
-                    image.focal_prior = k.map(|k| k.fx);
-                    image.focal_known = known;
-                    if let Some(writer) = store.as_deref_mut() {
-                        let record = ImageRecord {
-                            name: &names[i],
-                            path: &paths[i],
-                            features: &f,
-                            intrinsics: k.as_ref(),
-                            focal_known: known,
-                        };
-                        image.output = writer.add_image(&record)?;
-                    }
-                    if keep {
-                        features[i] = Some((f, (k, known)));
+    let wanted_paths: Vec<PathBuf> = wanted.iter().map(|&i| paths[i].clone()).collect();
+    // The first writer error stops storing; it is returned once loading is over.
+    let mut failure = None;
+    load.load_each(&wanted_paths, progress, &mut |k, r| {
+        let i = wanted[k];
+        progress.inc(1);
+        let r = r
+            .and_then(|f| camera(&paths[i], &f).map(|c| (f, c)))
+            .map_err(|e| e.to_string());
+        let mut image = SetImage::new(&names[i], &paths[i]);
+        match r {
+            Ok((f, (k, known))) => {
+                image.keypoints = Some(f.frames.len());
+                image.focal_prior = k.map(|k| k.fx);
+                image.focal_known = known;
+                if let (Some(writer), None) = (store.as_deref_mut(), &failure) {
+                    let record = ImageRecord {
+                        name: &names[i],
+                        path: &paths[i],
+                        features: &f,
+                        intrinsics: k.as_ref(),
+                        focal_known: known,
+                    };
+                    match writer.add_image(&record) {
+                        Ok(out) => image.output = out,
+                        Err(e) => failure = Some(e),
                     }
                 }
-                Err(e) => {
-                    progress.note(&format!("error: {}: {e}", paths[i].display()));
-                    image.error = Some(e);
+                if keep {
+                    features[i] = Some((f, (k, known)));
                 }
             }
-            images.push(image);
+            Err(e) => {
+                progress.note(&format!("error: {}: {e}", paths[i].display()));
+                image.error = Some(e);
+            }
         }
-    }
+        images.push(image);
+    });
     progress.finish();
+    if let Some(e) = failure {
+        return Err(e);
+    }
     Ok((features, images))
 }
 
 /// The images of the set and how to get their features: those kept in memory, else loaded.
-struct Sources<'a, L, C> {
+struct Sources<'a, L: ?Sized, C> {
     paths: &'a [PathBuf],
     names: &'a [String],
     kept: &'a [Loaded],
@@ -309,7 +360,7 @@ fn match_pairs<L, C>(
     progress: &dyn Progress,
 ) -> Vec<PairOutcome>
 where
-    L: Fn(&Path) -> Result<Features> + Sync,
+    L: Load + ?Sized,
     C: Fn(&Path, &Features) -> Result<CameraInfo> + Sync,
 {
     let tile_of = |k: usize| (todo[k].0 / tile, todo[k].1 / tile);
@@ -329,7 +380,10 @@ where
             .par_iter()
             .filter_map(|&i| {
                 let p = &src.paths[i];
-                let r = (src.load)(p).and_then(|f| (src.camera)(p, &f).map(|c| (f, c)));
+                let r = src
+                    .load
+                    .load(p)
+                    .and_then(|f| (src.camera)(p, &f).map(|c| (f, c)));
                 r.ok().map(|x| (i, x))
             })
             .collect();
@@ -426,13 +480,13 @@ fn store_pair(
 pub fn run<L, C>(
     paths: &[PathBuf],
     cfg: &SetConfig,
-    load: L,
+    load: &L,
     camera: C,
     mut writer: Box<dyn Writer>,
     progress: &dyn Progress,
 ) -> Result<SetSummary>
 where
-    L: Fn(&Path) -> Result<Features> + Sync,
+    L: Load + ?Sized,
     C: Fn(&Path, &Features) -> Result<CameraInfo> + Sync,
 {
     cfg.pair.check()?;
@@ -457,7 +511,7 @@ where
         paths,
         &names,
         &wanted,
-        (&load, &camera),
+        (load, &camera),
         store_images.then_some(&mut *writer),
         // Kept when the bound allows (a small set is read once).
         cfg.max_resident_images.is_none_or(|b| wanted.len() <= b),
@@ -472,9 +526,9 @@ where
                 let none = || crate::describe::Descriptors::Float(ndarray::Array2::zeros((0, 0)));
                 Ok(match &features[i] {
                     Some((f, _)) => f.descriptors.clone(),
-                    None if cfg.max_resident_images.is_some() => {
-                        load(&paths[i]).map_or_else(|_| none(), |f| f.descriptors)
-                    }
+                    None if cfg.max_resident_images.is_some() => load
+                        .load(&paths[i])
+                        .map_or_else(|_| none(), |f| f.descriptors),
                     None => none(),
                 })
             };
@@ -497,7 +551,7 @@ where
         paths,
         names: &names,
         kept: &features,
-        load: &load,
+        load,
         camera: &camera,
     };
     let tile = cfg
@@ -572,8 +626,15 @@ mod tests {
             let written = Arc::new(Mutex::new(Vec::new()));
             let camera = |_: &Path, _: &Features| Ok((None, false));
             let writer = Box::new(Recorder(written.clone()));
-            let summary =
-                run(&paths, &cfg, load, camera, writer, &crate::progress::Silent).unwrap();
+            let summary = run(
+                &paths,
+                &cfg,
+                &load,
+                camera,
+                writer,
+                &crate::progress::Silent,
+            )
+            .unwrap();
             let outcomes: Vec<_> = summary
                 .pairs
                 .iter()

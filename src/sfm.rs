@@ -72,11 +72,11 @@ pub fn build_database<E>(
     db: &Path,
     overwrite: bool,
     cfg: &SfmConfig,
-    extract: E,
+    extract: &E,
     progress: &dyn Progress,
 ) -> Result<SfmSummary>
 where
-    E: Fn(&Path) -> Result<Features> + Sync,
+    E: image_set::Load + ?Sized,
 {
     let writer = ColmapWriter::create(
         db,

@@ -174,8 +174,15 @@ fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
     .unwrap();
     let label = format!("descl ({})", extractor.describer().provenance());
     let extract = |p: &Path| extractor.extract(p);
-    let summary =
-        build_database(&images, &db, false, &cfg, extract, &descl::progress::Silent).unwrap();
+    let summary = build_database(
+        &images,
+        &db,
+        false,
+        &cfg,
+        &extract,
+        &descl::progress::Silent,
+    )
+    .unwrap();
     eprintln!(
         "descl database: {} images, {} pairs, {} verified, mean {:.0} matches / {:.0} inliers per pair",
         summary.images.len(),
@@ -185,12 +192,17 @@ fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
         summary.mean_inliers
     );
     // The database exists now: writing it again without overwrite is refused.
-    assert!(
-        build_database(&images, &db, false, &cfg, extract, &descl::progress::Silent)
-            .unwrap_err()
-            .to_string()
-            .contains("--overwrite")
-    );
+    assert!(build_database(
+        &images,
+        &db,
+        false,
+        &cfg,
+        &extract,
+        &descl::progress::Silent
+    )
+    .unwrap_err()
+    .to_string()
+    .contains("--overwrite"));
     let ours = run_mapper(
         &db,
         &images,

@@ -9,7 +9,7 @@ use descl::detect::{
 };
 use descl::features::Features;
 use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
-use descl::image_set::CameraInfo;
+use descl::image_set::{load_in_blocks, CameraInfo, Load};
 use descl::io::colmap::CameraModel;
 use descl::io::output::Format;
 use descl::matching::filters::LOWE_RATIO;
@@ -18,6 +18,7 @@ use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUI
 use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL};
 use descl::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
+use descl::progress::Progress;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -360,16 +361,35 @@ impl<'a> FeatureLoader<'a> {
         }
     }
 
-    pub fn load(&self, path: &Path) -> descl::Result<Features> {
+    fn extractor(&self) -> descl::Result<&Extractor> {
+        self.extractor
+            .get_or_init(|| self.args.extractor().map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| descl::Error::InvalidInput(e.clone()))
+    }
+}
+
+impl Load for FeatureLoader<'_> {
+    fn load(&self, path: &Path) -> descl::Result<Features> {
         if is_npz(path) {
             return descl::io::features::read_features(path);
         }
-        match self
-            .extractor
-            .get_or_init(|| self.args.extractor().map_err(|e| format!("{e:#}")))
-        {
-            Ok(x) => x.extract(path),
-            Err(e) => Err(descl::Error::InvalidInput(e.clone())),
+        self.extractor()?.extract(path)
+    }
+
+    /// Images go through the extractor's pipeline; features files (or a model that fails to
+    /// load, reported per input) in parallel blocks.
+    fn load_each(
+        &self,
+        paths: &[PathBuf],
+        progress: &dyn Progress,
+        each: &mut dyn FnMut(usize, descl::Result<Features>),
+    ) {
+        match self.extractor() {
+            Ok(x) if !paths.iter().any(|p| is_npz(p)) => {
+                x.extract_each(paths, progress, |k, r, _| each(k, r))
+            }
+            _ => load_in_blocks(self, paths, progress, each),
         }
     }
 }

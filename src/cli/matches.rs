@@ -10,6 +10,7 @@ use super::args::{
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use descl::features::Features;
+use descl::image_set::Load;
 use descl::image_set::{self, PairOutcome, SetConfig};
 use descl::io::matches::{write_matches, MatchesFile};
 use descl::io::output::{self, Format, ImageRecord, PairRecord};
@@ -196,7 +197,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     let loader = FeatureLoader::new(&args.describe);
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
-    let summary = image_set::run(&inputs, &cfg, |p| loader.load(p), camera, writer, &bar)?;
+    let summary = image_set::run(&inputs, &cfg, &loader, camera, writer, &bar)?;
     let (failed, skipped, total) = (
         summary.failed_pairs(),
         summary.skipped_pairs(),

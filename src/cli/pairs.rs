@@ -7,6 +7,7 @@
 use super::args::{is_npz, set_inputs, DescribeArgs, FeatureLoader, PairArgs};
 use super::progress::Bar;
 use anyhow::Context;
+use descl::image_set::Load;
 use descl::io::features::read_features_meta;
 use descl::io::matches::read_matches;
 use descl::io::output::npz_files;

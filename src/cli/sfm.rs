@@ -168,7 +168,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         &database,
         args.overwrite,
         &cfg,
-        |p| extractor.extract(p),
+        &extractor,
         &bar,
     )?;
     eprintln!(
