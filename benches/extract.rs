@@ -80,7 +80,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn opencv_sift(path: &std::path::Path, max_keypoints: usize) -> usize {
     let img = opencv::imgcodecs::imread(
-        &path.display().to_string(),
+        path.display().to_string(),
         opencv::imgcodecs::IMREAD_GRAYSCALE,
     )
     .expect("imread");
