@@ -107,15 +107,26 @@ pub trait Load: Sync {
 }
 
 /// [`Load::load_each`] as blocks of [`IMAGE_BLOCK`] inputs loaded in parallel (for loaders
-/// without a pipeline of their own, e.g. features files).
+/// without a pipeline of their own, e.g. features files). Once `progress` says cancelled, the
+/// inputs of later blocks get an error instead of being loaded (as in the pipeline).
 pub fn load_in_blocks<L: Load + ?Sized>(
     loader: &L,
     paths: &[PathBuf],
-    _progress: &dyn Progress,
+    progress: &dyn Progress,
     each: &mut dyn FnMut(usize, Result<Features>),
 ) {
     for (b, block) in paths.chunks(IMAGE_BLOCK).enumerate() {
-        let loaded: Vec<_> = block.par_iter().map(|p| loader.load(p)).collect();
+        let cancelled = progress.cancelled();
+        let loaded: Vec<_> = block
+            .par_iter()
+            .map(|p| match cancelled {
+                true => Err(crate::Error::InvalidInput(format!(
+                    "{}: not loaded (cancelled)",
+                    p.display()
+                ))),
+                false => loader.load(p),
+            })
+            .collect();
         for (k, r) in loaded.into_iter().enumerate() {
             each(b * IMAGE_BLOCK + k, r);
         }
@@ -293,9 +304,14 @@ where
     let mut features: Vec<Loaded> = vec![None; paths.len()];
     let mut images = Vec::with_capacity(wanted.len());
     let wanted_paths: Vec<PathBuf> = wanted.iter().map(|&i| paths[i].clone()).collect();
-    // The first writer error stops storing; it is returned once loading is over.
+    // The first writer error stops storing and, through `Progress::cancelled`, the loading of
+    // inputs not started yet; it is returned once the loads in flight are done.
     let mut failure = None;
-    load.load_each(&wanted_paths, progress, &mut |k, r| {
+    let stop = StopOnFailure {
+        inner: progress,
+        failed: std::sync::atomic::AtomicBool::new(false),
+    };
+    load.load_each(&wanted_paths, &stop, &mut |k, r| {
         let i = wanted[k];
         progress.inc(1);
         let r = r
@@ -317,7 +333,11 @@ where
                     };
                     match writer.add_image(&record) {
                         Ok(out) => image.output = out,
-                        Err(e) => failure = Some(e),
+                        Err(e) => {
+                            stop.failed
+                                .store(true, std::sync::atomic::Ordering::Relaxed);
+                            failure = Some(e);
+                        }
                     }
                 }
                 if keep {
@@ -336,6 +356,36 @@ where
         return Err(e);
     }
     Ok((features, images))
+}
+
+/// `inner`, reporting cancelled also once `failed` is set (a writer error in [`load_images`]).
+struct StopOnFailure<'a> {
+    inner: &'a dyn Progress,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl Progress for StopOnFailure<'_> {
+    fn start(&self, stage: &str, len: u64) {
+        self.inner.start(stage, len)
+    }
+    fn set_length(&self, len: u64) {
+        self.inner.set_length(len)
+    }
+    fn message(&self, msg: &str) {
+        self.inner.message(msg)
+    }
+    fn inc(&self, n: u64) {
+        self.inner.inc(n)
+    }
+    fn note(&self, line: &str) {
+        self.inner.note(line)
+    }
+    fn finish(&self) {
+        self.inner.finish()
+    }
+    fn cancelled(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Relaxed) || self.inner.cancelled()
+    }
 }
 
 /// The images of the set and how to get their features: those kept in memory, else loaded.

@@ -262,16 +262,6 @@ pub struct Prepared {
     meta: FeatureMeta,
 }
 
-impl Prepared {
-    /// Number of keypoints.
-    pub fn len(&self) -> usize {
-        self.frames.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
-    }
-}
-
 /// A frame of an image shrunk by `scale` (x, y factors) in the original image's pixels: pixel
 /// centres map as (x + ½)/s − ½ (ARCHITECTURE.md "Conventions": the top-left pixel centre is
 /// (0, 0)), the shape's rows scale by 1/s.
