@@ -177,6 +177,10 @@ pub struct RunConfig {
     /// `--resume` finds a checkpoint. `descl-train train --init` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<PathBuf>,
+    /// Load only the trunk of `init` (every tensor but the output head's, [`Net::load_trunk`]):
+    /// a binary network started from a float model's weights, its head freshly initialised.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub init_trunk_only: bool,
     #[serde(default = "hundred")]
     pub log_every: usize,
     #[serde(default = "thousand")]
@@ -337,8 +341,19 @@ pub fn train_until(
     // A checkpoint wins over `init`: it already descends from those weights.
     let mut init = match (&config.init, resuming) {
         (Some(file), false) => {
-            net.load_weights(file)
-                .with_context(|| format!("run {}: bad `init` weights", config.name))?;
+            if config.init_trunk_only {
+                let fresh = net
+                    .load_trunk(file)
+                    .with_context(|| format!("run {}: bad `init` weights", config.name))?;
+                eprintln!(
+                    "{}: trunk of {} loaded, {fresh} head tensors freshly initialised",
+                    config.name,
+                    file.display()
+                );
+            } else {
+                net.load_weights(file)
+                    .with_context(|| format!("run {}: bad `init` weights", config.name))?;
+            }
             Some(InitRecord {
                 file: file.clone(),
                 sha256: sha256_file(file)?,

@@ -330,6 +330,43 @@ impl Net {
     /// when its metadata says which network it belongs to (files saved by [`Net::save`]), be
     /// this architecture, width and output; every mismatch is an error naming the file.
     pub fn load_weights(&self, weights: &Path) -> Result<()> {
+        self.load_weights_from(weights, false).map(|_| ())
+    }
+
+    /// Copies every tensor of a safetensors state dict into this network except the output
+    /// head's (the last projection and the layers after it, [`Net::head_prefixes`]), which keep
+    /// their fresh initialisation: a binary head trained on a float network's trunk (CDF §3.2
+    /// binarises the output of a float network), or a head of another size. Architecture and
+    /// width must be the file's; the output kind and size may differ. Returns how many tensors
+    /// were left at their initialisation.
+    pub fn load_trunk(&self, weights: &Path) -> Result<usize> {
+        self.load_weights_from(weights, true)
+    }
+
+    /// State-dict prefixes of the output head: the last projection (conv or linear) and every
+    /// parametric layer after it.
+    pub fn head_prefixes(&self) -> Vec<String> {
+        let last = self
+            .layers
+            .iter()
+            .rposition(|l| matches!(l, Layer::Conv { .. } | Layer::Linear { .. }));
+        let Some(last) = last else {
+            return Vec::new();
+        };
+        self.layers[last..]
+            .iter()
+            .filter_map(|l| match l {
+                Layer::Conv { name, .. }
+                | Layer::Linear { name, .. }
+                | Layer::BatchNorm { name, .. }
+                | Layer::Frn { name, .. }
+                | Layer::Tlu { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn load_weights_from(&self, weights: &Path, trunk_only: bool) -> Result<usize> {
         let bytes = std::fs::read(weights)
             .with_context(|| format!("{}: cannot read weights", weights.display()))?;
         let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
@@ -353,7 +390,7 @@ impl Net {
                     OUTPUT_DIM_KEY,
                 ]
                 .iter()
-                .all(|k| same(k))
+                .all(|k| same(k) || (trunk_only && (*k == OUTPUT_KIND_KEY || *k == OUTPUT_DIM_KEY)))
                 {
                     let field = |k: &str| meta.get(k).map_or("?", String::as_str);
                     bail!(
@@ -371,8 +408,21 @@ impl Net {
         let tensors = Tensor::read_safetensors(weights)
             .with_context(|| format!("{}: cannot read safetensors", weights.display()))?;
         let file: HashMap<String, Tensor> = tensors.into_iter().collect();
+        let head: Vec<String> = if trunk_only {
+            self.head_prefixes()
+                .into_iter()
+                .map(|p| format!("{p}."))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut skipped = 0;
         let _guard = tch::no_grad_guard();
         for (name, mut var) in self.vs.variables() {
+            if head.iter().any(|p| name.starts_with(p.as_str())) {
+                skipped += 1;
+                continue;
+            }
             let src = match file.get(&name) {
                 Some(t) => t,
                 None if name.ends_with("num_batches_tracked") => continue,
@@ -393,7 +443,7 @@ impl Net {
             }
             var.f_copy_(&src.f_to_kind(var.kind())?.f_to_device(var.device())?)?;
         }
-        Ok(())
+        Ok(skipped)
     }
 
     /// The tensor `name` of the state dict.
@@ -628,6 +678,57 @@ mod tests {
             assert!(
                 max < 1.0,
                 "{arch:?}: tanh outputs must lie in (−1, 1), max |y| = {max}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_binary_network_takes_a_float_networks_trunk_and_keeps_a_fresh_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("float.safetensors");
+        for arch in [Arch::Tfeat, Arch::L2net, Arch::Hynet] {
+            tch::manual_seed(3);
+            let float = Net::new(arch, 0.25, Device::Cpu).unwrap();
+            float.save(&path).unwrap();
+            tch::manual_seed(4);
+            let binary = Net::new_binary(arch, 0.25, 256, Device::Cpu).unwrap();
+            let fresh: HashMap<String, Tensor> = binary
+                .vs
+                .variables()
+                .into_iter()
+                .map(|(k, v)| (k, v.copy()))
+                .collect();
+            // The whole-network load refuses the float file (output kind and size differ).
+            assert!(binary.load_weights(&path).is_err(), "{arch:?}");
+            let skipped = binary.load_trunk(&path).unwrap();
+            let head = binary.head_prefixes();
+            assert!(!head.is_empty(), "{arch:?}");
+            let (src, dst) = (float.vs.variables(), binary.vs.variables());
+            let mut in_head = 0;
+            for (name, t) in &dst {
+                if head.iter().any(|p| name.starts_with(&format!("{p}."))) {
+                    in_head += 1;
+                    assert!(
+                        t.equal(&fresh[name]),
+                        "{arch:?} {name}: head must stay fresh"
+                    );
+                } else {
+                    assert!(
+                        t.equal(&src[name]),
+                        "{arch:?} {name}: trunk must be the file's"
+                    );
+                }
+            }
+            assert_eq!(skipped, in_head, "{arch:?}");
+            // The head is the last projection and what follows it: 256 outputs, not 128.
+            let last = &head[0];
+            assert_eq!(dst[&format!("{last}.weight")].size()[0], 256, "{arch:?}");
+            // Another width is still refused, naming the file.
+            let wider = Net::new_binary(arch, 0.5, 256, Device::Cpu).unwrap();
+            let e = wider.load_trunk(&path).unwrap_err().to_string();
+            assert!(
+                e.contains("float.safetensors") && e.contains("width 0.5"),
+                "{e}"
             );
         }
     }
