@@ -60,8 +60,72 @@ impl Error {
     }
 }
 
+impl Error {
+    /// The same error, told of one of several images that shared the work that failed (a
+    /// network run over patches of a block of images): same variant, so callers that tell
+    /// kinds apart (a device error from a bad image) still can, with `image` named first.
+    pub fn for_image(&self, image: &str) -> Error {
+        let tell = |reason: &str| format!("{image}: {reason}");
+        match self {
+            Error::Io { path, source } => Error::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), tell(&source.to_string())),
+            },
+            Error::Image { path, reason } => Error::Image {
+                path: path.clone(),
+                reason: tell(reason),
+            },
+            Error::Format { path, reason } => Error::Format {
+                path: path.clone(),
+                reason: tell(reason),
+            },
+            Error::Model { path, reason } => Error::Model {
+                path: path.clone(),
+                reason: tell(reason),
+            },
+            Error::OrtMissing(reason) => Error::OrtMissing(tell(reason)),
+            Error::Ort(reason) => Error::Ort(tell(reason)),
+            Error::Device(reason) => Error::Device(tell(reason)),
+            Error::OpenCv(reason) => Error::OpenCv(tell(reason)),
+            Error::InvalidInput(reason) => Error::InvalidInput(tell(reason)),
+            Error::Database { path, reason } => Error::Database {
+                path: path.clone(),
+                reason: tell(reason),
+            },
+        }
+    }
+}
+
 impl From<opencv::Error> for Error {
     fn from(e: opencv::Error) -> Self {
         Error::OpenCv(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn for_image_keeps_the_kind_and_names_the_image_first() {
+        let device = Error::Device("CUDA out of memory".into()).for_image("a.jpg");
+        assert!(matches!(device, Error::Device(_)));
+        assert_eq!(device.to_string(), "device: a.jpg: CUDA out of memory");
+        let model = Error::Model {
+            path: "m.onnx".into(),
+            reason: "bad output".into(),
+        }
+        .for_image("b.png");
+        assert!(matches!(&model, Error::Model { path, .. } if path == &PathBuf::from("m.onnx")));
+        assert_eq!(model.to_string(), "model m.onnx: b.png: bad output");
+        let io = Error::io(
+            "x",
+            std::io::Error::new(std::io::ErrorKind::NotFound, "gone"),
+        )
+        .for_image("c.jpg");
+        assert!(
+            matches!(&io, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        );
+        assert_eq!(io.to_string(), "x: c.jpg: gone");
     }
 }

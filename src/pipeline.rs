@@ -227,17 +227,10 @@ impl Extractor {
                     })
                 })
                 .collect::<Vec<_>>(),
-            Err(e) => {
-                let reason = e.to_string();
-                ok.into_iter()
-                    .map(|(_, _, meta)| {
-                        Err(crate::Error::InvalidInput(format!(
-                            "{}: {reason}",
-                            meta.image
-                        )))
-                    })
-                    .collect()
-            }
+            Err(e) => ok
+                .into_iter()
+                .map(|(_, _, meta)| Err(e.for_image(&meta.image)))
+                .collect(),
         }
         .into_iter();
         results

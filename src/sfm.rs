@@ -13,7 +13,7 @@ use crate::io::output::{ColmapOptions, ColmapWriter, Writer};
 use crate::matching::pairs::{file_names, stem_key, PairMode};
 use crate::matching::two_view::PairConfig;
 use crate::progress::Progress;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub use crate::matching::two_view::COLMAP_MIN_NUM_INLIERS;
@@ -344,18 +344,27 @@ pub struct GroundTruthCamera {
 /// The ground truth of one image from its Strecha `.camera` file (read by the one parser,
 /// [`crate::eval::pose::read_camera`]).
 pub fn read_strecha_camera(path: &Path, name: &str) -> Result<GroundTruthCamera> {
-    let c = crate::eval::pose::read_camera(path)?;
-    Ok(GroundTruthCamera {
-        name: name.into(),
-        // The file holds camera-to-world R; world to camera is its transpose.
-        r_world_to_cam: [0, 1, 2].map(|i| [0, 1, 2].map(|j| c.r[j][i])),
-        centre: c.c,
-    })
+    Ok(GroundTruthCamera::from_strecha(
+        &crate::eval::pose::read_camera(path)?,
+        name,
+    ))
+}
+
+impl GroundTruthCamera {
+    /// The ground truth of image `name` from its parsed Strecha camera.
+    pub fn from_strecha(c: &crate::eval::pose::Camera, name: &str) -> GroundTruthCamera {
+        GroundTruthCamera {
+            name: name.into(),
+            // The file holds camera-to-world R; world to camera is its transpose.
+            r_world_to_cam: [0, 1, 2].map(|i| [0, 1, 2].map(|j| c.r[j][i])),
+            centre: c.c,
+        }
+    }
 }
 
 /// Accuracy of a reconstruction after a similarity alignment of its camera centres to the
 /// ground truth (Umeyama): per-image rotation and centre errors.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SfmAccuracy {
     pub registered: usize,
     pub total: usize,

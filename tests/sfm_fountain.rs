@@ -44,32 +44,14 @@ fn ground_truth(dir: &Path) -> Vec<GroundTruthCamera> {
 }
 
 fn colmap_sift(images: &Path, work: &Path) -> Reconstruction {
-    let db = work.join("colmap.db");
-    let s = |p: &Path| p.as_os_str().to_owned();
-    let max = MAX_KEYPOINTS.to_string();
-    run_colmap(&[
-        "feature_extractor".as_ref(),
-        "--database_path".as_ref(),
-        &s(&db),
-        "--image_path".as_ref(),
-        &s(images),
-        "--ImageReader.single_camera".as_ref(),
-        "1".as_ref(),
-        "--SiftExtraction.use_gpu".as_ref(),
-        "0".as_ref(),
-        "--SiftExtraction.max_num_features".as_ref(),
-        max.as_ref(),
-    ])
-    .unwrap();
-    run_colmap(&[
-        "exhaustive_matcher".as_ref(),
-        "--database_path".as_ref(),
-        &s(&db),
-        "--SiftMatching.use_gpu".as_ref(),
-        "0".as_ref(),
-    ])
-    .unwrap();
-    run_mapper(&db, images, &work.join("colmap-sparse"), &mapper_options()).unwrap()
+    descl::eval::reconstruction::colmap_sift_pipeline(
+        images,
+        work,
+        MAX_KEYPOINTS,
+        true,
+        &mapper_options(),
+    )
+    .unwrap()
 }
 
 /// Same mapper settings for both pipelines. The principal point is refined: fountain-P11's is

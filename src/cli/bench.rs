@@ -6,6 +6,7 @@ use super::progress::Bar;
 use anyhow::Context;
 use descl::describe::{Describer, ROOTSIFT, SIFT};
 use descl::eval::plot;
+use descl::eval::reconstruction::SFM_MAX_KEYPOINTS;
 use descl::eval::runner::BENCH_MAX_KEYPOINTS;
 use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
 use descl::io::atomic::write_bytes_atomic;
@@ -25,6 +26,9 @@ pub enum SuiteArg {
     Hpatches,
     /// UBC PhotoTour: FPR at 95 % recall on the 100k pairs of each dataset.
     Phototour,
+    /// Reconstruction of each Strecha scene (`colmap mapper`) against the ground-truth cameras,
+    /// with COLMAP's own SIFT pipeline in the same run.
+    Sfm,
     /// Every suite whose data is present.
     All,
 }
@@ -65,6 +69,9 @@ pub struct Args {
     /// Keypoints per image (strongest DoG responses).
     #[arg(long, default_value_t = BENCH_MAX_KEYPOINTS)]
     max_keypoints: usize,
+    /// Keypoints per image of the sfm suite, and COLMAP's features per image (its default).
+    #[arg(long, default_value_t = SFM_MAX_KEYPOINTS)]
+    sfm_max_keypoints: usize,
     /// Inference device.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     device: DeviceArg,
@@ -94,6 +101,7 @@ impl Args {
                 Suite::Pose,
                 Suite::Hpatches,
                 Suite::Phototour,
+                Suite::Sfm,
             ],
             given => given
                 .iter()
@@ -103,6 +111,7 @@ impl Args {
                     SuiteArg::Pose => Some(Suite::Pose),
                     SuiteArg::Hpatches => Some(Suite::Hpatches),
                     SuiteArg::Phototour => Some(Suite::Phototour),
+                    SuiteArg::Sfm => Some(Suite::Sfm),
                     SuiteArg::All => None,
                 })
                 .collect(),
@@ -123,6 +132,7 @@ impl Args {
             },
             split: self.split.clone(),
             max_keypoints: self.max_keypoints,
+            sfm_max_keypoints: self.sfm_max_keypoints,
             // `descl` rather than argv[0]: the command is for people to re-run.
             command: std::iter::once("descl".to_string())
                 .chain(std::env::args().skip(1))

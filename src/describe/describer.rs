@@ -87,6 +87,24 @@ impl Describer {
         })
     }
 
+    /// The same method opened again (a model gets its own ONNX Runtime session on the same
+    /// device): for owners that need a `Describer` of their own, e.g. an
+    /// [`crate::pipeline::Extractor`] built for one benchmark suite.
+    pub fn try_clone(&self) -> Result<Describer> {
+        let kind = match &self.kind {
+            Kind::Sift { root } => Kind::Sift { root: *root },
+            Kind::Model(m) => {
+                let engine = Engine::load_resolved(&m.1, m.0.device())?;
+                Kind::Model(Box::new((engine, m.1.clone())))
+            }
+        };
+        Ok(Describer {
+            name: self.name.clone(),
+            magnification: self.magnification,
+            kind,
+        })
+    }
+
     /// Short name: `sift`, `rootsift`, the card's name, or the ONNX file's stem.
     pub fn name(&self) -> &str {
         &self.name

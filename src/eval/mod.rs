@@ -1,5 +1,6 @@
 //! Benchmarks with the published protocols: HPatches patches, homography sequences (HPatches,
-//! Oxford), Oxford matching score, UBC PhotoTour, relative pose; their metrics and reports.
+//! Oxford), Oxford matching score, UBC PhotoTour, relative pose, reconstruction (SfM against
+//! ground-truth cameras); their metrics and reports.
 
 pub mod distance;
 pub mod hpatches;
@@ -9,6 +10,7 @@ pub mod oxford;
 pub mod phototour;
 pub mod plot;
 pub mod pose;
+pub mod reconstruction;
 pub mod report;
 pub mod runner;
 pub mod sequences;

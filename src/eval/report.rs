@@ -3,6 +3,7 @@
 
 use crate::eval::hpatches::{MatchingResult, RetrievalResult, VerificationResult};
 use crate::eval::phototour::PhotoTourResult;
+use crate::eval::reconstruction::SceneReconstruction;
 use crate::eval::runner::{PoseSummary, Timing};
 use crate::eval::sequences::{summarise, PairResult, SequenceSummary, MMA3_INDEX};
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,9 @@ pub struct Settings {
     pub matcher: String,
     pub homography_ransac: String,
     pub pose_ransac: String,
+    /// Keypoints per image of the reconstruction suite, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sfm_max_keypoints: Option<usize>,
 }
 
 /// One group of homography sequences for one method.
@@ -90,6 +94,9 @@ pub struct BenchReport {
     pub hpatches: BTreeMap<String, HPatchesReport>,
     /// method → one result per test dataset.
     pub phototour: BTreeMap<String, Vec<PhotoTourResult>>,
+    /// method (and [`crate::eval::reconstruction::COLMAP_SIFT_PIPELINE`]) → scene → reconstruction against the ground truth.
+    #[serde(default)]
+    pub sfm: BTreeMap<String, BTreeMap<String, SceneReconstruction>>,
     pub timing: Timing,
 }
 
@@ -153,6 +160,7 @@ impl BenchReport {
         self.md_matching_score(&mut s);
         self.md_hpatches(&mut s);
         self.md_phototour(&mut s);
+        self.md_sfm(&mut s);
         self.md_timing(&mut s);
         s
     }
@@ -344,6 +352,62 @@ impl BenchReport {
         s.push('\n');
     }
 
+    /// Reconstructions per scene and method.
+    fn md_sfm(&self, s: &mut String) {
+        if self.sfm.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "### Reconstruction (`colmap mapper`, principal point fixed) against the ground-truth cameras\n"
+        );
+        if let Some(k) = self.settings.sfm_max_keypoints {
+            let _ = writeln!(
+                s,
+                "DoG top-{k} at COLMAP's peak threshold (contrast threshold {}; COLMAP: at most {k} SIFT features) per image, exhaustive pairs, one camera per image.\n",
+                crate::eval::reconstruction::COLMAP_PEAK_CONTRAST_THRESHOLD
+            );
+        }
+        let _ = writeln!(
+            s,
+            "| scene | method | registered | rotation error ° (median) | centre error % (median, of the scene's extent) | 3-D points | reprojection error px | seconds |\n|---|---|---|---|---|---|---|---|"
+        );
+        let scenes: std::collections::BTreeSet<&String> =
+            self.sfm.values().flat_map(|m| m.keys()).collect();
+        for scene in scenes {
+            for (m, by_scene) in &self.sfm {
+                let Some(r) = by_scene.get(scene) else {
+                    continue;
+                };
+                match &r.accuracy {
+                    Some(a) => {
+                        let _ = writeln!(
+                            s,
+                            "| {scene} | {m} | {}/{} | {:.3} | {:.3} | {} | {:.3} | {:.0} |",
+                            a.registered,
+                            a.total,
+                            a.median_rotation_error_deg,
+                            100.0 * a.median_centre_error_rel,
+                            a.num_points,
+                            a.mean_reprojection_error,
+                            r.seconds
+                        );
+                    }
+                    None => {
+                        let why = r.error.as_deref().unwrap_or("no model");
+                        let _ = writeln!(
+                            s,
+                            "| {scene} | {m} | failed: {} | | | | | {:.0} |",
+                            why.replace('|', "/"),
+                            r.seconds
+                        );
+                    }
+                }
+            }
+        }
+        s.push('\n');
+    }
+
     /// Describe and match time per method.
     fn md_timing(&self, s: &mut String) {
         if self.timing.per_method.is_empty() {
@@ -379,6 +443,7 @@ pub const CARD_SEQUENCES: &str = "dev-homography-sequences";
 pub const CARD_POSE: &str = "strecha-relative-pose";
 pub const CARD_HPATCHES: &str = "hpatches-patches";
 pub const CARD_PHOTOTOUR: &str = "ubc-phototour";
+pub const CARD_SFM: &str = "strecha-reconstruction";
 
 /// Two decimals: cards keep what the tables show, not float noise.
 fn r2(v: f64) -> serde_json::Value {
@@ -471,6 +536,34 @@ impl BenchReport {
                     "matching_map": r2(h.matching.map),
                     "retrieval_map": h.retrieval.as_ref().map(|r| r2(r.map)),
                 }),
+            );
+        }
+        if let Some(scenes) = self.sfm.get(method) {
+            let row = |r: &SceneReconstruction| match &r.accuracy {
+                Some(a) => json!({
+                    "registered": a.registered,
+                    "images": a.total,
+                    "median_rotation_error_deg": (a.median_rotation_error_deg * 1000.0).round() / 1000.0,
+                    "median_centre_error_percent": (a.median_centre_error_rel * 100_000.0).round() / 1000.0,
+                    "points": a.num_points,
+                }),
+                None => json!({"error": r.error}),
+            };
+            let peers: serde_json::Map<_, _> = self
+                .sfm
+                .iter()
+                .filter(|(m, _)| m.as_str() != method)
+                .map(|(m, by_scene)| {
+                    let rows: serde_json::Map<_, _> =
+                        by_scene.iter().map(|(s, r)| (s.clone(), row(r))).collect();
+                    (m.clone(), json!(rows))
+                })
+                .collect();
+            let own: serde_json::Map<_, _> =
+                scenes.iter().map(|(s, r)| (s.clone(), row(r))).collect();
+            out.insert(
+                CARD_SFM.into(),
+                json!({"command": self.command, "scenes": own, "same_run": peers}),
             );
         }
         if let Some(rs) = self.phototour.get(method) {

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::eval::report::{group_sequences, BenchReport, HPatchesReport, Machine, Settings};
 use crate::eval::runner::{self, Timing, HOMOGRAPHY_RANSAC_PX, POSE_RANSAC_PX};
 use crate::eval::sequences::HomographySequence;
-use crate::eval::{hpatches, phototour, pose, sequences};
+use crate::eval::{hpatches, phototour, pose, reconstruction, sequences};
 use crate::progress::Progress;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,9 @@ pub enum Suite {
     Hpatches,
     /// UBC PhotoTour: FPR at 95 % recall on the 100k pairs of each dataset.
     Phototour,
+    /// Reconstruction of each Strecha scene with `colmap mapper`, against the ground-truth
+    /// cameras, with COLMAP's own SIFT pipeline as the peer ([`reconstruction`]).
+    Sfm,
 }
 
 /// Dataset folders (each in its release's layout); None = not available.
@@ -68,6 +71,8 @@ pub struct BenchConfig {
     pub split: String,
     /// Keypoints per image (strongest DoG responses).
     pub max_keypoints: usize,
+    /// Keypoints per image of the reconstruction suite (and COLMAP's features per image).
+    pub sfm_max_keypoints: usize,
     /// The command recorded in the report (for people to re-run).
     pub command: String,
 }
@@ -114,6 +119,12 @@ pub fn run(
             "two methods have the same name: {names:?}"
         )));
     }
+    if cfg.suites.contains(&Suite::Sfm) && names.contains(&reconstruction::COLMAP_SIFT_PIPELINE) {
+        return Err(Error::InvalidInput(format!(
+            "a method is named {:?}, the name of the sfm suite's COLMAP peer",
+            reconstruction::COLMAP_SIFT_PIPELINE
+        )));
+    }
     let det = DetectorConfig {
         kind: DetectorKind::Dog,
         max_keypoints: cfg.max_keypoints,
@@ -134,6 +145,10 @@ pub fn run(
             matcher: "mutual nearest neighbour, no ratio test".into(),
             homography_ransac: format!("USAC MAGSAC {HOMOGRAPHY_RANSAC_PX} px"),
             pose_ransac: format!("USAC MAGSAC {POSE_RANSAC_PX} px / mean focal, recoverPose"),
+            sfm_max_keypoints: cfg
+                .suites
+                .contains(&Suite::Sfm)
+                .then_some(cfg.sfm_max_keypoints),
         },
         methods: methods.iter().map(|m| m.name().to_string()).collect(),
         sequences: BTreeMap::new(),
@@ -141,6 +156,7 @@ pub fn run(
         matching_score: BTreeMap::new(),
         hpatches: BTreeMap::new(),
         phototour: BTreeMap::new(),
+        sfm: BTreeMap::new(),
         timing: Timing::default(),
     };
     let mut timing = Timing::default();
@@ -150,6 +166,7 @@ pub fn run(
         Suite::Pose,
         Suite::Hpatches,
         Suite::Phototour,
+        Suite::Sfm,
     ] {
         if !cfg.suites.contains(&suite) {
             continue;
@@ -168,6 +185,7 @@ pub fn run(
             Suite::Pose => run.pose()?,
             Suite::Hpatches => run_hpatches(cfg, methods, run.report, progress)?,
             Suite::Phototour => run.phototour()?,
+            Suite::Sfm => run.sfm()?,
         }
     }
     report.timing = timing;
@@ -238,9 +256,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn pose(&mut self) -> Result<()> {
+    /// The Strecha scenes (folders with `cameras/`), sorted; None when the data is missing.
+    fn strecha_scenes(&self) -> Result<Option<Vec<pose::PoseScene>>> {
         let Some(root) = existing(&self.cfg.data.strecha) else {
-            return self.missing("Strecha scenes", self.cfg.data.strecha.as_deref());
+            self.missing("Strecha scenes", self.cfg.data.strecha.as_deref())?;
+            return Ok(None);
         };
         let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
             .map_err(|e| Error::io(root, e))?
@@ -248,14 +268,79 @@ impl Run<'_> {
             .filter(|p| p.join("cameras").is_dir())
             .collect();
         dirs.sort();
-        let scenes = dirs
-            .iter()
+        dirs.iter()
             .map(|d| pose::load_scene(d))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    fn pose(&mut self) -> Result<()> {
+        let Some(scenes) = self.strecha_scenes()? else {
+            return Ok(());
+        };
         self.progress.start("pose", 0);
         self.report.pose =
             runner::run_pose(&scenes, self.methods, self.det, self.timing, self.progress)?;
         self.progress.finish();
+        Ok(())
+    }
+
+    fn sfm(&mut self) -> Result<()> {
+        let colmap = crate::io::colmap_model::colmap_exe();
+        if std::process::Command::new(&colmap)
+            .arg("-h")
+            .output()
+            .is_err()
+        {
+            let why = format!(
+                "sfm: cannot run {} (install COLMAP or set DESCL_COLMAP)",
+                colmap.display()
+            );
+            if self.cfg.skip_missing {
+                self.progress.note(&format!("{why}: skipped"));
+                return Ok(());
+            }
+            return Err(Error::InvalidInput(why));
+        }
+        let Some(scenes) = self.strecha_scenes()? else {
+            return Ok(());
+        };
+        let det = DetectorConfig {
+            max_keypoints: self.cfg.sfm_max_keypoints,
+            contrast_threshold: reconstruction::COLMAP_PEAK_CONTRAST_THRESHOLD,
+            ..*self.det
+        };
+        let work = std::env::temp_dir();
+        for scene in &scenes {
+            for m in self.methods {
+                self.progress.note(&format!(
+                    "sfm {}: reconstructing with {}",
+                    scene.name,
+                    m.name()
+                ));
+                let r = reconstruction::reconstruct_with(scene, m, &det, &work, self.progress)?;
+                self.report
+                    .sfm
+                    .entry(m.name().to_string())
+                    .or_default()
+                    .insert(scene.name.clone(), r);
+            }
+            self.progress.note(&format!(
+                "sfm {}: reconstructing with {}",
+                scene.name,
+                reconstruction::COLMAP_SIFT_PIPELINE
+            ));
+            let r = reconstruction::reconstruct_with_colmap_sift(
+                scene,
+                self.cfg.sfm_max_keypoints,
+                &work,
+            )?;
+            self.report
+                .sfm
+                .entry(reconstruction::COLMAP_SIFT_PIPELINE.to_string())
+                .or_default()
+                .insert(scene.name.clone(), r);
+        }
         Ok(())
     }
 

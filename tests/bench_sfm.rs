@@ -1,0 +1,114 @@
+//! The reconstruction suite (`descl bench sfm`) on a small Strecha scene: five fountain-P11
+//! images reconstructed by descl (RootSIFT on DoG frames, `colmap mapper`) and by COLMAP's own
+//! SIFT pipeline in the same run, both aligned to the ground truth; the report's table and the
+//! card entry carry both.
+
+use descl::describe::{Describer, ROOTSIFT};
+use descl::eval::reconstruction::COLMAP_SIFT_PIPELINE;
+use descl::eval::report::CARD_SFM;
+use descl::eval::suite::{run, BenchConfig, DataPaths, Suite};
+use descl::model::Device;
+use std::path::PathBuf;
+
+/// Images of the small scene: enough for a model with a meaningful alignment, few enough for
+/// a debug build.
+const IMAGES: usize = 5;
+const KEYPOINTS: usize = 1024;
+
+fn fountain() -> Option<PathBuf> {
+    match descl::data::data_root() {
+        Some(root) => Some(root.join("strecha").join("fountain-P11")),
+        None if std::env::var_os("CI").is_some() => panic!("CI: shared data missing"),
+        None => {
+            eprintln!("skipping: ../shared/data not found (set DESCL_DATA)");
+            None
+        }
+    }
+}
+
+#[test]
+fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
+    let Some(src) = fountain() else { return };
+    if std::process::Command::new(descl::io::colmap_model::colmap_exe())
+        .arg("-h")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "CI: colmap not installed");
+        eprintln!("skipping: colmap not installed");
+        return;
+    }
+    // A Strecha root with one scene: the first IMAGES images and their cameras.
+    let root = tempfile::tempdir().unwrap();
+    let scene = root.path().join("fountain-small");
+    std::fs::create_dir_all(scene.join("images")).unwrap();
+    std::fs::create_dir_all(scene.join("cameras")).unwrap();
+    for i in 0..IMAGES {
+        let name = format!("{i:04}.jpg");
+        std::fs::copy(
+            src.join("images").join(&name),
+            scene.join("images").join(&name),
+        )
+        .unwrap();
+        let cam = format!("{name}.camera");
+        std::fs::copy(
+            src.join("cameras").join(&cam),
+            scene.join("cameras").join(&cam),
+        )
+        .unwrap();
+    }
+    let cfg = BenchConfig {
+        suites: vec![Suite::Sfm],
+        skip_missing: false,
+        data: DataPaths {
+            strecha: Some(root.path().to_path_buf()),
+            ..DataPaths::default()
+        },
+        split: "a".into(),
+        max_keypoints: 2048,
+        sfm_max_keypoints: KEYPOINTS,
+        command: "test".into(),
+    };
+    let methods = [Describer::open(ROOTSIFT, Device::Cpu).unwrap()];
+    let report = run(&cfg, &methods, &descl::progress::Silent).unwrap();
+    let md = report.markdown();
+    eprintln!("{md}");
+    assert_eq!(report.sfm.len(), 2, "{:?}", report.sfm.keys());
+    for method in [ROOTSIFT, COLMAP_SIFT_PIPELINE] {
+        let r = &report.sfm[method]["fountain-small"];
+        let a = r
+            .accuracy
+            .as_ref()
+            .unwrap_or_else(|| panic!("{method}: {:?}", r.error));
+        assert_eq!(a.total, IMAGES, "{method}");
+        assert_eq!(a.registered, IMAGES, "{method}: {a:?}");
+        // Five overlapping views of a facade: both pipelines place every camera within 1 % of
+        // the scene's extent and 0.5° (the full scene's test gets 0.5° and 1 % too).
+        assert!(a.median_centre_error_rel < 0.01, "{method}: {a:?}");
+        assert!(a.median_rotation_error_deg < 0.5, "{method}: {a:?}");
+        assert!(a.num_points > 100, "{method}: {a:?}");
+        assert!(r.seconds > 0.0);
+        assert!(
+            md.contains(&format!(
+                "| fountain-small | {method} | {IMAGES}/{IMAGES} |"
+            )),
+            "{md}"
+        );
+    }
+    // The card entry quotes the COLMAP peer of the same run.
+    let card = report.card_metrics(ROOTSIFT);
+    let entry = &card[CARD_SFM];
+    assert_eq!(
+        entry["scenes"]["fountain-small"]["registered"].as_u64(),
+        Some(IMAGES as u64)
+    );
+    assert!(entry["same_run"][COLMAP_SIFT_PIPELINE]["fountain-small"]["points"].as_u64() > Some(0));
+    // The JSON report reads back (older reports without `sfm` read too: the field defaults).
+    let json = serde_json::to_string(&report).unwrap();
+    let back: descl::eval::report::BenchReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.sfm.len(), 2);
+    let mut old: serde_json::Value = serde_json::from_str(&json).unwrap();
+    old.as_object_mut().unwrap().remove("sfm");
+    let old: descl::eval::report::BenchReport = serde_json::from_value(old).unwrap();
+    assert!(old.sfm.is_empty());
+}
