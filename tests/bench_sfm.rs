@@ -8,36 +8,24 @@ use descl::eval::reconstruction::COLMAP_SIFT_PIPELINE;
 use descl::eval::report::CARD_SFM;
 use descl::eval::suite::{run, BenchConfig, DataPaths, Suite};
 use descl::model::Device;
-use std::path::PathBuf;
+
+mod common;
 
 /// Images of the small scene: enough for a model with a meaningful alignment, few enough for
 /// a debug build.
 const IMAGES: usize = 5;
 const KEYPOINTS: usize = 1024;
 
-fn fountain() -> Option<PathBuf> {
-    match descl::data::data_root() {
-        Some(root) => Some(root.join("strecha").join("fountain-P11")),
-        None if std::env::var_os("CI").is_some() => panic!("CI: shared data missing"),
-        None => {
-            eprintln!("skipping: ../shared/data not found (set DESCL_DATA)");
-            None
-        }
-    }
-}
-
 #[test]
 fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
-    let Some(src) = fountain() else { return };
-    if std::process::Command::new(descl::io::colmap_model::colmap_exe())
-        .arg("-h")
-        .output()
-        .is_err()
-    {
-        assert!(std::env::var_os("CI").is_none(), "CI: colmap not installed");
-        eprintln!("skipping: colmap not installed");
+    const TEST: &str = "sfm suite";
+    let Some(root) = common::data_root_or_skip(TEST) else {
+        return;
+    };
+    if !common::colmap_or_skip(TEST) {
         return;
     }
+    let src = root.join("strecha").join("fountain-P11");
     // A Strecha root with one scene: the first IMAGES images and their cameras.
     let root = tempfile::tempdir().unwrap();
     let scene = root.path().join("fountain-small");

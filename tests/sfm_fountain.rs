@@ -7,32 +7,12 @@ use descl::io::colmap_model::{run_colmap, run_mapper, MapperOptions, Reconstruct
 use descl::sfm::{
     build_database, evaluate, read_strecha_camera, GroundTruthCamera, SfmAccuracy, SfmConfig,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
 
 /// Keypoints per image: keeps the test at a few minutes on 2 cores in a debug build.
 const MAX_KEYPOINTS: usize = 2048;
-
-fn fountain() -> Option<PathBuf> {
-    match descl::data::data_root() {
-        Some(root) => Some(root.join("strecha").join("fountain-P11")),
-        None if std::env::var_os("CI").is_some() => panic!("CI: shared data missing"),
-        None => {
-            eprintln!("skipping: ../shared/data not found (set DESCL_DATA)");
-            None
-        }
-    }
-}
-
-fn colmap_available() -> bool {
-    let ok = std::process::Command::new(descl::io::colmap_model::colmap_exe())
-        .arg("-h")
-        .output()
-        .is_ok();
-    if !ok && std::env::var_os("CI").is_some() {
-        panic!("CI: colmap not installed");
-    }
-    ok
-}
 
 fn ground_truth(dir: &Path) -> Vec<GroundTruthCamera> {
     (0..11)
@@ -125,15 +105,14 @@ fn points_agree_with_colmaps_text_export(model: &Path, work: &Path) {
 
 #[test]
 fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
-    let Some(dir) = fountain() else { return };
-    if !colmap_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "colmap missing in CI (scripts/setup installs it)"
-        );
-        eprintln!("skipping: colmap not installed");
+    const TEST: &str = "fountain-P11 sfm";
+    let Some(root) = common::data_root_or_skip(TEST) else {
+        return;
+    };
+    if !common::colmap_or_skip(TEST) {
         return;
     }
+    let dir = root.join("strecha").join("fountain-P11");
     let images = dir.join("images");
     let truth = ground_truth(&dir);
     let work = tempfile::tempdir().unwrap();

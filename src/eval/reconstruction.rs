@@ -105,6 +105,24 @@ fn outcome(
     }
 }
 
+/// Runs `pipeline(images, folder)` on `scene` in a fresh temporary folder under `work` (removed
+/// afterwards), timed, and aligns what it reconstructed to the scene's ground truth.
+fn reconstruct(
+    scene: &PoseScene,
+    work: &Path,
+    pipeline: impl FnOnce(&Path, &Path) -> Result<Reconstruction>,
+) -> Result<SceneReconstruction> {
+    let images = image_dir(scene)?;
+    let truth = ground_truth(scene);
+    let dir = tempfile::Builder::new()
+        .prefix("descl-bench-sfm-")
+        .tempdir_in(work)
+        .map_err(|e| Error::io(work, e))?;
+    let started = Instant::now();
+    let recon = pipeline(images, dir.path());
+    Ok(outcome(recon, &truth, started))
+}
+
 /// Reconstructs `scene` with `describer` on DoG frames (`det`, its `max_keypoints` per image)
 /// through `descl sfm`'s path, in a temporary folder under `work`.
 pub fn reconstruct_with(
@@ -114,26 +132,20 @@ pub fn reconstruct_with(
     work: &Path,
     progress: &dyn Progress,
 ) -> Result<SceneReconstruction> {
-    let images = image_dir(scene)?;
-    let truth = ground_truth(scene);
-    let dir = tempfile::Builder::new()
-        .prefix("descl-bench-sfm-")
-        .tempdir_in(work)
-        .map_err(|e| Error::io(work, e))?;
-    let started = Instant::now();
     let extractor = Extractor::with_describer(describer.try_clone()?, *det)
         .max_image_size(COLMAP_MAX_IMAGE_SIZE);
-    let db = dir.path().join("database.db");
-    let recon = build_database(
-        images,
-        &db,
-        false,
-        &SfmConfig::default(),
-        &extractor,
-        progress,
-    )
-    .and_then(|_| run_mapper(&db, images, &dir.path().join("sparse"), &mapper_options()));
-    Ok(outcome(recon, &truth, started))
+    reconstruct(scene, work, |images, dir| {
+        let db = dir.join("database.db");
+        build_database(
+            images,
+            &db,
+            false,
+            &SfmConfig::default(),
+            &extractor,
+            progress,
+        )?;
+        run_mapper(&db, images, &dir.join("sparse"), &mapper_options())
+    })
 }
 
 /// Reconstructs `scene` with COLMAP's own CPU SIFT pipeline, at most `max_features` per image.
@@ -142,15 +154,9 @@ pub fn reconstruct_with_colmap_sift(
     max_features: usize,
     work: &Path,
 ) -> Result<SceneReconstruction> {
-    let images = image_dir(scene)?;
-    let truth = ground_truth(scene);
-    let dir = tempfile::Builder::new()
-        .prefix("descl-bench-colmap-")
-        .tempdir_in(work)
-        .map_err(|e| Error::io(work, e))?;
-    let started = Instant::now();
-    let recon = colmap_sift_pipeline(images, dir.path(), max_features, false, &mapper_options());
-    Ok(outcome(recon, &truth, started))
+    reconstruct(scene, work, |images, dir| {
+        colmap_sift_pipeline(images, dir, max_features, false, &mapper_options())
+    })
 }
 
 /// COLMAP's own SIFT pipeline on `images` (CPU): `feature_extractor` (at most `max_features`

@@ -18,6 +18,22 @@ pub fn data_root_or_skip(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// Whether `colmap` runs (scripts/setup installs it; in CI its absence is a failure).
+pub fn colmap_or_skip(test: &str) -> bool {
+    let ok = std::process::Command::new(descl::io::colmap_model::colmap_exe())
+        .arg("-h")
+        .output()
+        .is_ok();
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: colmap not installed in CI (scripts/setup installs it)"
+        );
+        eprintln!("{test}: skipped, colmap not installed");
+    }
+    ok
+}
+
 /// The default model: it is committed in models/, so a failure to resolve it fails the test.
 pub fn default_model_or_skip(test: &str) -> Option<descl::model::ResolvedModel> {
     match descl::model::resolve(descl::model::DEFAULT_MODEL) {
