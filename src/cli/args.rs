@@ -386,9 +386,7 @@ impl Load for FeatureLoader<'_> {
         each: &mut dyn FnMut(usize, descl::Result<Features>),
     ) {
         match self.extractor() {
-            Ok(x) if !paths.iter().any(|p| is_npz(p)) => {
-                x.extract_each(paths, progress, |k, r, _| each(k, r))
-            }
+            Ok(x) if !paths.iter().any(|p| is_npz(p)) => x.load_each(paths, progress, each),
             _ => load_in_blocks(self, paths, progress, each),
         }
     }

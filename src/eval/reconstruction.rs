@@ -17,6 +17,7 @@ use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::eval::pose::PoseScene;
 use crate::io::colmap_model::{run_colmap, run_mapper, MapperOptions, Reconstruction};
+use crate::matching::pairs::file_names;
 use crate::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use crate::progress::Progress;
 use crate::sfm::{build_database, evaluate, GroundTruthCamera, SfmAccuracy, SfmConfig};
@@ -60,17 +61,10 @@ fn mapper_options() -> MapperOptions {
 
 /// The ground-truth cameras of a scene, by image file name.
 pub fn ground_truth(scene: &PoseScene) -> Vec<GroundTruthCamera> {
-    scene
-        .images
+    file_names(&scene.images)
         .iter()
         .zip(&scene.cameras)
-        .map(|(p, c)| {
-            let name = p
-                .file_name()
-                .map(|f| f.to_string_lossy().to_string())
-                .unwrap_or_default();
-            GroundTruthCamera::from_strecha(c, &name)
-        })
+        .map(|(name, c)| GroundTruthCamera::from_strecha(c, name))
         .collect()
 }
 

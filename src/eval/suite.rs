@@ -286,15 +286,10 @@ impl Run<'_> {
     }
 
     fn sfm(&mut self) -> Result<()> {
-        let colmap = crate::io::colmap_model::colmap_exe();
-        if std::process::Command::new(&colmap)
-            .arg("-h")
-            .output()
-            .is_err()
-        {
+        if !crate::io::colmap_model::colmap_available() {
             let why = format!(
                 "sfm: cannot run {} (install COLMAP or set DESCL_COLMAP)",
-                colmap.display()
+                crate::io::colmap_model::colmap_exe().display()
             );
             if self.cfg.skip_missing {
                 self.progress.note(&format!("{why}: skipped"));
@@ -311,36 +306,35 @@ impl Run<'_> {
             ..*self.det
         };
         let work = std::env::temp_dir();
+        let (progress, colmap_features) = (self.progress, self.cfg.sfm_max_keypoints);
         for scene in &scenes {
             for m in self.methods {
-                self.progress.note(&format!(
-                    "sfm {}: reconstructing with {}",
-                    scene.name,
-                    m.name()
-                ));
-                let r = reconstruction::reconstruct_with(scene, m, &det, &work, self.progress)?;
-                self.report
-                    .sfm
-                    .entry(m.name().to_string())
-                    .or_default()
-                    .insert(scene.name.clone(), r);
+                self.sfm_row(scene, m.name(), || {
+                    reconstruction::reconstruct_with(scene, m, &det, &work, progress)
+                })?;
             }
-            self.progress.note(&format!(
-                "sfm {}: reconstructing with {}",
-                scene.name,
-                reconstruction::COLMAP_SIFT_PIPELINE
-            ));
-            let r = reconstruction::reconstruct_with_colmap_sift(
-                scene,
-                self.cfg.sfm_max_keypoints,
-                &work,
-            )?;
-            self.report
-                .sfm
-                .entry(reconstruction::COLMAP_SIFT_PIPELINE.to_string())
-                .or_default()
-                .insert(scene.name.clone(), r);
+            self.sfm_row(scene, reconstruction::COLMAP_SIFT_PIPELINE, || {
+                reconstruction::reconstruct_with_colmap_sift(scene, colmap_features, &work)
+            })?;
         }
+        Ok(())
+    }
+
+    /// One row of the sfm suite: `method` reconstructs `scene`, filed in the report.
+    fn sfm_row(
+        &mut self,
+        scene: &pose::PoseScene,
+        method: &str,
+        reconstruct: impl FnOnce() -> Result<reconstruction::SceneReconstruction>,
+    ) -> Result<()> {
+        self.progress
+            .note(&format!("sfm {}: reconstructing with {method}", scene.name));
+        let r = reconstruct()?;
+        self.report
+            .sfm
+            .entry(method.to_string())
+            .or_default()
+            .insert(scene.name.clone(), r);
         Ok(())
     }
 

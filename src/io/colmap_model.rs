@@ -223,6 +223,11 @@ pub fn colmap_exe() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("colmap"))
 }
 
+/// Whether [`colmap_exe`] can be started (`colmap -h`).
+pub fn colmap_available() -> bool {
+    Command::new(colmap_exe()).arg("-h").output().is_ok()
+}
+
 /// Runs a colmap subcommand, turning failure into an error that carries its stderr tail.
 pub fn run_colmap(args: &[&std::ffi::OsStr]) -> Result<()> {
     let exe = colmap_exe();

@@ -20,10 +20,7 @@ pub fn data_root_or_skip(test: &str) -> Option<PathBuf> {
 
 /// Whether `colmap` runs (scripts/setup installs it; in CI its absence is a failure).
 pub fn colmap_or_skip(test: &str) -> bool {
-    let ok = std::process::Command::new(descl::io::colmap_model::colmap_exe())
-        .arg("-h")
-        .output()
-        .is_ok();
+    let ok = descl::io::colmap_model::colmap_available();
     if !ok {
         assert!(
             std::env::var_os("CI").is_none(),

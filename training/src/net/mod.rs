@@ -141,9 +141,7 @@ impl Arch {
 /// `bits` channels (256 in the paper) and the final L2 normalisation becomes tanh, the
 /// differentiable proxy of sign used in training; descl binarises the outputs by sign.
 pub fn binary_head(layers: Vec<Layer>, bits: i64) -> Vec<Layer> {
-    let last_proj = layers
-        .iter()
-        .rposition(|l| matches!(l, Layer::Conv { .. } | Layer::Linear { .. }));
+    let last_proj = last_projection(&layers);
     let mut out: Vec<Layer> = Vec::with_capacity(layers.len());
     for (i, layer) in layers.into_iter().enumerate() {
         let after = last_proj.is_some_and(|p| i > p);
@@ -182,6 +180,13 @@ pub fn binary_head(layers: Vec<Layer>, bits: i64) -> Vec<Layer> {
         out.push(layer);
     }
     out
+}
+
+/// Index of the last projection (conv or linear): where the output head begins.
+fn last_projection(layers: &[Layer]) -> Option<usize> {
+    layers
+        .iter()
+        .rposition(|l| matches!(l, Layer::Conv { .. } | Layer::Linear { .. }))
 }
 
 /// Scales a channel count by `width`, at least 1.
@@ -346,11 +351,7 @@ impl Net {
     /// State-dict prefixes of the output head: the last projection (conv or linear) and every
     /// parametric layer after it.
     pub fn head_prefixes(&self) -> Vec<String> {
-        let last = self
-            .layers
-            .iter()
-            .rposition(|l| matches!(l, Layer::Conv { .. } | Layer::Linear { .. }));
-        let Some(last) = last else {
+        let Some(last) = last_projection(&self.layers) else {
             return Vec::new();
         };
         self.layers[last..]
