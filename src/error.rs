@@ -96,6 +96,7 @@ impl Error {
     }
 }
 
+#[cfg(feature = "full")]
 impl From<opencv::Error> for Error {
     fn from(e: opencv::Error) -> Self {
         Error::OpenCv(e.to_string())

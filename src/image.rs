@@ -7,6 +7,7 @@
 
 use crate::error::{Error, Result};
 use image::{DynamicImage, ImageReader, Limits};
+#[cfg(feature = "full")]
 use opencv::prelude::*;
 use std::io::{Cursor, Read};
 use std::path::Path;
@@ -351,6 +352,7 @@ impl GrayImage {
     }
 
     /// An OpenCV `CV_8UC1` matrix with this image (a copy, see [`GrayImage::to_u8`]).
+    #[cfg(feature = "full")]
     pub fn to_mat_u8(&self) -> Result<opencv::core::Mat> {
         let bytes = self.to_u8();
         let m = opencv::core::Mat::new_rows_cols_with_data(
@@ -362,6 +364,7 @@ impl GrayImage {
     }
 
     /// An OpenCV `CV_32FC1` matrix with this image (a copy).
+    #[cfg(feature = "full")]
     pub fn to_mat_f32(&self) -> Result<opencv::core::Mat> {
         let m = opencv::core::Mat::new_rows_cols_with_data(
             self.height as i32,
@@ -372,6 +375,7 @@ impl GrayImage {
     }
 
     /// Builds an image from an OpenCV `CV_32FC1` matrix.
+    #[cfg(feature = "full")]
     pub fn from_mat_f32(m: &opencv::core::Mat) -> Result<Self> {
         let cont = if m.is_continuous() {
             m.try_clone()?
@@ -430,11 +434,9 @@ impl GrayImage {
         self.convolve_separable(&gaussian_kernel(sigma))
     }
 
-    /// One pyramid step as OpenCV's `pyrDown`: blur with [1 4 6 4 1]/16 (BORDER_REFLECT_101) and
-    /// keep the even rows and columns, so level-l pixel (i, j) sits at level-0 point
-    /// (2^l·j, 2^l·i) — coordinates simply scale by 2^-l with integer pixel centres.
     /// Resized to `width`×`height` with area averaging (OpenCV `INTER_AREA`, the right filter
     /// for shrinking).
+    #[cfg(feature = "full")]
     pub fn resize_area(&self, width: usize, height: usize) -> Result<GrayImage> {
         let src = self.to_mat_f32()?;
         let mut dst = opencv::core::Mat::default();
@@ -449,6 +451,9 @@ impl GrayImage {
         GrayImage::from_mat_f32(&dst)
     }
 
+    /// One pyramid step as OpenCV's `pyrDown`: blur with [1 4 6 4 1]/16 (BORDER_REFLECT_101) and
+    /// keep the even rows and columns, so level-l pixel (i, j) sits at level-0 point
+    /// (2^l·j, 2^l·i) — coordinates simply scale by 2^-l with integer pixel centres.
     pub fn pyr_down(&self) -> GrayImage {
         let blurred = self.convolve_separable(&PYR_KERNEL);
         let w2 = self.width.div_ceil(2);

@@ -34,6 +34,16 @@ fn every_shipped_model_has_provenance_numbers_and_works() {
                 path.display()
             );
         }
+        // A run stopped at a checkpoint (`descl-train train --resume --finish`) says how far
+        // its schedule got.
+        if let Some(done) = t.get("iterations_completed") {
+            let (done, planned) = (done.as_u64(), t["iterations"].as_u64());
+            assert!(
+                matches!((done, planned), (Some(d), Some(p)) if 0 < d && d < p),
+                "{}: iterations_completed {done:?} of {planned:?}",
+                path.display()
+            );
+        }
         let m = &card.metrics;
         assert!(
             m["dev-homography-sequences"]["mma@3"].is_number(),

@@ -3,7 +3,9 @@
 use crate::error::{Error, Result};
 use ndarray::{Array2, ArrayView2};
 
+#[cfg(feature = "full")]
 mod describer;
+#[cfg(feature = "full")]
 pub use describer::{Describer, Pending, ROOTSIFT, SIFT};
 
 /// Length of float descriptors.

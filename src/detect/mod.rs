@@ -3,11 +3,15 @@
 //! [`harris_affine`]). Both express their frames in the conventions of ARCHITECTURE.md
 //! "Conventions" ([`Frame`]).
 
+#[cfg(feature = "full")]
 pub mod dog;
 pub mod harris_affine;
 
+#[cfg(feature = "full")]
 use crate::error::{Error, Result};
+#[cfg(feature = "full")]
 use crate::frame::Detection;
+#[cfg(feature = "full")]
 use crate::image::GrayImage;
 use serde::{Deserialize, Serialize};
 
@@ -78,6 +82,7 @@ impl Default for DetectorConfig {
 
 /// Detects frames in `img`, sorted by score descending and capped at `cfg.max_keypoints`
 /// (0 = all). An image without keypoints gives an empty Vec.
+#[cfg(feature = "full")]
 pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
     if !(cfg.magnification.is_finite() && cfg.magnification > 0.0) {
         return Err(Error::InvalidInput(format!(
@@ -103,6 +108,7 @@ pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
 
 /// Sorts by score descending (stable, so equal scores keep detector order) and truncates to
 /// `max` (0 = no cap).
+#[cfg(feature = "full")]
 pub(crate) fn sort_and_cap(dets: &mut Vec<Detection>, max: usize) {
     dets.sort_by(|a, b| b.score.total_cmp(&a.score));
     if max > 0 {

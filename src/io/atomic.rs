@@ -80,6 +80,7 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// HDF5 file): `<output>.lock`.
 pub const LOCK_SUFFIX: &str = ".lock";
 
+#[cfg_attr(not(feature = "full"), allow(dead_code))] // used by the full toolkit's writers
 /// The tag of an output's temporary files: `<file name>-`, so that they read
 /// `.descl-tmp-<file name>-…` ([`TMP_PREFIX`]).
 pub(crate) fn tmp_tag(target: &Path) -> String {
@@ -89,6 +90,7 @@ pub(crate) fn tmp_tag(target: &Path) -> String {
     )
 }
 
+#[cfg_attr(not(feature = "full"), allow(dead_code))] // used by the full toolkit's writers
 /// An exclusive lock on `<output>.lock`, for outputs that one run builds over time in a
 /// temporary file (an OS file lock: released by the kernel when the process dies, so a killed
 /// run never blocks the next one).
@@ -97,6 +99,7 @@ pub(crate) struct OutputLock {
     path: std::path::PathBuf,
 }
 
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
 impl OutputLock {
     /// Takes the lock of `target`, or says that another run holds it (`hint`: what to do
     /// instead, e.g. "choose another --database").
@@ -132,6 +135,7 @@ impl Drop for OutputLock {
     }
 }
 
+#[cfg_attr(not(feature = "full"), allow(dead_code))] // used by the full toolkit's writers
 /// Temporary files of earlier runs on `target` that were killed before finishing. Only called
 /// with `target`'s [`OutputLock`] held, so none of them belongs to a live run.
 pub(crate) fn remove_stale_temporaries(target: &Path) {

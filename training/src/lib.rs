@@ -2,10 +2,12 @@
 //! active batch selection live inside their losses), synthetic training tracks, method
 //! comparison over seeds, and an ONNX writer (tch cannot export).
 
+#[cfg(feature = "tracks")]
 pub mod compare;
 pub mod data;
 pub mod loss;
 pub mod net;
 pub mod onnx;
 pub mod optim;
+pub mod throughput;
 pub mod train;

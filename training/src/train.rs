@@ -222,7 +222,9 @@ impl RunConfig {
         if self.name.is_empty() || self.name.contains(['/', '\\']) {
             bail!("name {:?} must be a plain file stem", self.name);
         }
-        parse_device(&self.device)?;
+        // Syntax only: a config may be checked, and its tracks generated, on a machine
+        // without the GPU it trains on; training itself asks for the device.
+        parse_device_name(&self.device)?;
         self.data.all_sources()?;
         Ok(())
     }
@@ -230,18 +232,23 @@ impl RunConfig {
 
 /// "cpu" | "cuda" | "cuda:N" → tch device; CUDA must be available.
 pub fn parse_device(s: &str) -> Result<Device> {
-    let d = match s {
+    let d = parse_device_name(s)?;
+    if d != Device::Cpu && !tch::Cuda::is_available() {
+        bail!("device {s:?} requested but libtorch sees no CUDA device");
+    }
+    Ok(d)
+}
+
+/// "cpu" | "cuda" | "cuda:N" → tch device, whether or not this machine has it.
+pub fn parse_device_name(s: &str) -> Result<Device> {
+    Ok(match s {
         "cpu" => Device::Cpu,
         "cuda" => Device::Cuda(0),
         other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
             Some(n) => Device::Cuda(n),
             None => bail!("unknown device {other:?} (cpu, cuda, cuda:N)"),
         },
-    };
-    if d != Device::Cpu && !tch::Cuda::is_available() {
-        bail!("device {s:?} requested but libtorch sees no CUDA device");
-    }
-    Ok(d)
+    })
 }
 
 /// The checkpoint's sidecar: where training stopped.
@@ -263,6 +270,10 @@ struct CheckpointMeta {
     /// The checkout's commit when the run started (a resumed run keeps its first start's).
     #[serde(default)]
     code_commit: Option<String>,
+    /// The devices that ran the steps so far, in order ("cuda:0", then "cpu" if the run was
+    /// resumed there): the card's `training.device`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    devices: Vec<String>,
 }
 
 /// Weights a run started from: `training.init` in its card.
@@ -302,13 +313,63 @@ pub fn train_until(
     resume: bool,
     stop_at: Option<usize>,
 ) -> Result<Option<RunSummary>> {
+    run(config, resume, stop_at, false)
+}
+
+/// Finishes a run at its last checkpoint, without further steps: validation, weights, ONNX and
+/// card from the checkpoint's weights, the card's `training.iterations_completed` saying how
+/// far the schedule got (`training.iterations` keeps the planned length). For runs whose
+/// machine went away before the end (a GPU lease, a pre-empted cluster job); `--resume` can
+/// still continue the run afterwards, the checkpoint is left as it was.
+pub fn finish_at_checkpoint(config: &RunConfig) -> Result<RunSummary> {
+    if !config.out.join(CHECKPOINT_META).exists() {
+        bail!(
+            "{}: no checkpoint to finish from",
+            config.out.join(CHECKPOINT_META).display()
+        );
+    }
+    match run(config, true, None, true)? {
+        Some(summary) => Ok(summary),
+        None => bail!("training stopped early"),
+    }
+}
+
+/// The name a card and a checkpoint give the device this process trains on.
+fn device_label(device: Device) -> String {
+    match device {
+        Device::Cpu => format!("cpu ({} libtorch threads)", tch::get_num_threads()),
+        Device::Cuda(i) => format!("cuda:{i}"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn run(
+    config: &RunConfig,
+    resume: bool,
+    stop_at: Option<usize>,
+    finish_now: bool,
+) -> Result<Option<RunSummary>> {
     config.validate()?;
     let device = parse_device(&config.device)?;
+    if device.is_cuda() {
+        // Fixed batch shapes: let cuDNN time its convolution algorithms once and keep the
+        // fastest (a GPU run's resume is then equal up to rounding, not bit-exact).
+        tch::Cuda::cudnn_set_benchmark(true);
+    }
     if let Some(t) = config.threads {
         tch::set_num_threads(t);
     }
     std::fs::create_dir_all(&config.out)
         .with_context(|| format!("{}: cannot create output folder", config.out.display()))?;
+    let meta_path = config.out.join(CHECKPOINT_META);
+    let resuming = resume && meta_path.exists();
+    // Checkpoints from before `devices` was recorded: the device of the config the run folder
+    // was started with (read before this start's config replaces it).
+    let started_on = if resuming {
+        previous_config_device(&config.out.join(CONFIG_FILE))
+    } else {
+        None
+    };
     descl::io::atomic::write_bytes_atomic(
         &config.out.join(CONFIG_FILE),
         &serde_json::to_vec_pretty(config)?,
@@ -336,8 +397,6 @@ pub fn train_until(
         Some(bits) => Net::new_binary(config.net.arch, config.net.width, bits, device)?,
         None => Net::new(config.net.arch, config.net.width, device)?,
     };
-    let meta_path = config.out.join(CHECKPOINT_META);
-    let resuming = resume && meta_path.exists();
     // A checkpoint wins over `init`: it already descends from those weights.
     let mut init = match (&config.init, resuming) {
         (Some(file), false) => {
@@ -373,6 +432,7 @@ pub fn train_until(
 
     // Provenance is taken when the run starts: the code that trains it, not the checkout at its end.
     let mut commit = code_commit();
+    let mut devices: Vec<String> = Vec::new();
     let (start, mut wall_before) = if resuming {
         let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)
             .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
@@ -396,6 +456,10 @@ pub fn train_until(
         init = meta.init;
         if meta.code_commit.is_some() {
             commit = meta.code_commit;
+        }
+        devices = meta.devices;
+        if devices.is_empty() && meta.step > 0 {
+            devices.extend(started_on);
         }
         (meta.step, meta.wall_time_s)
     } else {
@@ -428,10 +492,14 @@ pub fn train_until(
     );
     bar.set_position(start as u64);
 
+    let end = if finish_now { start } else { config.iterations };
+    if end > start && devices.last() != Some(&device_label(device)) {
+        devices.push(device_label(device));
+    }
     let mut recent: Vec<f64> = Vec::new();
     let mut clock = Instant::now();
     let mut last_log = Instant::now();
-    for step in start..config.iterations {
+    for step in start..end {
         let mut rng = rand::rngs::StdRng::seed_from_u64(
             config.seed ^ (step as u64).wrapping_mul(STEP_SEED_MIX),
         );
@@ -499,6 +567,7 @@ pub fn train_until(
                     loss_state: loss_fn.state(),
                     init: init.clone(),
                     code_commit: commit.clone(),
+                    devices: devices.clone(),
                 },
             )?;
         }
@@ -520,7 +589,7 @@ pub fn train_until(
         writeln!(
             log,
             "{}",
-            serde_json::json!({"step": config.iterations, "validation_nn_accuracy": acc})
+            serde_json::json!({"step": end, "validation_nn_accuracy": acc})
         )?;
     }
 
@@ -537,12 +606,15 @@ pub fn train_until(
         &net,
         &onnx_path,
         &tracks,
-        wall_time_s,
-        final_loss,
-        validation_nn_accuracy,
-        init.as_ref(),
-        commit.as_deref(),
-        device,
+        CardRun {
+            iterations_completed: end,
+            wall_time_s,
+            final_loss,
+            validation_nn_accuracy,
+            init: init.as_ref(),
+            code_commit: commit.as_deref(),
+            devices: &devices,
+        },
     )?;
     let card_path = config.out.join(format!("{}.json", config.name));
     card.save(&card_path)?;
@@ -560,11 +632,20 @@ pub fn train_until(
         name: config.name.clone(),
         onnx,
         card: card_out,
-        iterations: config.iterations,
+        iterations: end,
         wall_time_s,
         final_loss,
         validation_nn_accuracy,
     }))
+}
+
+/// The `device` of the run config saved in a run folder, as a card names it.
+fn previous_config_device(path: &Path) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    match parse_device_name(value.get("device")?.as_str()?).ok()? {
+        Device::Cpu => Some("cpu".to_string()),
+        other => Some(device_label(other)),
+    }
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -596,8 +677,10 @@ fn load_or_generate_source(source: &TrackSource) -> Result<TrackSet> {
         return TrackSet::load(path);
     }
     let set = match (&source.synthetic, &source.colmap) {
-        (Some(synthetic), None) => crate::data::synthetic::generate(synthetic)?,
-        (None, Some(colmap)) => crate::data::colmap::generate(colmap)?,
+        (Some(synthetic), None) => crate::data::synthetic::generate(synthetic)
+            .with_context(|| format!("{}: generating the missing track file", path.display()))?,
+        (None, Some(colmap)) => crate::data::colmap::generate(colmap)
+            .with_context(|| format!("{}: generating the missing track file", path.display()))?,
         (None, None) => bail!(
             "{}: track file missing and no generator (`synthetic` or `colmap`) configured",
             path.display()
@@ -729,25 +812,35 @@ fn code_commit() -> Option<String> {
     Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a run did, for its card.
+struct CardRun<'a> {
+    iterations_completed: usize,
+    wall_time_s: f64,
+    final_loss: f64,
+    validation_nn_accuracy: Option<f64>,
+    init: Option<&'a InitRecord>,
+    code_commit: Option<&'a str>,
+    /// Devices that ran the steps, in order.
+    devices: &'a [String],
+}
+
 fn model_card(
     config: &RunConfig,
     net: &Net,
     onnx: &Path,
     tracks: &TrackMix,
-    wall_time_s: f64,
-    final_loss: f64,
-    validation_nn_accuracy: Option<f64>,
-    init: Option<&InitRecord>,
-    code_commit: Option<&str>,
-    device: Device,
+    run: CardRun,
 ) -> Result<ModelCard> {
-    let device_name = match device {
-        Device::Cpu => format!("cpu ({} libtorch threads)", tch::get_num_threads()),
-        Device::Cuda(i) => format!("cuda:{i}"),
-        other => format!("{other:?}"),
-    };
-    let training = serde_json::json!({
+    let device_name = run.devices.join(", then ");
+    let CardRun {
+        wall_time_s,
+        final_loss,
+        validation_nn_accuracy,
+        init,
+        code_commit,
+        ..
+    } = run;
+    let mut training = serde_json::json!({
         "method": config.loss.get("name").cloned().unwrap_or(serde_json::Value::Null),
         "hyper_parameters": {
             "loss": config.loss,
@@ -771,6 +864,9 @@ fn model_card(
         "code_commit": code_commit,
         "config": config,
     });
+    if run.iterations_completed < config.iterations {
+        training["iterations_completed"] = run.iterations_completed.into();
+    }
     let serde_json::Value::Object(training) = training else {
         bail!("training section is not an object")
     };
@@ -859,5 +955,7 @@ mod tests {
     fn devices_parse() {
         assert_eq!(parse_device("cpu").unwrap(), Device::Cpu);
         assert!(parse_device("tpu").is_err());
+        assert_eq!(parse_device_name("cuda:1").unwrap(), Device::Cuda(1));
+        assert!(parse_device_name("cuda:x").is_err());
     }
 }

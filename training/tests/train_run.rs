@@ -3,7 +3,7 @@
 
 mod common;
 
-use descl_training::train::{train, train_until, RunConfig};
+use descl_training::train::{finish_at_checkpoint, train, train_until, RunConfig};
 use std::path::Path;
 
 /// Noise of the toy views (small: these runs must learn quickly).
@@ -168,6 +168,51 @@ fn resume_after_an_interruption_reproduces_the_uninterrupted_run() {
         })
         .collect();
     assert_eq!(steps.len(), 5);
+}
+
+#[test]
+fn a_run_cut_short_finishes_at_its_checkpoint_and_can_still_continue() {
+    let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    toy_tracks(&dir.path().join("tracks.bin"), 100);
+    let cut = config(dir.path(), "cut", 10);
+    let e = finish_at_checkpoint(&cut).unwrap_err();
+    assert!(format!("{e:#}").contains("no checkpoint"), "{e:#}");
+
+    assert!(train_until(&cut, false, Some(5)).unwrap().is_none());
+    let summary = finish_at_checkpoint(&cut).unwrap();
+    assert_eq!(summary.iterations, 5);
+    let card: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary.card).unwrap()).unwrap();
+    assert_eq!(card["training"]["iterations"], 10);
+    assert_eq!(card["training"]["iterations_completed"], 5);
+    let device = card["training"]["device"].as_str().unwrap();
+    assert!(device.starts_with("cpu ("), "{device}");
+    assert!(summary.onnx.exists());
+    let finished = weights(&dir.path().join("cut/model.safetensors"));
+
+    // The checkpoint is left as it was: the run continues to the uninterrupted one's weights,
+    // which differ from the finished-early ones.
+    train(&cut, true).unwrap();
+    let full = config(dir.path(), "full", 10);
+    let card_full = train(&full, false).unwrap().card;
+    let card_full: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(card_full).unwrap()).unwrap();
+    assert!(card_full["training"].get("iterations_completed").is_none());
+    let a = weights(&dir.path().join("full/model.safetensors"));
+    let b = weights(&dir.path().join("cut/model.safetensors"));
+    let gap = |x: &[(String, Vec<f32>)], y: &[(String, Vec<f32>)]| {
+        x.iter()
+            .zip(y)
+            .flat_map(|((_, u), (_, v))| u.iter().zip(v).map(|(p, q)| (p - q).abs()))
+            .fold(0f32, f32::max)
+    };
+    assert!(
+        gap(&a, &b) < 1e-6,
+        "continued run differs by {}",
+        gap(&a, &b)
+    );
+    assert!(gap(&a, &finished) > 1e-4, "five more steps changed nothing");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! or read a descl-exported ONNX file's weights back.
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use descl_training::data::colmap::ColmapTracksConfig;
 use descl_training::net::{Arch, Net};
 use descl_training::train::TrackSource;
@@ -20,6 +20,20 @@ struct Cli {
     command: Command,
 }
 
+/// The network a weights file holds (or a random one is made as).
+#[derive(Args)]
+struct NetArgs {
+    /// tfeat | l2net | hynet
+    #[arg(long)]
+    arch: String,
+    /// Channel multiplier the weights were trained with.
+    #[arg(long, default_value_t = 1.0)]
+    width: f64,
+    /// Binary head of this many bits (absent: float descriptors).
+    #[arg(long)]
+    bits: Option<i64>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Train (or resume) the run described by a JSON config.
@@ -33,6 +47,16 @@ enum Command {
         /// initialisation; overrides the config's `init`. A checkpoint found by --resume wins.
         #[arg(long, value_name = "SAFETENSORS")]
         init: Option<PathBuf>,
+        /// Train on this device instead of the config's (cpu | cuda | cuda:N), e.g. to finish
+        /// or continue a GPU run's checkpoint on a CPU; the card lists every device that ran
+        /// steps.
+        #[arg(long)]
+        device: Option<String>,
+        /// Stop at the last checkpoint: export its weights (ONNX, safetensors, card with
+        /// `training.iterations_completed`) without further steps. For a run whose machine
+        /// went away before the end; `--resume` can still continue it later.
+        #[arg(long, requires = "resume")]
+        finish: bool,
     },
     /// Generate (or regenerate) track files without training: every generated source of a run
     /// config, or the real tracks of a COLMAP reconstruction (`--from-colmap`).
@@ -72,6 +96,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    #[cfg(feature = "tracks")]
     /// Compare training methods over seeds from a `descl bench sequences pose --json` report:
     /// mean ± sd per method and an exact one-sided Mann-Whitney test (MMA@3) against the first.
     Compare {
@@ -91,15 +116,8 @@ enum Command {
     Export {
         #[arg(long)]
         weights: PathBuf,
-        /// tfeat | l2net | hynet
-        #[arg(long)]
-        arch: String,
-        /// Channel multiplier the weights were trained with.
-        #[arg(long, default_value_t = 1.0)]
-        width: f64,
-        /// Binary head of this many bits (absent: float descriptors).
-        #[arg(long)]
-        bits: Option<i64>,
+        #[command(flatten)]
+        net: NetArgs,
         /// Measurement-region magnification the model's patches are cut at (metadata
         /// `patch_mr`); default: the card's with --card, else descl's default (6).
         #[arg(long)]
@@ -109,6 +127,27 @@ enum Command {
         card: Option<PathBuf>,
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Inference throughput under libtorch (patches/s per batch size, f32 or f16 on CUDA) of a
+    /// network, random or `--weights`; one JSON line per batch size.
+    Throughput {
+        #[command(flatten)]
+        net: NetArgs,
+        /// Trained weights (safetensors); default: a random initialisation (same cost).
+        #[arg(long)]
+        weights: Option<PathBuf>,
+        /// cpu | cuda | cuda:N
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Batch sizes, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+        batch: Vec<usize>,
+        /// Half precision (f16 weights and input; the patch normalisation's statistics in f32).
+        #[arg(long)]
+        half: bool,
+        /// Seconds timed per batch size.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
     },
     /// Read the weights of a descl-exported ONNX file back into a safetensors state dict (the
     /// inverse of `export`; float or binary as the graph says), e.g. to fine-tune a shipped model.
@@ -133,12 +172,21 @@ fn run(cli: Cli) -> Result<()> {
             config,
             resume,
             init,
+            device,
+            finish,
         } => {
             let mut cfg = descl_training::train::RunConfig::load(&config)?;
             if init.is_some() {
                 cfg.init = init;
             }
-            let summary = descl_training::train::train(&cfg, resume)?;
+            if let Some(device) = device {
+                cfg.device = device;
+            }
+            let summary = if finish {
+                descl_training::train::finish_at_checkpoint(&cfg)?
+            } else {
+                descl_training::train::train(&cfg, resume)?
+            };
             println!("{}", serde_json::to_string_pretty(&summary)?);
         }
         Command::Tracks {
@@ -201,6 +249,7 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
         }
+        #[cfg(feature = "tracks")]
         Command::Compare {
             bench,
             methods,
@@ -230,9 +279,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Export {
             weights,
-            arch,
-            width,
-            bits,
+            net: NetArgs { arch, width, bits },
             magnification,
             card,
             out,
@@ -240,6 +287,30 @@ fn run(cli: Cli) -> Result<()> {
             let arch = Arch::parse(&arch)?;
             let net = Net::load_as(arch, width, bits, &weights, tch::Device::Cpu)?;
             export(&net, &weights, magnification, card.as_deref(), &out)?;
+        }
+        Command::Throughput {
+            net: NetArgs { arch, width, bits },
+            weights,
+            device,
+            batch,
+            half,
+            seconds,
+        } => {
+            let arch = Arch::parse(&arch)?;
+            let device = descl_training::train::parse_device(&device)?;
+            let mut net = match (&weights, bits) {
+                (Some(w), _) => Net::load_as(arch, width, bits, w, device)?,
+                (None, Some(b)) => Net::new_binary(arch, width, b, device)?,
+                (None, None) => Net::new(arch, width, device)?,
+            };
+            for row in descl_training::throughput::measure(&mut net, device, &batch, half, seconds)?
+            {
+                println!(
+                    "{}",
+                    serde_json::json!({"arch": arch.name(), "width": width, "bits": bits,
+                        "device": format!("{device:?}"), "row": row})
+                );
+            }
         }
         Command::ImportOnnx {
             arch,

@@ -17,14 +17,23 @@
 //! at `magnification` (the frame's shape rescaled by `magnification / stored_magnification`).
 
 use super::TrackSet;
-use anyhow::{bail, Context, Result};
+#[cfg(feature = "tracks")]
+use anyhow::Context;
+use anyhow::{bail, Result};
+#[cfg(feature = "tracks")]
 use descl::frame::Frame;
+#[cfg(feature = "tracks")]
 use descl::image::load_gray;
+#[cfg(feature = "tracks")]
 use descl::io::colmap::read_keypoints;
+#[cfg(feature = "tracks")]
 use descl::io::colmap_model::read_points;
+#[cfg(feature = "tracks")]
 use descl::patch::PatchSampler;
+#[cfg(feature = "tracks")]
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "tracks")]
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -72,8 +81,10 @@ fn descl_m() -> f64 {
 }
 
 /// One chosen observation: image index, keypoint index.
+#[cfg(feature = "tracks")]
 type Observation = (usize, usize);
 
+#[cfg(feature = "tracks")]
 /// The classes of a reconstruction before any pixel is read: for each kept 3-D point, `views`
 /// observations in distinct images (chosen with the config's seed when the track is longer).
 pub fn choose_tracks(
@@ -143,6 +154,7 @@ pub struct TrackStats {
     pub classes: usize,
 }
 
+#[cfg(feature = "tracks")]
 /// Cuts the tracks of a reconstruction (see the module doc).
 pub fn generate(cfg: &ColmapTracksConfig) -> Result<TrackSet> {
     if cfg.views < 2 {
@@ -217,4 +229,10 @@ pub fn generate(cfg: &ColmapTracksConfig) -> Result<TrackSet> {
         set.push_class(&views)?;
     }
     Ok(set)
+}
+/// Without feature `tracks` there is no generator (it reads the database through descl's full
+/// toolkit): an error saying so.
+#[cfg(not(feature = "tracks"))]
+pub fn generate(_cfg: &ColmapTracksConfig) -> Result<TrackSet> {
+    bail!(super::NO_TRACKS_FEATURE)
 }

@@ -13,6 +13,13 @@ use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::Path;
 
+/// Why a track generator is missing: the build without feature `tracks` (no OpenCV, the GPU
+/// host's build) trains only from track files made elsewhere.
+#[cfg(not(feature = "tracks"))]
+pub(crate) const NO_TRACKS_FEATURE: &str = "this descl-train was built without the `tracks` \
+     feature (no OpenCV): generate the track file with a default build (`descl-train tracks \
+     --config ...`) and bring it here";
+
 /// First bytes of a track file.
 pub const TRACKS_MAGIC: &[u8; 10] = b"DESCLTRK1\n";
 /// Side of a stored patch: descl's patch size, the models' input.

@@ -482,11 +482,14 @@ impl Net {
                 Layer::PatchNorm => {
                     let n = x.size().first().copied().unwrap_or(0);
                     let flat = x.f_reshape([n, -1])?;
+                    // Statistics in f32; the output keeps the input's precision (f16 under
+                    // `descl-train throughput --half`, whose weights are f16 too).
+                    let flat = flat.f_to_kind(Kind::Float)?;
                     let mean = flat.f_mean_dim(1, true, Kind::Float)?;
                     let centred = flat.f_sub(&mean)?;
                     let var = centred.f_square()?.f_mean_dim(1, true, Kind::Float)?;
                     let out = centred.f_div(&var.f_add_scalar(PATCH_NORM_EPS)?.f_sqrt()?)?;
-                    out.f_reshape(x.size())?
+                    out.f_reshape(x.size())?.f_to_kind(x.kind())?
                 }
                 Layer::Conv {
                     name,
@@ -537,8 +540,10 @@ impl Net {
                 }
                 Layer::Frn { name, .. } => {
                     let nu2 = x
+                        .f_to_kind(Kind::Float)?
                         .f_square()?
-                        .f_mean_dim([2i64, 3].as_slice(), true, Kind::Float)?;
+                        .f_mean_dim([2i64, 3].as_slice(), true, Kind::Float)?
+                        .f_to_kind(x.kind())?;
                     let normed = x.f_mul(&nu2.f_add_scalar(FRN_EPS)?.f_rsqrt()?)?;
                     normed
                         .f_mul(get(name, "weight")?)?
@@ -608,6 +613,22 @@ mod tests {
             for n in norms {
                 assert!((n - 1.0).abs() < 1e-4, "{arch:?}: squared norm {n}");
             }
+        }
+    }
+
+    #[test]
+    fn half_precision_forward_agrees_with_f32() {
+        // `descl-train throughput --half` casts weights and input to f16: every layer must keep
+        // the input's precision (a statistic left in f32 would meet f16 weights in the next conv).
+        for arch in [Arch::Tfeat, Arch::L2net, Arch::Hynet] {
+            tch::manual_seed(3);
+            let mut net = Net::new(arch, 0.25, Device::Cpu).unwrap();
+            let x = Tensor::rand([4, 1, 32, 32], (Kind::Float, Device::Cpu));
+            let full = net.forward_t(&x, false).unwrap();
+            net.vs.half();
+            let half = net.forward_t(&x.to_kind(Kind::Half), false).unwrap();
+            let d = f64::try_from((full - half.to_kind(Kind::Float)).abs().max()).unwrap();
+            assert!(d < 2e-2, "{arch:?}: f16 and f32 descriptors differ by {d}");
         }
     }
 
