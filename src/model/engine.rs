@@ -330,6 +330,8 @@ fn build_session(
 }
 
 fn cuda_error(path: &Path, reason: String) -> Error {
+    // ONNX Runtime's own messages may end in a full stop already.
+    let reason = reason.trim_end().trim_end_matches('.');
     Error::Device(format!(
         "cannot run {} with CUDA: {reason}. This needs an ONNX Runtime built with CUDA (onnxruntime-gpu) and an NVIDIA GPU; use --device cpu or --device auto",
         path.display()

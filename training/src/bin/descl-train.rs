@@ -34,6 +34,17 @@ struct NetArgs {
     bits: Option<i64>,
 }
 
+/// Batch sizes and time per batch size of a throughput measurement.
+#[derive(Args)]
+struct TimingArgs {
+    /// Batch sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
+    batch: Vec<usize>,
+    /// Seconds timed per batch size.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Train (or resume) the run described by a JSON config.
@@ -139,15 +150,25 @@ enum Command {
         /// cpu | cuda | cuda:N
         #[arg(long, default_value = "cpu")]
         device: String,
-        /// Batch sizes, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "256,1024,4096")]
-        batch: Vec<usize>,
         /// Half precision (f16 weights and input; the patch normalisation's statistics in f32).
         #[arg(long)]
         half: bool,
-        /// Seconds timed per batch size.
-        #[arg(long, default_value_t = 3.0)]
-        seconds: f64,
+        #[command(flatten)]
+        timing: TimingArgs,
+    },
+    /// Inference throughput of an ONNX model under descl's ONNX Runtime engine (what `descl
+    /// extract` describes with; the library `$ORT_DYLIB_PATH` or the set-up's): patches/s per
+    /// batch size, one JSON line each. `--device cuda` needs a library with the CUDA provider
+    /// (the `onnxruntime-gpu` wheel's).
+    ThroughputOnnx {
+        /// A shipped model's name or an .onnx path.
+        #[arg(long)]
+        model: String,
+        /// cpu | cuda | auto
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        #[command(flatten)]
+        timing: TimingArgs,
     },
     /// Read the weights of a descl-exported ONNX file back into a safetensors state dict (the
     /// inverse of `export`; float or binary as the graph says), e.g. to fine-tune a shipped model.
@@ -292,9 +313,8 @@ fn run(cli: Cli) -> Result<()> {
             net: NetArgs { arch, width, bits },
             weights,
             device,
-            batch,
             half,
-            seconds,
+            timing: TimingArgs { batch, seconds },
         } => {
             let arch = Arch::parse(&arch)?;
             let device = descl_training::train::parse_device(&device)?;
@@ -309,6 +329,22 @@ fn run(cli: Cli) -> Result<()> {
                     "{}",
                     serde_json::json!({"arch": arch.name(), "width": width, "bits": bits,
                         "device": format!("{device:?}"), "row": row})
+                );
+            }
+        }
+        Command::ThroughputOnnx {
+            model,
+            device,
+            timing: TimingArgs { batch, seconds },
+        } => {
+            let resolved = descl::model::resolve(&model)?;
+            let device: descl::model::Device = device.parse()?;
+            let engine = descl::model::Engine::load_resolved(&resolved, device)?;
+            for row in descl_training::throughput::measure_onnx(&engine, &batch, seconds)? {
+                println!(
+                    "{}",
+                    serde_json::json!({"model": resolved.onnx, "runtime": "onnxruntime",
+                        "device": engine.device().to_string(), "row": row})
                 );
             }
         }
