@@ -364,12 +364,11 @@ fn run(
     let meta_path = config.out.join(CHECKPOINT_META);
     let resuming = resume && meta_path.exists();
     // Checkpoints from before `devices` was recorded: the device of the config the run folder
-    // was started with (read before this start's config replaces it).
-    let started_on = if resuming {
-        previous_config_device(&config.out.join(CONFIG_FILE))
-    } else {
-        None
-    };
+    // was started with, read before this start's config replaces it and written into the
+    // checkpoint at once, so that a later start (another `--device`) cannot lose it.
+    if resuming {
+        record_first_device(&meta_path, &config.out.join(CONFIG_FILE))?;
+    }
     descl::io::atomic::write_bytes_atomic(
         &config.out.join(CONFIG_FILE),
         &serde_json::to_vec_pretty(config)?,
@@ -458,9 +457,6 @@ fn run(
             commit = meta.code_commit;
         }
         devices = meta.devices;
-        if devices.is_empty() && meta.step > 0 {
-            devices.extend(started_on);
-        }
         (meta.step, meta.wall_time_s)
     } else {
         (0, 0.0)
@@ -637,6 +633,21 @@ fn run(
         final_loss,
         validation_nn_accuracy,
     }))
+}
+
+/// Fills an older checkpoint's missing `devices` with the device of the run folder's saved
+/// config (the one its steps ran on).
+fn record_first_device(meta_path: &Path, config_path: &Path) -> Result<()> {
+    let mut meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(meta_path)?)
+        .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
+    if !meta.devices.is_empty() || meta.step == 0 {
+        return Ok(());
+    }
+    if let Some(device) = previous_config_device(config_path) {
+        meta.devices.push(device);
+        descl::io::atomic::write_bytes_atomic(meta_path, &serde_json::to_vec_pretty(&meta)?)?;
+    }
+    Ok(())
 }
 
 /// The `device` of the run config saved in a run folder, as a card names it.

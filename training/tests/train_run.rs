@@ -216,6 +216,38 @@ fn a_run_cut_short_finishes_at_its_checkpoint_and_can_still_continue() {
 }
 
 #[test]
+fn a_checkpoint_without_devices_keeps_its_runs_device_through_finish_and_resume() {
+    // A checkpoint written before `devices` was recorded (a GPU run's), finished and then
+    // continued on the CPU: both cards name the GPU the first steps ran on.
+    let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    toy_tracks(&dir.path().join("tracks.bin"), 100);
+    let run = config(dir.path(), "old", 10);
+    assert!(train_until(&run, false, Some(5)).unwrap().is_none());
+    let out = dir.path().join("old");
+    let edit = |file: &str, f: &dyn Fn(&mut serde_json::Value)| {
+        let path = out.join(file);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    };
+    edit("checkpoint.json", &|v| {
+        v.as_object_mut().unwrap().remove("devices");
+    });
+    edit("config.json", &|v| v["device"] = "cuda:1".into());
+    let device = |card: &std::path::Path| {
+        let c: serde_json::Value = serde_json::from_slice(&std::fs::read(card).unwrap()).unwrap();
+        c["training"]["device"].as_str().unwrap().to_string()
+    };
+    let finished = finish_at_checkpoint(&run).unwrap();
+    assert_eq!(device(&finished.card), "cuda:1");
+    let done = train(&run, true).unwrap();
+    let d = device(&done.card);
+    assert!(d.starts_with("cuda:1, then cpu ("), "{d}");
+}
+
+#[test]
 fn the_card_and_the_onnx_metadata_take_the_tracks_magnification() {
     let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
