@@ -118,6 +118,45 @@ fn dog_detections_sorted_capped_unique() {
         strict.len(),
         all.len()
     );
+    // COLMAP's count: 200 locations, at most 2 orientations each (OpenCV emits a location once
+    // per orientation: same centre and response, another angle).
+    let location =
+        |d: &descl::frame::Detection| (d.frame.x.to_bits(), d.frame.y.to_bits(), d.score.to_bits());
+    let mut strongest = Vec::new();
+    for d in &all {
+        if !strongest.contains(&location(d)) {
+            strongest.push(location(d));
+        }
+    }
+    assert!(strongest.len() > 200, "{} locations", strongest.len());
+    let per_location = detect(
+        &img,
+        &DetectorConfig {
+            max_keypoints: 200,
+            max_orientations: Some(descl::detect::COLMAP_MAX_NUM_ORIENTATIONS),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut kept: Vec<_> = per_location.iter().map(location).collect();
+    kept.dedup();
+    assert_eq!(kept[..], strongest[..200]);
+    assert!(
+        per_location.len() > 200 && per_location.len() <= 400,
+        "{} frames",
+        per_location.len()
+    );
+    for w in per_location.windows(2) {
+        if location(&w[0]) == location(&w[1]) {
+            assert_ne!(
+                w[0].frame.a, w[1].frame.a,
+                "a location's orientations differ"
+            );
+        }
+    }
+    assert!(per_location
+        .windows(3)
+        .all(|w| { !(location(&w[0]) == location(&w[1]) && location(&w[1]) == location(&w[2])) }));
     // flat image: no keypoints, not an error
     let flat = GrayImage::filled(100, 80, 0.3);
     assert!(detect(&flat, &DetectorConfig::default())

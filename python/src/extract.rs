@@ -34,6 +34,9 @@ const _: () = assert!(DEFAULT_MAX_KEYPOINTS == 2048);
 /// contrast_threshold: DoG contrast threshold; None is OpenCV's 0.04.
 /// max_image_size: images whose longer side exceeds this are detected shrunk (COLMAP's 3200;
 ///     0 = never); keypoints are always in the original image's pixels.
+/// max_orientations: keep at most K orientations per keypoint location and count
+///     max_keypoints in locations, as COLMAP counts its features (K = 2 is COLMAP's
+///     default); None: every keypoint counts (`descl extract --max-orientations`).
 #[pyclass(module = "descl", frozen)]
 pub struct Extractor {
     inner: descl::pipeline::Extractor,
@@ -44,7 +47,9 @@ pub struct Extractor {
 #[pymethods]
 impl Extractor {
     #[new]
-    #[pyo3(signature = (model=None, device="cpu", max_keypoints=2048, detector="dog", contrast_threshold=None, max_image_size=3200))]
+    // One Rust argument per Python keyword argument.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (model=None, device="cpu", max_keypoints=2048, detector="dog", contrast_threshold=None, max_image_size=3200, max_orientations=None))]
     fn new(
         py: Python<'_>,
         model: Option<String>,
@@ -53,6 +58,7 @@ impl Extractor {
         detector: &str,
         contrast_threshold: Option<f32>,
         max_image_size: usize,
+        max_orientations: Option<usize>,
     ) -> PyResult<Extractor> {
         let device: Device = device.parse().map_err(|e| to_py(e, "device"))?;
         let kind = DetectorKind::ALL
@@ -72,6 +78,11 @@ impl Extractor {
                 "contrast_threshold must be a positive number, got {contrast_threshold}"
             )));
         }
+        if max_orientations == Some(0) {
+            return Err(value_error(
+                "max_orientations must be at least 1 (None: every keypoint counts)".to_string(),
+            ));
+        }
         let model = model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
         // As `DescribeArgs::extractor` (src/cli/args.rs): resolving and loading a model reads
         // and hashes files, so it runs without the GIL.
@@ -82,6 +93,7 @@ impl Extractor {
             kind,
             max_keypoints,
             contrast_threshold,
+            max_orientations,
             ..DetectorConfig::default()
         };
         let inner = descl::pipeline::Extractor::with_describer(describer, detector)
@@ -230,6 +242,11 @@ impl Extractor {
     #[getter]
     fn contrast_threshold(&self) -> f32 {
         self.inner.detector().contrast_threshold
+    }
+
+    #[getter]
+    fn max_orientations(&self) -> Option<usize> {
+        self.inner.detector().max_orientations
     }
 
     #[getter]

@@ -48,6 +48,26 @@ def test_extract_equals_cli_with_defaults(fountain, run_cli, tmp_path):
     assert np.all(np.diff(ours["scores"]) <= 0)
 
 
+def test_max_orientations_counts_locations_like_the_cli(fountain, run_cli, tmp_path):
+    """max_orientations=2: max_keypoints counts locations (COLMAP's feature count), each with
+    at most two orientations; the same frames as `descl extract --max-orientations 2`."""
+    image = fountain[0]
+    ex = descl.Extractor(model="rootsift", max_keypoints=300, max_orientations=2)
+    assert ex.max_orientations == 2 and descl.Extractor(model="rootsift").max_orientations is None
+    ours = ex.extract(image)
+    run_cli("extract", image, "-m", "rootsift", "--max-keypoints", "300",
+            "--max-orientations", "2", "--out", tmp_path)
+    cli = np.load(tmp_path / f"{image.stem}.npz")
+    np.testing.assert_array_equal(ours["frames"], cli["frames"])
+    locations, counts = np.unique(
+        np.column_stack([ours["keypoints"], ours["scores"]]), axis=0, return_counts=True
+    )
+    assert len(locations) == 300 and counts.max() == 2, (len(locations), counts.max())
+    assert len(ours["frames"]) == 300 + np.sum(counts == 2)
+    with pytest.raises(ValueError, match="max_orientations must be at least 1"):
+        descl.Extractor(max_orientations=0)
+
+
 def test_array_input_equals_path_input(extractor, graf, tmp_path):
     """A file and the same pixels as an array give the same features: RGB uint8 (converted
     with descl's BT.601 weights), gray uint8 and gray float32 in [0, 1]."""

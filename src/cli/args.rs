@@ -143,6 +143,11 @@ pub struct DescribeArgs {
     /// DoG contrast threshold (OpenCV SIFT `contrastThreshold`).
     #[arg(long, default_value_t = DEFAULT_CONTRAST_THRESHOLD, value_name = "X")]
     pub contrast_threshold: f32,
+    /// Keep at most K orientations per keypoint location and count --max-keypoints in
+    /// locations, as COLMAP counts `max_num_features` (with K = 2, its `max_num_orientations`):
+    /// up to K·N descriptors per image. Default: every frame counts.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_orientations: Option<u64>,
     /// Shrink images whose longer side exceeds N pixels before detection (COLMAP's default);
     /// keypoints are given in the original image's pixels. 0 = never.
     #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N")]
@@ -158,6 +163,7 @@ impl DescribeArgs {
             kind: self.detector,
             max_keypoints: self.max_keypoints,
             contrast_threshold: self.contrast_threshold,
+            max_orientations: self.max_orientations.map(|k| k as usize),
             ..DetectorConfig::default()
         };
         Ok(Extractor::with_describer(describer, detector).max_image_size(self.max_image_size))
