@@ -61,10 +61,13 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
     let report = run(&cfg, &methods, &descl::progress::Silent).unwrap();
     let md = report.markdown();
     eprintln!("{md}");
-    // descl's side counts locations with COLMAP's two orientations each, as COLMAP does.
-    assert_eq!(report.settings.sfm_max_orientations, Some(2));
+    // descl's side chooses its keypoints as COLMAP chooses its features.
+    assert_eq!(
+        report.settings.sfm_selection,
+        Some(descl::detect::Selection::Colmap)
+    );
     assert!(
-        md.contains(&format!("the {KEYPOINTS} strongest locations")),
+        md.contains(&format!("as COLMAP chooses {KEYPOINTS} features")),
         "{md}"
     );
     assert_eq!(report.sfm.len(), 2, "{:?}", report.sfm.keys());

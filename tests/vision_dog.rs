@@ -118,45 +118,6 @@ fn dog_detections_sorted_capped_unique() {
         strict.len(),
         all.len()
     );
-    // COLMAP's count: 200 locations, at most 2 orientations each (OpenCV emits a location once
-    // per orientation: same centre and response, another angle).
-    let location =
-        |d: &descl::frame::Detection| (d.frame.x.to_bits(), d.frame.y.to_bits(), d.score.to_bits());
-    let mut strongest = Vec::new();
-    for d in &all {
-        if !strongest.contains(&location(d)) {
-            strongest.push(location(d));
-        }
-    }
-    assert!(strongest.len() > 200, "{} locations", strongest.len());
-    let per_location = detect(
-        &img,
-        &DetectorConfig {
-            max_keypoints: 200,
-            max_orientations: Some(descl::detect::COLMAP_MAX_NUM_ORIENTATIONS),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let mut kept: Vec<_> = per_location.iter().map(location).collect();
-    kept.dedup();
-    assert_eq!(kept[..], strongest[..200]);
-    assert!(
-        per_location.len() > 200 && per_location.len() <= 400,
-        "{} frames",
-        per_location.len()
-    );
-    for w in per_location.windows(2) {
-        if location(&w[0]) == location(&w[1]) {
-            assert_ne!(
-                w[0].frame.a, w[1].frame.a,
-                "a location's orientations differ"
-            );
-        }
-    }
-    assert!(per_location
-        .windows(3)
-        .all(|w| { !(location(&w[0]) == location(&w[1]) && location(&w[1]) == location(&w[2])) }));
     // flat image: no keypoints, not an error
     let flat = GrayImage::filled(100, 80, 0.3);
     assert!(detect(&flat, &DetectorConfig::default())
@@ -205,4 +166,93 @@ fn sift_descriptors_on_frames_match_opencv_detect_and_compute() {
         100.0 * frac
     );
     assert!(frac > 0.95, "{frac}");
+}
+
+/// `Selection::Colmap` against a reference built from OpenCV's own keypoints: each keypoint's
+/// DoG level from the octave and layer OpenCV packs into `KeyPoint::octave` (not from its
+/// size, as descl recovers it), COLMAP's rule applied to those levels (whole levels from the
+/// coarsest until more than N locations, ≤ 2 orientations per location, the first ones).
+/// A keypoint location: centre and response, bit for bit.
+type Location = (u32, u32, u32);
+
+#[test]
+fn colmap_selection_keeps_the_levels_colmap_keeps() {
+    let Some(img) = graf_crop() else { return };
+    let mat = img.to_mat_u8().unwrap();
+    let mut sift = opencv::features2d::SIFT::create_def().unwrap();
+    let mut kps = Vector::<KeyPoint>::new();
+    sift.detect(&mat, &mut kps, &opencv::core::no_array())
+        .unwrap();
+    // Level o·S + layer; OpenCV packs octave o (signed byte, −1 for the doubled image) and
+    // layer into `octave` (`unpackOctave`).
+    let level = |kp: &KeyPoint| {
+        let o = i32::from((kp.octave() & 255) as u8 as i8);
+        o * descl::detect::dog::SIFT_OCTAVE_LAYERS + ((kp.octave() >> 8) & 255)
+    };
+    let key = |x: f32, y: f32, r: f32| (x.to_bits(), y.to_bits(), r.to_bits());
+    // (location, its level, its orientations in OpenCV's order)
+    let mut locations: Vec<(Location, i32, Vec<f32>)> = Vec::new();
+    for kp in kps.iter() {
+        let k = key(kp.pt().x, kp.pt().y, kp.response());
+        match locations.iter_mut().find(|l| l.0 == k) {
+            Some(l) => {
+                assert_eq!(l.1, level(&kp), "one location, one level");
+                if !l.2.contains(&kp.angle()) {
+                    l.2.push(kp.angle());
+                }
+            }
+            None => locations.push((k, level(&kp), vec![kp.angle()])),
+        }
+    }
+    let max = 150;
+    let mut levels: Vec<i32> = locations.iter().map(|l| l.1).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let mut finest_kept = i32::MIN;
+    let mut held = 0;
+    for &lv in levels.iter().rev() {
+        held += locations.iter().filter(|l| l.1 == lv).count();
+        if held > max {
+            finest_kept = lv;
+            break;
+        }
+    }
+    assert!(
+        finest_kept > levels[0],
+        "the crop must have more than {max} locations"
+    );
+    let mut expected: Vec<(Location, f32)> = locations
+        .iter()
+        .filter(|l| l.1 >= finest_kept)
+        .flat_map(|l| l.2.iter().take(2).map(move |&a| (l.0, a)))
+        .collect();
+
+    let ours = detect(
+        &img,
+        &DetectorConfig {
+            max_keypoints: max,
+            selection: descl::detect::Selection::Colmap,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(ours.windows(2).all(|w| w[0].score >= w[1].score));
+    let mut got: Vec<(Location, f32)> = ours
+        .iter()
+        .map(|d| {
+            let kp = descl::detect::dog::keypoint_from_frame(&d.frame, 6.0).unwrap();
+            (key(d.frame.x, d.frame.y, d.score), kp.angle())
+        })
+        .collect();
+    let order = |a: &(Location, f32), b: &(Location, f32)| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1));
+    expected.sort_by(order);
+    got.sort_by(order);
+    assert_eq!(got.len(), expected.len());
+    assert!(got.len() > max, "{} frames for {max} locations", got.len());
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(g.0, e.0);
+        // The angle goes through the frame and back: equal to float rounding.
+        let d = (g.1 - e.1).rem_euclid(360.0);
+        assert!(d.min(360.0 - d) < 1e-3, "{g:?} vs {e:?}");
+    }
 }

@@ -6,7 +6,7 @@ use crate::errors::{to_py, value_error, DesclError};
 use crate::progress::PyProgress;
 use descl::describe::Describer;
 use descl::detect::{
-    DetectorConfig, DetectorKind, DEFAULT_CONTRAST_THRESHOLD, DEFAULT_MAX_KEYPOINTS,
+    DetectorConfig, DetectorKind, Selection, DEFAULT_CONTRAST_THRESHOLD, DEFAULT_MAX_KEYPOINTS,
 };
 use descl::features::Features;
 use descl::image_set::extract_all;
@@ -34,9 +34,10 @@ const _: () = assert!(DEFAULT_MAX_KEYPOINTS == 2048);
 /// contrast_threshold: DoG contrast threshold; None is OpenCV's 0.04.
 /// max_image_size: images whose longer side exceeds this are detected shrunk (COLMAP's 3200;
 ///     0 = never); keypoints are always in the original image's pixels.
-/// max_orientations: keep at most K orientations per keypoint location and count
-///     max_keypoints in locations, as COLMAP counts its features (K = 2 is COLMAP's
-///     default); None: every keypoint counts (`descl extract --max-orientations`).
+/// selection: how max_keypoints chooses: "strongest" (by response) or "colmap" (as COLMAP's
+///     SIFT extraction keeps max_num_features: whole DoG levels from the coarsest down until
+///     they hold more than max_keypoints locations, at most 2 orientations per location;
+///     `descl extract --selection colmap`).
 #[pyclass(module = "descl", frozen)]
 pub struct Extractor {
     inner: descl::pipeline::Extractor,
@@ -49,7 +50,7 @@ impl Extractor {
     #[new]
     // One Rust argument per Python keyword argument.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (model=None, device="cpu", max_keypoints=2048, detector="dog", contrast_threshold=None, max_image_size=3200, max_orientations=None))]
+    #[pyo3(signature = (model=None, device="cpu", max_keypoints=2048, detector="dog", contrast_threshold=None, max_image_size=3200, selection="strongest"))]
     fn new(
         py: Python<'_>,
         model: Option<String>,
@@ -58,7 +59,7 @@ impl Extractor {
         detector: &str,
         contrast_threshold: Option<f32>,
         max_image_size: usize,
-        max_orientations: Option<usize>,
+        selection: &str,
     ) -> PyResult<Extractor> {
         let device: Device = device.parse().map_err(|e| to_py(e, "device"))?;
         let kind = DetectorKind::ALL
@@ -78,11 +79,17 @@ impl Extractor {
                 "contrast_threshold must be a positive number, got {contrast_threshold}"
             )));
         }
-        if max_orientations == Some(0) {
-            return Err(value_error(
-                "max_orientations must be at least 1 (None: every keypoint counts)".to_string(),
-            ));
-        }
+        let selection = Selection::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == selection)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Selection::ALL.iter().map(|k| k.name()).collect();
+                value_error(format!(
+                    "unknown selection `{selection}` ({})",
+                    names.join(", ")
+                ))
+            })?;
         let model = model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
         // As `DescribeArgs::extractor` (src/cli/args.rs): resolving and loading a model reads
         // and hashes files, so it runs without the GIL.
@@ -93,7 +100,7 @@ impl Extractor {
             kind,
             max_keypoints,
             contrast_threshold,
-            max_orientations,
+            selection,
             ..DetectorConfig::default()
         };
         let inner = descl::pipeline::Extractor::with_describer(describer, detector)
@@ -245,8 +252,8 @@ impl Extractor {
     }
 
     #[getter]
-    fn max_orientations(&self) -> Option<usize> {
-        self.inner.detector().max_orientations
+    fn selection(&self) -> &'static str {
+        self.inner.detector().selection.name()
     }
 
     #[getter]

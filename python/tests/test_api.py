@@ -48,24 +48,25 @@ def test_extract_equals_cli_with_defaults(fountain, run_cli, tmp_path):
     assert np.all(np.diff(ours["scores"]) <= 0)
 
 
-def test_max_orientations_counts_locations_like_the_cli(fountain, run_cli, tmp_path):
-    """max_orientations=2: max_keypoints counts locations (COLMAP's feature count), each with
-    at most two orientations; the same frames as `descl extract --max-orientations 2`."""
+def test_colmap_selection_equals_the_cli(fountain, run_cli, tmp_path):
+    """selection="colmap": max_keypoints chosen as COLMAP chooses max_num_features (whole DoG
+    levels from the coarsest, at most two orientations per location); the same frames as
+    `descl extract --selection colmap`."""
     image = fountain[0]
-    ex = descl.Extractor(model="rootsift", max_keypoints=300, max_orientations=2)
-    assert ex.max_orientations == 2 and descl.Extractor(model="rootsift").max_orientations is None
+    ex = descl.Extractor(model="rootsift", max_keypoints=300, selection="colmap")
+    assert ex.selection == "colmap" and descl.Extractor(model="rootsift").selection == "strongest"
     ours = ex.extract(image)
     run_cli("extract", image, "-m", "rootsift", "--max-keypoints", "300",
-            "--max-orientations", "2", "--out", tmp_path)
+            "--selection", "colmap", "--out", tmp_path)
     cli = np.load(tmp_path / f"{image.stem}.npz")
     np.testing.assert_array_equal(ours["frames"], cli["frames"])
-    locations, counts = np.unique(
+    _, counts = np.unique(
         np.column_stack([ours["keypoints"], ours["scores"]]), axis=0, return_counts=True
     )
-    assert len(locations) == 300 and counts.max() == 2, (len(locations), counts.max())
-    assert len(ours["frames"]) == 300 + np.sum(counts == 2)
-    with pytest.raises(ValueError, match="max_orientations must be at least 1"):
-        descl.Extractor(max_orientations=0)
+    # At least 300 locations (the finest kept level whole), never a third orientation.
+    assert len(counts) >= 300 and counts.max() <= 2, (len(counts), counts.max())
+    with pytest.raises(ValueError, match="unknown selection `best`"):
+        descl.Extractor(selection="best")
 
 
 def test_array_input_equals_path_input(extractor, graf, tmp_path):

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use descl::describe::Describer;
 use descl::detect::{
-    DetectorConfig, DetectorKind, DEFAULT_CONTRAST_THRESHOLD, DEFAULT_MAX_KEYPOINTS,
+    DetectorConfig, DetectorKind, Selection, DEFAULT_CONTRAST_THRESHOLD, DEFAULT_MAX_KEYPOINTS,
 };
 use descl::features::Features;
 use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
@@ -143,11 +143,11 @@ pub struct DescribeArgs {
     /// DoG contrast threshold (OpenCV SIFT `contrastThreshold`).
     #[arg(long, default_value_t = DEFAULT_CONTRAST_THRESHOLD, value_name = "X")]
     pub contrast_threshold: f32,
-    /// Keep at most K orientations per keypoint location and count --max-keypoints in
-    /// locations, as COLMAP counts `max_num_features` (with K = 2, its `max_num_orientations`):
-    /// up to K·N descriptors per image. Default: every frame counts.
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_orientations: Option<u64>,
+    /// How --max-keypoints chooses: `strongest` (by response) or `colmap` (as COLMAP's SIFT
+    /// extraction keeps `max_num_features` = N: whole DoG levels from the coarsest down until
+    /// they hold more than N locations, at most 2 orientations per location).
+    #[arg(long, default_value = "strongest", value_parser = choice(Selection::ALL, Selection::name))]
+    pub selection: Selection,
     /// Shrink images whose longer side exceeds N pixels before detection (COLMAP's default);
     /// keypoints are given in the original image's pixels. 0 = never.
     #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N")]
@@ -163,7 +163,7 @@ impl DescribeArgs {
             kind: self.detector,
             max_keypoints: self.max_keypoints,
             contrast_threshold: self.contrast_threshold,
-            max_orientations: self.max_orientations.map(|k| k as usize),
+            selection: self.selection,
             ..DetectorConfig::default()
         };
         Ok(Extractor::with_describer(describer, detector).max_image_size(self.max_image_size))

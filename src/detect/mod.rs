@@ -27,11 +27,47 @@ pub const DEFAULT_MAX_KEYPOINTS: usize = 2048;
 /// 3 scales per octave; OpenCV divides its 0.04 by the number of octave layers).
 pub const DEFAULT_CONTRAST_THRESHOLD: f32 = 0.04;
 
-/// COLMAP's `SiftExtraction.max_num_orientations` default: orientations kept per DoG location.
-/// COLMAP's `max_num_features` counts locations *before* this expansion ("maximum number of
-/// features to detect"), so its 8192 features give up to 16 384 descriptors per image (12 475
-/// on average on fountain-P11); [`DetectorConfig::max_orientations`] reproduces that count.
+/// COLMAP's `SiftExtraction.max_num_orientations` default: orientations kept per DoG location
+/// under [`Selection::Colmap`].
 pub const COLMAP_MAX_NUM_ORIENTATIONS: usize = 2;
+
+/// How `max_keypoints` chooses an image's keypoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Selection {
+    /// The `max_keypoints` strongest frames by detector response (each orientation of a
+    /// location is a frame of its own).
+    #[default]
+    Strongest,
+    /// What COLMAP's SIFT extraction keeps for `SiftExtraction.max_num_features` = N
+    /// (`ExtractSiftFeaturesCPU`): whole DoG levels, from the coarsest down, until they hold
+    /// more than N keypoint *locations* — the finest kept level whole, so an image keeps
+    /// somewhat more than N (10 737 on average on fountain-P11 at N = 8192) — and at most
+    /// [`COLMAP_MAX_NUM_ORIENTATIONS`] orientations per location, each a frame with its own
+    /// descriptor (COLMAP's database held 12 475 descriptors per fountain-P11 image at 8192).
+    /// A location is what OpenCV's SIFT emits once per orientation, sharing centre, size and
+    /// response ([`location_key`]); its DoG level is recovered from its scale ([`dog_level`]).
+    Colmap,
+}
+
+impl Selection {
+    /// Every rule, in the order the command line lists them.
+    pub const ALL: &'static [Selection] = &[Selection::Strongest, Selection::Colmap];
+
+    /// The name on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Selection::Strongest => "strongest",
+            Selection::Colmap => "colmap",
+        }
+    }
+}
+
+impl std::fmt::Display for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Which detector to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -67,22 +103,16 @@ impl std::fmt::Display for DetectorKind {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DetectorConfig {
     pub kind: DetectorKind,
-    /// Keep at most this many detections, the strongest by response; 0 keeps all. With
-    /// `max_orientations`, it counts locations instead (below).
+    /// Keep at most this many detections, the strongest by response; 0 keeps all. Under
+    /// [`Selection::Colmap`] it is COLMAP's `max_num_features` instead (`selection`).
     pub max_keypoints: usize,
     /// DoG contrast threshold (OpenCV's `contrastThreshold`); ignored by Harris-Affine.
     pub contrast_threshold: f32,
     /// Measurement-region magnification m (ARCHITECTURE.md "Conventions": `a = m·σ·R`).
     pub magnification: f32,
-    /// COLMAP's feature count: when set, `max_keypoints` counts keypoint *locations* (OpenCV's
-    /// SIFT emits one keypoint per orientation of a location, sharing its centre, size and
-    /// response) and each kept location keeps at most this many of its orientations, the first
-    /// in detector order — COLMAP's `max_num_features` with `max_num_orientations`
-    /// ([`COLMAP_MAX_NUM_ORIENTATIONS`]), so an image gives up to `max_keypoints` × this many
-    /// frames. None: every frame counts, one descriptor per kept frame (settings written before
-    /// it existed read as None).
+    /// How `max_keypoints` chooses (settings written before it existed read as `Strongest`).
     #[serde(default)]
-    pub max_orientations: Option<usize>,
+    pub selection: Selection,
 }
 
 impl Default for DetectorConfig {
@@ -92,14 +122,13 @@ impl Default for DetectorConfig {
             max_keypoints: 0,
             contrast_threshold: DEFAULT_CONTRAST_THRESHOLD,
             magnification: DEFAULT_MAGNIFICATION,
-            max_orientations: None,
+            selection: Selection::Strongest,
         }
     }
 }
 
 /// Detects frames in `img`, sorted by score descending and capped at `cfg.max_keypoints`
-/// (0 = all; frames, or locations with `cfg.max_orientations`). An image without keypoints
-/// gives an empty Vec.
+/// (0 = all) as `cfg.selection` says. An image without keypoints gives an empty Vec.
 #[cfg(feature = "full")]
 pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
     if !(cfg.magnification.is_finite() && cfg.magnification > 0.0) {
@@ -114,18 +143,16 @@ pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
             cfg.contrast_threshold
         )));
     }
-    if cfg.max_orientations == Some(0) {
-        return Err(Error::InvalidInput(
-            "orientations per keypoint location must be at least 1".into(),
-        ));
-    }
     let mut dets = match cfg.kind {
         DetectorKind::Dog => dog::detect_dog(img, cfg.contrast_threshold, cfg.magnification)?,
         DetectorKind::HarrisAffine => {
             harris_affine::detect_harris_affine(img, cfg.magnification, cfg.max_keypoints)
         }
     };
-    sort_and_cap(&mut dets, cfg.max_keypoints, cfg.max_orientations);
+    match cfg.selection {
+        Selection::Strongest => sort_and_cap(&mut dets, cfg.max_keypoints),
+        Selection::Colmap => select_like_colmap(&mut dets, cfg.max_keypoints, cfg.magnification),
+    }
     Ok(dets)
 }
 
@@ -139,37 +166,64 @@ fn location_key(d: &Detection) -> (u32, u32, u32) {
     (d.frame.x.to_bits(), d.frame.y.to_bits(), d.score.to_bits())
 }
 
-/// Sorts by score descending (stable, so equal scores keep detector order) and keeps the first
-/// `max` (0 = no cap): `max` frames, or with `max_orientations` = Some(k) the frames of the
-/// first `max` locations ([`location_key`]), at most k per location.
+/// Sorts by score descending (stable, so equal scores keep detector order) and truncates to
+/// `max` (0 = no cap).
 #[cfg(feature = "full")]
-pub(crate) fn sort_and_cap(dets: &mut Vec<Detection>, max: usize, max_orientations: Option<usize>) {
+pub(crate) fn sort_and_cap(dets: &mut Vec<Detection>, max: usize) {
     dets.sort_by(|a, b| b.score.total_cmp(&a.score));
-    let Some(per_location) = max_orientations else {
-        if max > 0 {
-            dets.truncate(max);
-        }
-        return;
-    };
-    let mut kept: std::collections::HashMap<(u32, u32, u32), usize> =
-        std::collections::HashMap::new();
-    dets.retain(|d| {
-        let locations = kept.len();
-        match kept.entry(location_key(d)) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let n = e.get_mut();
-                *n += 1;
-                *n <= per_location
+    if max > 0 {
+        dets.truncate(max);
+    }
+}
+
+/// The DoG level of a frame of scale `m·σ` (`magnification` m): round(S·log2(σ/σ₀)) with S =
+/// [`dog::SIFT_OCTAVE_LAYERS`] and σ₀ = [`dog::SIFT_SIGMA`] — the index o·S + layer of the
+/// octave o and layer SIFT found it in, since SIFT sizes a keypoint σ₀·2^(o + (layer + ξ)/S)
+/// with its sub-level offset ξ in [−½, ½] (OpenCV's `findScaleSpaceExtrema`).
+#[cfg(feature = "full")]
+pub(crate) fn dog_level(d: &Detection, magnification: f32) -> i32 {
+    let sigma = f64::from(d.frame.scale()) / f64::from(magnification);
+    let layers = f64::from(dog::SIFT_OCTAVE_LAYERS);
+    (layers * (sigma / dog::SIFT_SIGMA).log2()).round() as i32
+}
+
+/// [`Selection::Colmap`]: whole DoG levels from the coarsest down until they hold more than
+/// `max` locations (0 = all), at most [`COLMAP_MAX_NUM_ORIENTATIONS`] frames per location (the
+/// first in detector order, as COLMAP keeps its first orientations); the kept frames sorted by
+/// score descending (stable).
+#[cfg(feature = "full")]
+pub(crate) fn select_like_colmap(dets: &mut Vec<Detection>, max: usize, magnification: f32) {
+    use std::collections::{BTreeMap, HashMap};
+    // Frames per location, in detector order; each location's level.
+    let mut frames: HashMap<(u32, u32, u32), usize> = HashMap::new();
+    let mut per_level: BTreeMap<i32, usize> = BTreeMap::new();
+    let keep: Vec<bool> = dets
+        .iter()
+        .map(|d| {
+            let n = frames.entry(location_key(d)).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                *per_level.entry(dog_level(d, magnification)).or_insert(0) += 1;
             }
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let room = max == 0 || locations < max;
-                if room {
-                    e.insert(1);
-                }
-                room
+            *n <= COLMAP_MAX_NUM_ORIENTATIONS
+        })
+        .collect();
+    // COLMAP: `num_features += level_num_features[i]; if (num_features > max) { first level
+    // to keep = i; break; }`, from the coarsest level down.
+    let mut finest_kept = i32::MIN;
+    if max > 0 {
+        let mut locations = 0;
+        for (&level, &n) in per_level.iter().rev() {
+            locations += n;
+            if locations > max {
+                finest_kept = level;
+                break;
             }
         }
-    });
+    }
+    let mut keep = keep.into_iter();
+    dets.retain(|d| keep.next().unwrap_or(false) && dog_level(d, magnification) >= finest_kept);
+    dets.sort_by(|a, b| b.score.total_cmp(&a.score));
 }
 
 #[cfg(all(test, feature = "full"))]
@@ -207,48 +261,78 @@ mod tests {
         ]
     }
 
+    /// A DoG frame of σ at level `level` (σ = σ₀·2^(level/S)), magnification 1.
+    fn at_level(x: f32, deg: f32, level: i32, score: f32) -> Detection {
+        let sigma =
+            dog::SIFT_SIGMA * 2f64.powf(f64::from(level) / f64::from(dog::SIFT_OCTAVE_LAYERS));
+        let mut d = det(x, 0.0, deg, score);
+        for row in &mut d.frame.a {
+            for v in row {
+                *v *= sigma as f32;
+            }
+        }
+        d
+    }
+
     #[test]
-    fn frames_are_counted_without_max_orientations() {
+    fn strongest_keeps_the_strongest_frames() {
         let mut d = three_locations();
-        sort_and_cap(&mut d, 2, None);
+        sort_and_cap(&mut d, 2);
         // The two strongest frames: both are A's.
         assert_eq!(centres(&d), vec![(1.0, 1.0, 3.0), (1.0, 1.0, 3.0)]);
     }
 
     #[test]
-    fn locations_are_counted_with_max_orientations() {
-        let mut d = three_locations();
-        sort_and_cap(&mut d, 2, Some(COLMAP_MAX_NUM_ORIENTATIONS));
-        // A (its first two orientations in detector order) and B; C is the third location.
-        assert_eq!(
-            centres(&d),
-            vec![(1.0, 1.0, 3.0), (1.0, 1.0, 3.0), (2.0, 2.0, 2.0)]
-        );
-        assert_eq!(d[0].frame.a, det(0.0, 0.0, 0.0, 0.0).frame.a);
-        assert_eq!(d[1].frame.a, det(0.0, 0.0, 90.0, 0.0).frame.a);
-
-        let mut all = three_locations();
-        sort_and_cap(&mut all, 0, Some(1));
-        assert_eq!(
-            centres(&all),
-            vec![(1.0, 1.0, 3.0), (2.0, 2.0, 2.0), (5.0, 5.0, 1.0)]
-        );
-        let mut none = Vec::new();
-        sort_and_cap(&mut none, 8, Some(2));
-        assert!(none.is_empty());
+    fn dog_level_inverts_sifts_size() {
+        for level in [-3, -1, 0, 1, 2, 5, 11] {
+            assert_eq!(dog_level(&at_level(0.0, 37.0, level, 1.0), 1.0), level);
+        }
+        // Six times the magnification, six times the scale: the same level.
+        let mut d = at_level(0.0, 0.0, 4, 1.0);
+        for row in &mut d.frame.a {
+            for v in row {
+                *v *= 6.0;
+            }
+        }
+        assert_eq!(dog_level(&d, 6.0), 4);
     }
 
     #[test]
-    fn zero_orientations_per_location_is_refused() {
-        let img = GrayImage::filled(16, 16, 0.5);
-        let cfg = DetectorConfig {
-            max_orientations: Some(0),
-            ..DetectorConfig::default()
+    fn colmap_keeps_whole_coarse_levels_and_two_orientations() {
+        // Level 6: locations a (3 orientations) and b; level 3: c, d; level 0: e, f, g.
+        // Scores deliberately favour the fine levels: COLMAP selects by level, not response.
+        let dets = || {
+            vec![
+                at_level(1.0, 0.0, 6, 0.1),
+                at_level(1.0, 90.0, 6, 0.1),
+                at_level(1.0, 180.0, 6, 0.1),
+                at_level(2.0, 0.0, 6, 0.2),
+                at_level(3.0, 0.0, 3, 0.3),
+                at_level(4.0, 0.0, 3, 0.4),
+                at_level(5.0, 0.0, 0, 0.5),
+                at_level(6.0, 0.0, 0, 0.6),
+                at_level(7.0, 0.0, 0, 0.7),
+            ]
         };
-        let err = detect(&img, &cfg).err().map(|e| e.to_string());
-        assert!(
-            err.as_deref().is_some_and(|e| e.contains("orientations")),
-            "{err:?}"
-        );
+        let xs = |d: &[Detection]| d.iter().map(|d| d.frame.x).collect::<Vec<_>>();
+        // N = 2: level 6 holds 2 (not > 2), level 3 brings 4 > 2 and is kept whole.
+        let mut d = dets();
+        select_like_colmap(&mut d, 2, 1.0);
+        assert_eq!(xs(&d), vec![4.0, 3.0, 2.0, 1.0, 1.0]);
+        assert_eq!(d[3].frame.a, at_level(0.0, 0.0, 6, 0.0).frame.a);
+        assert_eq!(d[4].frame.a, at_level(0.0, 90.0, 6, 0.0).frame.a);
+        // N = 1: level 6 alone holds 2 > 1.
+        let mut d = dets();
+        select_like_colmap(&mut d, 1, 1.0);
+        assert_eq!(xs(&d), vec![2.0, 1.0, 1.0]);
+        // N = 7 or 0: everything, still two orientations per location.
+        for max in [7, 0] {
+            let mut d = dets();
+            select_like_colmap(&mut d, max, 1.0);
+            assert_eq!(xs(&d), vec![7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 1.0]);
+        }
+        let mut none = Vec::new();
+        select_like_colmap(&mut none, 8, 1.0);
+        assert!(none.is_empty());
     }
 }

@@ -59,11 +59,11 @@ pub struct Settings {
     /// Keypoints per image of the reconstruction suite, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sfm_max_keypoints: Option<usize>,
-    /// Orientations kept per location in the reconstruction suite, its `sfm_max_keypoints`
-    /// then counting locations as COLMAP does (`DetectorConfig::max_orientations`); None in
-    /// reports written before 2026-11-25, whose cap counted frames.
+    /// How the reconstruction suite chose its `sfm_max_keypoints` per image
+    /// (`DetectorConfig::selection`); None in reports written before 2026-11-25, whose suite
+    /// kept the strongest frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sfm_max_orientations: Option<usize>,
+    pub sfm_selection: Option<crate::detect::Selection>,
 }
 
 /// One group of homography sequences for one method.
@@ -367,15 +367,16 @@ impl BenchReport {
             "### Reconstruction (`colmap mapper`, principal point fixed) against the ground-truth cameras\n"
         );
         if let Some(k) = self.settings.sfm_max_keypoints {
-            let cap = match self.settings.sfm_max_orientations {
-                Some(o) => {
-                    format!("DoG: the {k} strongest locations, at most {o} orientations each")
-                }
-                None => format!("DoG: the {k} strongest frames"),
+            let cap = match self.settings.sfm_selection {
+                Some(crate::detect::Selection::Colmap) => format!(
+                    "DoG keypoints chosen as COLMAP chooses {k} features (whole DoG levels from the coarsest until they hold more than {k} locations, at most {} orientations each)",
+                    crate::detect::COLMAP_MAX_NUM_ORIENTATIONS
+                ),
+                _ => format!("DoG: the {k} strongest frames"),
             };
             let _ = writeln!(
                 s,
-                "{cap}, at COLMAP's peak threshold (contrast threshold {}; COLMAP: at most {k} SIFT locations with its default orientations) per image, exhaustive pairs, one camera per image.\n",
+                "{cap}, at COLMAP's peak threshold (contrast threshold {}; COLMAP: `max_num_features` {k}) per image, exhaustive pairs, one camera per image.\n",
                 crate::eval::reconstruction::COLMAP_PEAK_CONTRAST_THRESHOLD
             );
         }

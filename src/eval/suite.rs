@@ -4,9 +4,7 @@
 //! dispatching the suites lives here, not in the binary.
 
 use crate::describe::Describer;
-use crate::detect::{
-    DetectorConfig, DetectorKind, COLMAP_MAX_NUM_ORIENTATIONS, DEFAULT_CONTRAST_THRESHOLD,
-};
+use crate::detect::{DetectorConfig, DetectorKind, Selection, DEFAULT_CONTRAST_THRESHOLD};
 use crate::error::{Error, Result};
 use crate::eval::report::{group_sequences, BenchReport, HPatchesReport, Machine, Settings};
 use crate::eval::runner::{self, Timing, HOMOGRAPHY_RANSAC_PX, POSE_RANSAC_PX};
@@ -151,10 +149,10 @@ pub fn run(
                 .suites
                 .contains(&Suite::Sfm)
                 .then_some(cfg.sfm_max_keypoints),
-            sfm_max_orientations: cfg
+            sfm_selection: cfg
                 .suites
                 .contains(&Suite::Sfm)
-                .then_some(COLMAP_MAX_NUM_ORIENTATIONS),
+                .then_some(Selection::Colmap),
         },
         methods: methods.iter().map(|m| m.name().to_string()).collect(),
         sequences: BTreeMap::new(),
@@ -309,7 +307,7 @@ impl Run<'_> {
         let det = DetectorConfig {
             max_keypoints: self.cfg.sfm_max_keypoints,
             contrast_threshold: reconstruction::COLMAP_PEAK_CONTRAST_THRESHOLD,
-            max_orientations: Some(COLMAP_MAX_NUM_ORIENTATIONS),
+            selection: Selection::Colmap,
             ..*self.det
         };
         let work = std::env::temp_dir();
