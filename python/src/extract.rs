@@ -38,6 +38,23 @@ const _: () = assert!(DEFAULT_MAX_KEYPOINTS == 2048);
 ///     SIFT extraction keeps max_num_features: whole DoG levels from the coarsest down until
 ///     they hold more than max_keypoints locations, at most 2 orientations per location;
 ///     `descl extract --selection colmap`).
+/// The choice of `all` whose `name` is `given`, else a ValueError naming `what` and the choices
+/// (the command line's `choice` parsers, src/cli/args.rs).
+fn by_name<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &str,
+    given: &str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|&k| name(k) == given)
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&k| name(k)).collect();
+            value_error(format!("unknown {what} `{given}` ({})", names.join(", ")))
+        })
+}
+
 #[pyclass(module = "descl", frozen)]
 pub struct Extractor {
     inner: descl::pipeline::Extractor,
@@ -62,34 +79,14 @@ impl Extractor {
         selection: &str,
     ) -> PyResult<Extractor> {
         let device: Device = device.parse().map_err(|e| to_py(e, "device"))?;
-        let kind = DetectorKind::ALL
-            .iter()
-            .copied()
-            .find(|k| k.name() == detector)
-            .ok_or_else(|| {
-                let names: Vec<&str> = DetectorKind::ALL.iter().map(|k| k.name()).collect();
-                value_error(format!(
-                    "unknown detector `{detector}` ({})",
-                    names.join(", ")
-                ))
-            })?;
+        let kind = by_name(DetectorKind::ALL, DetectorKind::name, "detector", detector)?;
         let contrast_threshold = contrast_threshold.unwrap_or(DEFAULT_CONTRAST_THRESHOLD);
         if !(contrast_threshold.is_finite() && contrast_threshold > 0.0) {
             return Err(value_error(format!(
                 "contrast_threshold must be a positive number, got {contrast_threshold}"
             )));
         }
-        let selection = Selection::ALL
-            .iter()
-            .copied()
-            .find(|k| k.name() == selection)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Selection::ALL.iter().map(|k| k.name()).collect();
-                value_error(format!(
-                    "unknown selection `{selection}` ({})",
-                    names.join(", ")
-                ))
-            })?;
+        let selection = by_name(Selection::ALL, Selection::name, "selection", selection)?;
         let model = model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
         // As `DescribeArgs::extractor` (src/cli/args.rs): resolving and loading a model reads
         // and hashes files, so it runs without the GIL.
