@@ -41,10 +41,11 @@ pub enum Selection {
     Strongest,
     /// What COLMAP's SIFT extraction keeps for `SiftExtraction.max_num_features` = N
     /// (`ExtractSiftFeaturesCPU`): whole DoG levels, from the coarsest down, until they hold
-    /// more than N keypoint *locations* — the finest kept level whole, so an image keeps
-    /// somewhat more than N (10 737 on average on fountain-P11 at N = 8192) — and at most
-    /// [`COLMAP_MAX_NUM_ORIENTATIONS`] orientations per location, each a frame with its own
-    /// descriptor (COLMAP's database held 12 475 descriptors per fountain-P11 image at 8192).
+    /// more than N keypoint *locations* — the finest kept level whole, so an image keeps more
+    /// than N (COLMAP kept 10 737 locations per fountain-P11 image on average at N = 8192) —
+    /// and at most [`COLMAP_MAX_NUM_ORIENTATIONS`] orientations per location, each a frame
+    /// with its own descriptor (COLMAP's database held 12 475 descriptors per fountain-P11
+    /// image at 8192).
     /// A location is what OpenCV's SIFT emits once per orientation, sharing centre, size and
     /// response ([`location_key`]); its DoG level is recovered from its scale ([`dog_level`]).
     Colmap,
@@ -194,35 +195,42 @@ pub(crate) fn dog_level(d: &Detection, magnification: f32) -> i32 {
 #[cfg(feature = "full")]
 pub(crate) fn select_like_colmap(dets: &mut Vec<Detection>, max: usize, magnification: f32) {
     use std::collections::{BTreeMap, HashMap};
-    // Frames per location, in detector order; each location's level.
-    let mut frames: HashMap<(u32, u32, u32), usize> = HashMap::new();
+    // Per location (in detector order): its frames so far and its level, taken from its first
+    // frame so that all its orientations share it; locations per level.
+    let mut locations: HashMap<(u32, u32, u32), (usize, i32)> = HashMap::new();
     let mut per_level: BTreeMap<i32, usize> = BTreeMap::new();
-    let keep: Vec<bool> = dets
+    let tagged: Vec<(bool, i32)> = dets
         .iter()
         .map(|d| {
-            let n = frames.entry(location_key(d)).or_insert(0);
+            let (n, level) = locations
+                .entry(location_key(d))
+                .or_insert_with(|| (0, dog_level(d, magnification)));
             *n += 1;
             if *n == 1 {
-                *per_level.entry(dog_level(d, magnification)).or_insert(0) += 1;
+                *per_level.entry(*level).or_insert(0) += 1;
             }
-            *n <= COLMAP_MAX_NUM_ORIENTATIONS
+            (*n <= COLMAP_MAX_NUM_ORIENTATIONS, *level)
         })
         .collect();
     // COLMAP: `num_features += level_num_features[i]; if (num_features > max) { first level
     // to keep = i; break; }`, from the coarsest level down.
     let mut finest_kept = i32::MIN;
     if max > 0 {
-        let mut locations = 0;
+        let mut held = 0;
         for (&level, &n) in per_level.iter().rev() {
-            locations += n;
-            if locations > max {
+            held += n;
+            if held > max {
                 finest_kept = level;
                 break;
             }
         }
     }
-    let mut keep = keep.into_iter();
-    dets.retain(|d| keep.next().unwrap_or(false) && dog_level(d, magnification) >= finest_kept);
+    let mut tagged = tagged.into_iter();
+    dets.retain(|_| {
+        tagged
+            .next()
+            .is_some_and(|(first_ones, level)| first_ones && level >= finest_kept)
+    });
     dets.sort_by(|a, b| b.score.total_cmp(&a.score));
 }
 
