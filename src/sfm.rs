@@ -3,6 +3,7 @@
 //! reconstructs from; and the ground-truth evaluation of a reconstruction. The extractor is a
 //! parameter, so any [`crate::describe::Describer`] serves.
 
+use crate::detect::{DetectorConfig, Selection, COLMAP_PEAK_CONTRAST_THRESHOLD};
 use crate::error::Result;
 use crate::features::Features;
 use crate::geometry::Intrinsics;
@@ -16,7 +17,7 @@ use crate::progress::Progress;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-pub use crate::matching::two_view::COLMAP_MIN_NUM_INLIERS;
+pub use crate::matching::two_view::{COLMAP_MAX_ERROR_PX, COLMAP_MIN_NUM_INLIERS};
 
 /// Settings of `descl sfm`.
 #[derive(Debug, Clone)]
@@ -29,9 +30,17 @@ pub struct SfmConfig {
 }
 
 impl Default for SfmConfig {
+    /// `descl sfm`'s defaults: exhaustive pairs, one SIMPLE_RADIAL camera per image, pairs
+    /// verified at COLMAP's two-view threshold ([`COLMAP_MAX_ERROR_PX`] = 4 px). COLMAP's
+    /// mapper re-estimates its initial pair's essential matrix at 4 px from the inliers a
+    /// database stores: verified at descl's 1 px, opensfm_lund (forward street motion,
+    /// 48 inliers per pair on average) found no initial pair at all ("failed to create sparse
+    /// model"); at 4 px, 59 inliers per pair and 24 of its 29 images registered.
     fn default() -> Self {
+        let mut pair = PairConfig::default();
+        pair.ransac.threshold_px = COLMAP_MAX_ERROR_PX;
         SfmConfig {
-            pair: PairConfig::default(),
+            pair,
             pairs: PairMode::Exhaustive,
             camera_model: CameraModel::SimpleRadial,
             single_camera: false,
@@ -52,6 +61,25 @@ pub struct SfmSummary {
     pub mean_inliers: f64,
     /// Images that could not be read and pairs that could not be matched, with the reason.
     pub skipped: Vec<String>,
+}
+
+/// Keypoints per image of `descl sfm` and `descl bench sfm`: COLMAP's
+/// `SiftExtraction.max_num_features` default, so COLMAP's own pipeline, the same-run peer of
+/// the sfm suite, runs with its own defaults too.
+pub const SFM_MAX_KEYPOINTS: usize = 8192;
+
+/// `descl sfm`'s detector defaults, the best measured SfM settings (docs/BENCHMARKS.md, the
+/// sfm suite): DoG at COLMAP's peak threshold, [`SFM_MAX_KEYPOINTS`] chosen as COLMAP chooses
+/// its features ([`Selection::Colmap`]). On fountain-P11 these gave 14.2k 3-D points and a
+/// 0.040 % camera-centre error against 2.1k points with `descl extract`'s 2048 strongest at
+/// OpenCV's threshold. `descl bench sfm` runs exactly these.
+pub fn sfm_detector() -> DetectorConfig {
+    DetectorConfig {
+        max_keypoints: SFM_MAX_KEYPOINTS,
+        contrast_threshold: COLMAP_PEAK_CONTRAST_THRESHOLD,
+        selection: Selection::Colmap,
+        ..DetectorConfig::default()
+    }
 }
 
 /// Camera knowledge of an image for COLMAP: focal length from EXIF when present, else COLMAP's

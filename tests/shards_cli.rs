@@ -50,7 +50,7 @@ fn extract(imgs: &Path, out: &Path, args: &[&str]) -> std::process::Command {
         .arg(imgs)
         .arg("--out")
         .arg(out)
-        .args(["--max-keypoints", KEYPOINTS])
+        .args(["--max-keypoints", KEYPOINTS, "--preset", "sfm"])
         .args(args);
     c
 }

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use descl::describe::Describer;
 use descl::detect::{
-    DetectorConfig, DetectorKind, Selection, DEFAULT_CONTRAST_THRESHOLD, DEFAULT_MAX_KEYPOINTS,
+    DetectorConfig, DetectorKind, Selection, DEFAULT_MAX_KEYPOINTS,
 };
 use descl::features::Features;
 use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
@@ -124,6 +124,28 @@ impl From<CameraModelArg> for CameraModel {
     }
 }
 
+/// Detector defaults of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// `descl extract` / `descl match`: the [`DEFAULT_MAX_KEYPOINTS`] strongest DoG frames at
+    /// OpenCV's contrast threshold.
+    Match,
+    /// `descl sfm`: [`descl::sfm::sfm_detector`].
+    Sfm,
+}
+
+impl Preset {
+    pub fn detector(self) -> DetectorConfig {
+        match self {
+            Preset::Match => DetectorConfig {
+                max_keypoints: DEFAULT_MAX_KEYPOINTS,
+                ..DetectorConfig::default()
+            },
+            Preset::Sfm => descl::sfm::sfm_detector(),
+        }
+    }
+}
+
 /// How features are computed: describer, device, detector.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DescribeArgs {
@@ -137,17 +159,26 @@ pub struct DescribeArgs {
     /// Keypoint detector.
     #[arg(long, default_value = "dog", value_parser = choice(DetectorKind::ALL, DetectorKind::name))]
     pub detector: DetectorKind,
-    /// Keep at most N keypoints per image, the strongest first (0 = all).
-    #[arg(long, default_value_t = DEFAULT_MAX_KEYPOINTS, value_name = "N")]
-    pub max_keypoints: usize,
-    /// DoG contrast threshold (OpenCV SIFT `contrastThreshold`).
-    #[arg(long, default_value_t = DEFAULT_CONTRAST_THRESHOLD, value_name = "X")]
-    pub contrast_threshold: f32,
+    /// Keep at most N keypoints per image (0 = all) [default: 2048; descl sfm: 8192,
+    /// COLMAP's max_num_features].
+    #[arg(long, value_name = "N")]
+    pub max_keypoints: Option<usize>,
+    /// DoG contrast threshold (OpenCV SIFT `contrastThreshold`) [default: 0.04, OpenCV's;
+    /// descl sfm: 0.02, COLMAP's peak threshold in OpenCV's units].
+    #[arg(long, value_name = "X")]
+    pub contrast_threshold: Option<f32>,
     /// How --max-keypoints chooses: `strongest` (by response) or `colmap` (as COLMAP's SIFT
     /// extraction keeps `max_num_features` = N: whole DoG levels from the coarsest down until
-    /// they hold more than N locations, at most 2 orientations per location).
-    #[arg(long, default_value = "strongest", value_parser = choice(Selection::ALL, Selection::name))]
-    pub selection: Selection,
+    /// they hold more than N locations, at most 2 orientations per location) [default:
+    /// strongest; descl sfm: colmap].
+    #[arg(long, value_parser = choice(Selection::ALL, Selection::name))]
+    pub selection: Option<Selection>,
+    /// Detector defaults for the flags above that are not given: `match` (descl extract's and
+    /// descl match's: 2048 strongest DoG frames at OpenCV's threshold) or `sfm` (descl sfm's:
+    /// 8192 chosen as COLMAP chooses its features, at COLMAP's threshold). Extract with
+    /// `--preset sfm` for `descl sfm merge` to give what `descl sfm` gives.
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
     /// Shrink images whose longer side exceeds N pixels before detection (COLMAP's default);
     /// keypoints are given in the original image's pixels. 0 = never.
     #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N")]
@@ -155,18 +186,31 @@ pub struct DescribeArgs {
 }
 
 impl DescribeArgs {
-    /// Opens the describer (models are resolved and loaded here).
+    /// Opens the describer (models are resolved and loaded here), with the detector defaults
+    /// of `--preset`, else of `descl extract` and `descl match`.
     pub fn extractor(&self) -> anyhow::Result<Extractor> {
+        self.extractor_for(Preset::Match)
+    }
+
+    /// As [`Self::extractor`], with `fallback`'s defaults when `--preset` is not given
+    /// (`descl sfm` passes [`Preset::Sfm`]).
+    pub fn extractor_for(&self, fallback: Preset) -> anyhow::Result<Extractor> {
         let describer = Describer::open(&self.model, self.device.into())
             .with_context(|| format!("describer `{}`", self.model))?;
-        let detector = DetectorConfig {
+        let defaults = self.preset.unwrap_or(fallback).detector();
+        Ok(Extractor::with_describer(describer, self.detector(&defaults))
+            .max_image_size(self.max_image_size))
+    }
+
+    /// The detector settings: the flags given, the rest from `defaults`.
+    fn detector(&self, defaults: &DetectorConfig) -> DetectorConfig {
+        DetectorConfig {
             kind: self.detector,
-            max_keypoints: self.max_keypoints,
-            contrast_threshold: self.contrast_threshold,
-            selection: self.selection,
-            ..DetectorConfig::default()
-        };
-        Ok(Extractor::with_describer(describer, detector).max_image_size(self.max_image_size))
+            max_keypoints: self.max_keypoints.unwrap_or(defaults.max_keypoints),
+            contrast_threshold: self.contrast_threshold.unwrap_or(defaults.contrast_threshold),
+            selection: self.selection.unwrap_or(defaults.selection),
+            ..*defaults
+        }
     }
 }
 
@@ -197,9 +241,11 @@ pub struct MatchArgs {
     /// Geometric verification model.
     #[arg(long, value_enum, default_value_t = GeometryArg::Fundamental)]
     pub geometry: GeometryArg,
-    /// RANSAC (USAC MAGSAC) inlier threshold in pixels.
-    #[arg(long, default_value_t = RansacConfig::default().threshold_px, value_name = "PX")]
-    pub threshold: f64,
+    /// RANSAC (USAC MAGSAC) inlier threshold in pixels [default: 1; descl sfm: 4, COLMAP's
+    /// two-view max_error, whose mapper re-estimates each initial pair at 4 px from the
+    /// stored inliers].
+    #[arg(long, value_name = "PX")]
+    pub threshold: Option<f64>,
     /// RANSAC confidence.
     #[arg(long, default_value_t = RansacConfig::default().confidence)]
     pub confidence: f64,
@@ -215,8 +261,9 @@ pub struct MatchArgs {
 }
 
 impl MatchArgs {
-    /// The validated pair settings.
-    pub fn pair_config(&self) -> anyhow::Result<PairConfig> {
+    /// The validated pair settings, `default_threshold` when `--threshold` is not given
+    /// (`descl match`'s 1 px, `RansacConfig::default`, or `descl sfm`'s 4 px).
+    pub fn pair_config_with(&self, default_threshold: f64) -> anyhow::Result<PairConfig> {
         let cfg = PairConfig {
             matcher: self.matcher.into(),
             matching: MatchConfig {
@@ -228,7 +275,7 @@ impl MatchArgs {
             },
             geometry: self.geometry.model(),
             ransac: RansacConfig {
-                threshold_px: self.threshold,
+                threshold_px: self.threshold.unwrap_or(default_threshold),
                 confidence: self.confidence,
                 max_iters: self.max_iters,
             },

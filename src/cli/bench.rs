@@ -6,7 +6,7 @@ use super::progress::Bar;
 use anyhow::Context;
 use descl::describe::{Describer, ROOTSIFT, SIFT};
 use descl::eval::plot;
-use descl::eval::reconstruction::SFM_MAX_KEYPOINTS;
+use descl::sfm::SFM_MAX_KEYPOINTS;
 use descl::eval::runner::BENCH_MAX_KEYPOINTS;
 use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
 use descl::io::atomic::write_bytes_atomic;

@@ -47,8 +47,9 @@ pub struct Args {
     /// --out-dir (npz); run them in any order, on any machines.
     #[arg(long, value_name = "I/N", requires = "images", value_parser = shard_parser)]
     shard: Option<Shard>,
-    /// Also fit COLMAP's homography to each F/E-verified pair and record it, so that `descl sfm
-    /// merge` labels planar and panoramic pairs as COLMAP does (what `descl sfm` does).
+    /// Match for a COLMAP database, as `descl sfm` does: verify at COLMAP's 4 px unless
+    /// --threshold is given, and also fit COLMAP's homography to each F/E-verified pair and
+    /// record it, so that `descl sfm merge` labels planar and panoramic pairs as COLMAP does.
     #[arg(long)]
     planar_check: bool,
     /// With a folder of features files: hold at most about N images' features at once (files
@@ -96,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let cfg = PairConfig {
         planar_check: args.planar_check,
-        ..args.matching.pair_config()?
+        ..args.matching.pair_config_with(default_threshold(args.planar_check))?
     };
     for out in args.out.iter().chain(&args.viz) {
         descl::io::atomic::check_writable(out)?;
@@ -182,7 +183,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         pairs,
         pair: PairConfig {
             planar_check: args.planar_check,
-            ..args.matching.pair_config()?
+            ..args.matching.pair_config_with(default_threshold(args.planar_check))?
         },
         store_images: false,
         shard: args.shard.unwrap_or_default(),
@@ -221,4 +222,14 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         bail!("{failed} of {total} pairs failed");
     }
     Ok(())
+}
+
+/// RANSAC threshold when --threshold is not given: `descl sfm`'s (COLMAP's 4 px) for matches
+/// made for a COLMAP database (`--planar-check`), else `descl match`'s 1 px.
+fn default_threshold(for_colmap: bool) -> f64 {
+    if for_colmap {
+        descl::sfm::SfmConfig::default().pair.ransac.threshold_px
+    } else {
+        descl::geometry::RansacConfig::default().threshold_px
+    }
 }

@@ -2,7 +2,7 @@
 //! descl (any describer, any matcher), write a COLMAP database, and with `--reconstruct` run
 //! `colmap mapper` on it.
 
-use super::args::{CameraModelArg, DescribeArgs, MatchArgs, PairArgs};
+use super::args::{CameraModelArg, DescribeArgs, MatchArgs, PairArgs, Preset};
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use descl::io::colmap_model::{run_mapper, MapperOptions};
@@ -128,7 +128,9 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
 impl Args {
     fn config(&self) -> anyhow::Result<SfmConfig> {
         Ok(SfmConfig {
-            pair: self.matching.pair_config()?,
+            pair: self
+                .matching
+                .pair_config_with(SfmConfig::default().pair.ransac.threshold_px)?,
             pairs: self.pairs.mode(Some(PairMode::Exhaustive))?,
             camera_model: self.camera_model.into(),
             single_camera: self.single_camera,
@@ -161,7 +163,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         );
     }
     let cfg = args.config()?;
-    let extractor = args.describe.extractor()?;
+    let extractor = args.describe.extractor_for(Preset::Sfm)?;
     let bar = Bar::new(true);
     let summary = build_database(
         &images_dir,

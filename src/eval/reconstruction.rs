@@ -9,8 +9,9 @@
 //! of 3-D points and the camera-centre error after bundle adjustment are what an SfM user sees.
 //! Both pipelines run with COLMAP's defaults: one camera per image (SIMPLE_RADIAL, focal from
 //! EXIF or the default prior), principal point held at the image centre, at most
-//! [`SFM_MAX_KEYPOINTS`] features per image, DoG at COLMAP's peak threshold
-//! ([`COLMAP_PEAK_CONTRAST_THRESHOLD`]).
+//! [`crate::sfm::SFM_MAX_KEYPOINTS`] features per image; descl's side runs `descl sfm`'s own
+//! detector defaults ([`crate::sfm::sfm_detector`]), so the suite measures what a user of
+//! `descl sfm` gets.
 
 use crate::describe::Describer;
 use crate::detect::DetectorConfig;
@@ -24,18 +25,6 @@ use crate::sfm::{build_database, evaluate, GroundTruthCamera, SfmAccuracy, SfmCo
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Instant;
-
-/// Features per image of the reconstruction suite: COLMAP's `SiftExtraction.max_num_features`
-/// default, so that the peer runs with its own defaults.
-pub const SFM_MAX_KEYPOINTS: usize = 8192;
-
-/// DoG contrast threshold of the suite, in OpenCV's units: COLMAP's default
-/// `SiftExtraction.peak_threshold` (0.02 / `octave_resolution` 3, on |DoG| of an image in
-/// [0, 1]) times OpenCV's `nOctaveLayers` (3), since OpenCV SIFT keeps an extremum where
-/// |DoG| ≥ `contrastThreshold` / `nOctaveLayers`. With OpenCV's default 0.04 a Strecha image
-/// gives ~4 300 DoG extrema, half the 8192 budget COLMAP fills: the peer would get twice the
-/// features for "the same" setting.
-pub const COLMAP_PEAK_CONTRAST_THRESHOLD: f32 = 0.02;
 
 /// Method name of the same-run peer: COLMAP's own SIFT extraction, matching and mapping.
 pub const COLMAP_SIFT_PIPELINE: &str = "colmap-sift";

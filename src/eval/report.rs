@@ -377,7 +377,7 @@ impl BenchReport {
             let _ = writeln!(
                 s,
                 "{cap}, at COLMAP's peak threshold (contrast threshold {}; COLMAP: `max_num_features` {k}) per image, exhaustive pairs, one camera per image.\n",
-                crate::eval::reconstruction::COLMAP_PEAK_CONTRAST_THRESHOLD
+                crate::detect::COLMAP_PEAK_CONTRAST_THRESHOLD
             );
         }
         let _ = writeln!(

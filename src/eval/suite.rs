@@ -306,9 +306,9 @@ impl Run<'_> {
         };
         let det = DetectorConfig {
             max_keypoints: self.cfg.sfm_max_keypoints,
-            contrast_threshold: reconstruction::COLMAP_PEAK_CONTRAST_THRESHOLD,
-            selection: Selection::Colmap,
-            ..*self.det
+            kind: self.det.kind,
+            magnification: self.det.magnification,
+            ..crate::sfm::sfm_detector()
         };
         let work = std::env::temp_dir();
         let (progress, colmap_features) = (self.progress, self.cfg.sfm_max_keypoints);

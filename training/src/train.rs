@@ -81,6 +81,26 @@ pub struct TrackSource {
     /// Relative share of the batch's classes drawn from this source.
     #[serde(default = "one")]
     pub weight: f64,
+    /// A held-out scene: never trained on, only validated on (model selection and stopping
+    /// on scenes the run has not seen). With any such source, validation uses these alone
+    /// (up to `data.validation` classes each) and the training sources keep all their classes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub validation_only: bool,
+    /// The photo sets the source's tracks come from and their licences (from
+    /// `../shared/data/train/SCENES.md`), copied into the model card: a user of the model
+    /// must know which scenes it saw and under which terms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenes: Vec<SceneLicence>,
+}
+
+/// A training photo set and its licence (SCENES.md: `class` is `open` for CC0 / CC BY / BSD /
+/// Apache, `restricted` for non-commercial, share-alike, GPL or unstated terms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SceneLicence {
+    pub scene: String,
+    pub licence: String,
+    pub class: String,
 }
 
 impl DataConfig {
@@ -92,6 +112,8 @@ impl DataConfig {
                 synthetic: self.synthetic.clone(),
                 colmap: None,
                 weight: 1.0,
+                validation_only: false,
+                scenes: Vec::new(),
             }]),
             (None, false) if self.synthetic.is_none() => Ok(self.sources.clone()),
             (None, true) => bail!("data needs `tracks` or `sources`"),
@@ -225,7 +247,11 @@ impl RunConfig {
         // Syntax only: a config may be checked, and its tracks generated, on a machine
         // without the GPU it trains on; training itself asks for the device.
         parse_device_name(&self.device)?;
-        self.data.all_sources()?;
+        let sources = self.data.all_sources()?;
+        if sources.iter().all(|s| s.validation_only) {
+            bail!("every track source is validation_only: nothing to train on");
+        }
+        self.data.augment.photometric.validate()?;
         Ok(())
     }
 }
@@ -374,8 +400,7 @@ fn run(
         &serde_json::to_vec_pretty(config)?,
     )?;
 
-    let mut tracks = load_or_generate_tracks(&config.data)?;
-    let validation = tracks.split_off(config.data.validation);
+    let (tracks, validation) = training_and_validation(&config.data)?;
     if tracks.classes() < config.batch {
         bail!(
             "{} training classes, batch needs {}",
@@ -470,11 +495,12 @@ fn run(
         .with_context(|| format!("{}: cannot open log", config.out.join(LOG_FILE).display()))?;
     if start == 0 {
         // The starting point's accuracy: chance for a random net, the source's for `init`.
-        if let Some(acc) = validation_accuracy(&net, &validation, &tracks.weights, device)? {
+        if let Some(v) = validation.evaluate(&net, device)? {
             writeln!(
                 log,
                 "{}",
-                serde_json::json!({"step": 0, "validation_nn_accuracy_start": acc})
+                serde_json::json!({"step": 0, "validation_nn_accuracy_start": v.nn_accuracy,
+                                   "validation_fpr95_start": v.fpr95})
             )?;
         }
     }
@@ -566,6 +592,19 @@ fn run(
                     devices: devices.clone(),
                 },
             )?;
+            // Held-out progress at every checkpoint: the curve model selection and early
+            // stopping read (`log.jsonl`), not only the end point.
+            if !interrupted && done < config.iterations {
+                if let Some(v) = validation.evaluate(&net, device)? {
+                    writeln!(
+                        log,
+                        "{}",
+                        serde_json::json!({"step": done, "validation_nn_accuracy": v.nn_accuracy,
+                                           "validation_fpr95": v.fpr95})
+                    )?;
+                    log.flush()?;
+                }
+            }
         }
         if interrupted {
             bar.abandon_with_message("stopped");
@@ -580,12 +619,14 @@ fn run(
         mean(&recent)
     };
 
-    let validation_nn_accuracy = validation_accuracy(&net, &validation, &tracks.weights, device)?;
-    if let Some(acc) = validation_nn_accuracy {
+    let held_out = validation.evaluate(&net, device)?;
+    let validation_nn_accuracy = held_out.map(|v| v.nn_accuracy);
+    if let Some(v) = held_out {
         writeln!(
             log,
             "{}",
-            serde_json::json!({"step": end, "validation_nn_accuracy": acc})
+            serde_json::json!({"step": end, "validation_nn_accuracy": v.nn_accuracy,
+                               "validation_fpr95": v.fpr95})
         )?;
     }
 
@@ -680,6 +721,90 @@ pub fn load_or_generate_tracks(data: &DataConfig) -> Result<TrackMix> {
         sets.push(load_or_generate_source(source)?);
     }
     TrackMix::new(sets, sources.iter().map(|s| s.weight).collect())
+}
+
+/// Held-out track sets and their weights (as the sources are weighted).
+#[derive(Debug, Clone, Default)]
+pub struct Validation {
+    pub sets: Vec<TrackSet>,
+    pub weights: Vec<f64>,
+    /// True when the sets are whole held-out scenes (`validation_only` sources), false when
+    /// they are the last classes of the training sources.
+    pub held_out_scenes: bool,
+}
+
+/// Validation numbers of a net, weighted over the held-out sets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValidationScore {
+    /// NN accuracy ([`nn_accuracy`]).
+    pub nn_accuracy: f64,
+    /// False-positive rate at 95 % recall (HardNet's FPR95, [`fpr95`]); None without
+    /// descl's evaluation metrics (the build without feature `tracks`).
+    pub fpr95: Option<f64>,
+}
+
+impl Validation {
+    /// None when no set has 2 classes or more.
+    pub fn evaluate(&self, net: &Net, device: Device) -> Result<Option<ValidationScore>> {
+        let Some(nn) = validation_accuracy(net, &self.sets, &self.weights, device)? else {
+            return Ok(None);
+        };
+        let (mut sum, mut total, mut any) = (0.0, 0.0, true);
+        for (set, &w) in self.sets.iter().zip(&self.weights) {
+            if set.header.classes >= 2 {
+                match fpr95(net, set, device)? {
+                    Some(f) => {
+                        sum += w * f;
+                        total += w;
+                    }
+                    None => any = false,
+                }
+            }
+        }
+        Ok(Some(ValidationScore {
+            nn_accuracy: nn,
+            fpr95: (any && total > 0.0).then(|| sum / total),
+        }))
+    }
+}
+
+/// The run's training mix and its validation sets: the `validation_only` sources whole (each
+/// cut to its first `data.validation` classes when that is set), or, without such sources,
+/// the last `data.validation` classes of every training source (at most
+/// [`crate::data::MAX_VALIDATION_SHARE`] of it).
+pub fn training_and_validation(data: &DataConfig) -> Result<(TrackMix, Validation)> {
+    let sources = data.all_sources()?;
+    let (mut train_sets, mut train_weights) = (Vec::new(), Vec::new());
+    let mut held = Validation {
+        held_out_scenes: sources.iter().any(|s| s.validation_only),
+        ..Validation::default()
+    };
+    for source in &sources {
+        let mut set = load_or_generate_source(source)?;
+        if source.validation_only {
+            if data.validation > 0 && set.header.classes > data.validation {
+                set.split_off(set.header.classes - data.validation);
+            }
+            held.sets.push(set);
+            held.weights.push(source.weight);
+        } else {
+            train_sets.push(set);
+            train_weights.push(source.weight);
+        }
+    }
+    let mut mix = TrackMix::new(train_sets, train_weights)?;
+    if let Some(set) = held.sets.iter().find(|s| s.header.magnification != mix.magnification()) {
+        bail!(
+            "validation tracks cut at magnification {}, training tracks at {}",
+            set.header.magnification,
+            mix.magnification()
+        );
+    }
+    if !held.held_out_scenes {
+        held.weights = mix.weights.clone();
+        held.sets = mix.split_off(data.validation);
+    }
+    Ok((mix, held))
 }
 
 fn load_or_generate_source(source: &TrackSource) -> Result<TrackSet> {
@@ -782,6 +907,46 @@ pub fn validation_accuracy(
     Ok((total > 0.0).then(|| sum / total))
 }
 
+/// HardNet's FPR95 on a track set: positives are (view 0, view 1) of each class, negatives
+/// (view 0 of class i, view 1 of class i+1 mod n) — as many as positives, as in the UBC
+/// PhotoTour 50/50 pairs; the false-positive rate at 95 % recall by descl's own
+/// `eval::metrics::fpr_at_recall` (the benchmark's definition).
+#[cfg(feature = "tracks")]
+pub fn fpr95(net: &Net, set: &TrackSet, device: Device) -> Result<Option<f64>> {
+    let n = set.header.classes;
+    if n < 2 {
+        return Ok(None);
+    }
+    let views = set.header.views as i64;
+    let desc = describe(net, &set.classes_f32(0..n), device)?.f_reshape([n as i64, views, -1])?;
+    let desc = if net.is_binary() { desc.f_sign()? } else { desc };
+    let a = desc.f_select(1, 0)?;
+    let b = desc.f_select(1, 1)?;
+    let shifted = b.f_roll([-1], [0])?;
+    let pos: Vec<f32> = Vec::try_from(
+        (&a - &b).f_square()?.f_sum_dim_intlist([1i64].as_slice(), false, Kind::Float)?.f_sqrt()?,
+    )?;
+    let neg: Vec<f32> = Vec::try_from(
+        (&a - &shifted)
+            .f_square()?
+            .f_sum_dim_intlist([1i64].as_slice(), false, Kind::Float)?
+            .f_sqrt()?,
+    )?;
+    let distances: Vec<f64> = pos.iter().chain(&neg).map(|&d| f64::from(d)).collect();
+    let labels: Vec<bool> = (0..2 * n).map(|i| i < n).collect();
+    Ok(Some(descl::eval::metrics::fpr_at_recall(
+        &distances,
+        &labels,
+        descl::eval::metrics::UBC_RECALL,
+    )?))
+}
+
+/// Without descl's evaluation metrics (no feature `tracks`): no FPR95.
+#[cfg(not(feature = "tracks"))]
+pub fn fpr95(_net: &Net, _set: &TrackSet, _device: Device) -> Result<Option<f64>> {
+    Ok(None)
+}
+
 /// Fraction of validation classes whose view-0 descriptor has its own view 1 as nearest
 /// neighbour among all view-1 descriptors (a cheap progress signal on held-out training tracks).
 pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
@@ -835,6 +1000,22 @@ struct CardRun<'a> {
     devices: &'a [String],
 }
 
+/// The scenes (with licences) of the training or the validation-only sources, each once, in
+/// source order; `restricted` scenes make the model's own terms those of the most restrictive.
+fn scenes_of(config: &RunConfig, validation: bool) -> Vec<SceneLicence> {
+    let mut out: Vec<SceneLicence> = Vec::new();
+    for source in config.data.all_sources().unwrap_or_default() {
+        if source.validation_only == validation {
+            for s in source.scenes {
+                if !out.iter().any(|o| o.scene == s.scene) {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn model_card(
     config: &RunConfig,
     net: &Net,
@@ -862,7 +1043,8 @@ fn model_card(
             "augment": config.data.augment,
             "width": config.net.width,
         },
-        "data": {"sources": tracks.describe(), "classes": tracks.classes(), "views": tracks.views()},
+        "data": {"sources": tracks.describe(), "classes": tracks.classes(), "views": tracks.views(),
+                 "scenes": scenes_of(config, false), "validation_scenes": scenes_of(config, true)},
         "iterations": config.iterations,
         "batch": config.batch,
         "seed": config.seed,

@@ -115,6 +115,7 @@ fn setup(dir: &Path) -> (ColmapTracksConfig, Vec<Vec<Frame>>) {
         stored_magnification: 6.0,
         magnification: 12.0,
         seed: 7,
+        jitter: None,
     };
     (cfg, all)
 }

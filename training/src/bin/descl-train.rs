@@ -240,8 +240,11 @@ fn run(cli: Cli) -> Result<()> {
                             stored_magnification,
                             magnification,
                             seed,
+                            jitter: None,
                         }),
                         weight: 1.0,
+                        validation_only: false,
+                        scenes: Vec::new(),
                     }]
                 }
                 _ => anyhow::bail!(

@@ -16,6 +16,7 @@
 //! extractor stores `σ·R` (m = 1). `stored_magnification` says which, and the patches are cut
 //! at `magnification` (the frame's shape rescaled by `magnification / stored_magnification`).
 
+use super::jitter::FrameJitter;
 use super::TrackSet;
 #[cfg(feature = "tracks")]
 use anyhow::Context;
@@ -65,10 +66,19 @@ pub struct ColmapTracksConfig {
     /// Magnification the patches are cut at (the trained model's card magnification).
     #[serde(default = "descl_m")]
     pub magnification: f64,
-    /// Chooses which views of a longer track are kept.
+    /// Chooses which views of a longer track are kept (and draws the jitter).
     #[serde(default)]
     pub seed: u64,
+    /// Each view cut at a perturbed frame ([`FrameJitter`]): detector error under zoom and
+    /// rotation beyond what the photos' own detections carry. None: the detected frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<FrameJitter>,
 }
+
+/// Mixed into the seed for the jitter's random stream, so the views chosen do not depend on
+/// whether jitter is on.
+#[cfg(feature = "tracks")]
+const JITTER_SEED_MIX: u64 = 0x6a09_e667_f3bc_c908;
 
 fn three() -> usize {
     3
@@ -186,6 +196,7 @@ pub fn generate(cfg: &ColmapTracksConfig) -> Result<TrackSet> {
         }
     }
     let mut patches: HashMap<Observation, Vec<f32>> = HashMap::new();
+    let mut jitter_rng = rand::rngs::StdRng::seed_from_u64(cfg.seed ^ JITTER_SEED_MIX);
     for (image, idxs) in wanted.iter().enumerate() {
         if idxs.is_empty() {
             continue;
@@ -197,12 +208,16 @@ pub fn generate(cfg: &ColmapTracksConfig) -> Result<TrackSet> {
             .iter()
             .map(|&i| {
                 let f = stored[image].frames[i];
-                Frame {
+                let f = Frame {
                     a: f.a.map(|row| row.map(|v| v * k)),
                     ..f
+                };
+                match &cfg.jitter {
+                    Some(j) => j.apply(&mut jitter_rng, &f),
+                    None => Ok(f),
                 }
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let cut = PatchSampler::new(&img).sample(&frames);
         for (j, &i) in idxs.iter().enumerate() {
             let p = cut.index_axis(ndarray::Axis(0), j);

@@ -5,6 +5,8 @@
 //! `TRACKS_MAGIC` · u32 header length · JSON [`TrackHeader`] · classes×views×32×32 u8.
 
 pub mod colmap;
+pub mod jitter;
+pub mod photometric;
 pub mod synthetic;
 
 use anyhow::{bail, Context, Result};
@@ -53,8 +55,10 @@ pub struct TrackSet {
     pub pixels: Vec<u8>,
 }
 
-/// Geometric augmentation applied identically to every view of a class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Batch-time augmentation: geometric (identical for every view of a class) and photometric
+/// (independent per view, [`photometric`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Augment {
     /// Random horizontal flip.
     #[serde(default)]
@@ -62,6 +66,9 @@ pub struct Augment {
     /// Random rotation by a multiple of 90°.
     #[serde(default)]
     pub rot90: bool,
+    /// Per-view JPEG, blur, exposure and noise (off unless configured).
+    #[serde(default, skip_serializing_if = "photometric::Photometric::is_off")]
+    pub photometric: photometric::Photometric,
 }
 
 impl TrackSet {
@@ -195,7 +202,9 @@ impl TrackSet {
                 0
             };
             for v in vs.iter() {
+                let start = out.len();
                 push_transformed(&mut out, self.patch(c, v), flip, turns);
+                augment.photometric.apply(rng, &mut out[start..])?;
             }
         }
         Ok(out)

@@ -23,6 +23,10 @@ use std::path::PathBuf;
 pub struct SyntheticConfig {
     /// Folder searched recursively for .jpg/.png photos.
     pub images: Option<PathBuf>,
+    /// Sub-folders of `images` (first path component, e.g. a scene) left out: the scenes held
+    /// out for validation must not reach training through synthetic views either.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
     /// Photos are downscaled so the longer side is at most this (pixels).
     pub max_side: usize,
     /// View groups rendered per photo.
@@ -75,6 +79,7 @@ impl Default for SyntheticConfig {
     fn default() -> Self {
         SyntheticConfig {
             images: None,
+            exclude: Vec::new(),
             max_side: 1024,
             groups: 8,
             views: 3,

@@ -2,6 +2,7 @@
 //! feature `tracks` only; [`super`] holds the config and documents the method.
 
 use super::{SyntheticConfig, MIN_POSITION_TOLERANCE_PX};
+use crate::data::jitter::FrameJitter;
 use crate::data::{TrackSet, PATCH_PIXELS};
 use anyhow::{bail, Context, Result};
 use descl::detect::{detect, DetectorConfig, DetectorKind};
@@ -223,18 +224,14 @@ fn inside_source(f: &Frame, to_source: &Homography, w: usize, h: usize) -> bool 
         })
 }
 
-/// Adds HPatches-style jitter to a frame: rotation, isotropic scale, shift.
+/// Adds HPatches-style jitter to a frame: rotation, isotropic scale, shift ([`FrameJitter`]).
 fn jitter<R: Rng>(rng: &mut R, cfg: &SyntheticConfig, f: &Frame) -> Result<Frame> {
-    let n = Normal::new(0.0, 1.0).context("normal")?;
-    let rot = rot2(cfg.jitter_rotation_deg.to_radians() * n.sample(rng));
-    let s = (cfg.jitter_scale * n.sample(rng)).exp();
-    let a = mul2(&frame_a(f), &rot).map(|r| r.map(|v| v * s));
-    let radius = f.scale() as f64;
-    Ok(Frame {
-        x: (f.x as f64 + cfg.jitter_shift * radius * n.sample(rng)) as f32,
-        y: (f.y as f64 + cfg.jitter_shift * radius * n.sample(rng)) as f32,
-        a: a.map(|r| r.map(|v| v as f32)),
-    })
+    FrameJitter {
+        rotation_deg: cfg.jitter_rotation_deg,
+        scale: cfg.jitter_scale,
+        shift: cfg.jitter_shift,
+    }
+    .apply(rng, f)
 }
 
 /// Tracks of one view group: for each class, one frame per view.
@@ -383,7 +380,16 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
             .context("no data folder (set DESCL_DATA)")?
             .join("train"),
     };
-    let photos = list_images(&dir)?;
+    let photos: Vec<PathBuf> = list_images(&dir)?
+        .into_iter()
+        .filter(|p| {
+            let top = p.strip_prefix(&dir).ok().and_then(|r| r.components().next());
+            !top.is_some_and(|c| cfg.exclude.iter().any(|e| c.as_os_str() == e.as_str()))
+        })
+        .collect();
+    if let Some(missing) = cfg.exclude.iter().find(|e| !dir.join(e).is_dir()) {
+        bail!("{}: excluded folder {missing:?} does not exist", dir.display());
+    }
     if photos.is_empty() {
         bail!("{}: no training photos", dir.display());
     }
