@@ -270,3 +270,72 @@ fn the_card_and_the_onnx_metadata_take_the_tracks_magnification() {
     assert!(props.contains(&("output_kind", "float")), "{props:?}");
     assert!(props.contains(&("output_dim", "128")), "{props:?}");
 }
+
+/// A held-out scene (`validation_only`) is never trained on: the run trains on the other
+/// source alone, validates on the held-out one (NN accuracy and FPR95 in the log at every
+/// checkpoint and at the end), and the card lists the training scenes and the validation
+/// scenes apart, with their licences. Photometric augmentation runs in the same run.
+#[test]
+fn held_out_scenes_validate_and_cards_list_scenes_with_licences() {
+    let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (train_tracks, held_tracks) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+    common::toy_tracks(&train_tracks, 100, NOISE);
+    common::toy_tracks(&held_tracks, 30, NOISE);
+    let scene = |name: &str, class: &str| {
+        serde_json::json!({"scene": name, "licence": "test licence", "class": class})
+    };
+    let cfg = common::tiny_config(
+        dir.path(),
+        "held",
+        "run",
+        8,
+        serde_json::json!({
+            "data": {
+                "tracks": null,
+                "sources": [
+                    {"tracks": train_tracks, "scenes": [scene("alpha", "open")]},
+                    {"tracks": held_tracks, "validation_only": true,
+                     "scenes": [scene("beta", "restricted")]},
+                ],
+                "augment": {"photometric": {"jpeg_prob": 0.5, "blur_prob": 0.5,
+                                            "exposure_prob": 0.5, "noise_prob": 0.5}},
+                "validation": 20,
+            },
+            "log_every": 2,
+            "checkpoint_every": 4,
+        }),
+    );
+    let summary = train(&cfg, false).unwrap();
+    assert!(summary.validation_nn_accuracy.is_some());
+    let log = std::fs::read_to_string(dir.path().join("run/log.jsonl")).unwrap();
+    let held: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v.get("validation_fpr95").is_some())
+        .collect();
+    // Step 4 (a checkpoint) and the end, step 8.
+    let steps: Vec<u64> = held.iter().map(|v| v["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, vec![4, 8], "{log}");
+    for v in &held {
+        let f = v["validation_fpr95"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&f), "{v}");
+    }
+    let card: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary.card).unwrap()).unwrap();
+    let data = &card["training"]["data"];
+    assert_eq!(data["scenes"], serde_json::json!([scene("alpha", "open")]), "{data}");
+    assert_eq!(
+        data["validation_scenes"],
+        serde_json::json!([scene("beta", "restricted")]),
+        "{data}"
+    );
+    // Only the training source is in the mix: its 100 classes, none split off.
+    assert_eq!(data["classes"], 100, "{data}");
+
+    // Every source held out is refused: nothing to train on.
+    let mut bad = cfg.clone();
+    bad.data.sources[0].validation_only = true;
+    let err = train(&bad, false).unwrap_err().to_string();
+    assert!(err.contains("validation_only"), "{err}");
+}
