@@ -425,7 +425,8 @@ impl GrayImage {
         }
     }
 
-    /// Gaussian blur with standard deviation `sigma` px (kernel radius ⌈3σ⌉, normalised);
+    /// Gaussian blur with standard deviation `sigma` px (separable, kernel radius
+    /// ⌈[`GAUSSIAN_RADIUS_SIGMAS`]·σ⌉, normalised);
     /// `sigma ≤ 0` returns a copy.
     pub fn gaussian_blur(&self, sigma: f32) -> GrayImage {
         if sigma <= 0.0 {
@@ -536,9 +537,14 @@ fn convolve_column_into(
     }
 }
 
-/// Normalised 1-D Gaussian kernel of standard deviation `sigma`, radius ⌈3σ⌉ (at least 1).
+/// Radius of [`gaussian_kernel`] in standard deviations: ⌈3σ⌉ keeps 99.7 % of the Gaussian's
+/// mass (the weights are normalised to sum 1).
+pub const GAUSSIAN_RADIUS_SIGMAS: f32 = 3.0;
+
+/// Normalised 1-D Gaussian kernel of standard deviation `sigma`, radius
+/// ⌈[`GAUSSIAN_RADIUS_SIGMAS`]·σ⌉ (at least 1).
 pub fn gaussian_kernel(sigma: f32) -> Vec<f32> {
-    let r = ((3.0 * sigma).ceil() as usize).max(1);
+    let r = ((GAUSSIAN_RADIUS_SIGMAS * sigma).ceil() as usize).max(1);
     let mut k: Vec<f32> = (0..=2 * r)
         .map(|i| (-((i as f32 - r as f32).powi(2)) / (2.0 * sigma * sigma)).exp())
         .collect();

@@ -58,6 +58,7 @@ fn sequences_report_json_markdown_and_plots() {
             .args([
                 "bench",
                 "sequences",
+                "robustness",
                 "-m",
                 "sift",
                 "-m",
@@ -98,6 +99,12 @@ fn sequences_report_json_markdown_and_plots() {
         assert!(pairs
             .iter()
             .all(|p| p["keypoints"][0].as_u64().unwrap() <= 400));
+        // The robustness pairs: both reference images at each of the 5 levels per family.
+        for family in ["jpeg", "blur"] {
+            let f = &r["robustness"][m][family];
+            assert_eq!(f["summary"]["pairs"], 10, "{m} {family}");
+            assert_eq!(f["levels"].as_array().unwrap().len(), 5, "{m} {family}");
+        }
     }
     assert!(
         r["timing"]["per_method"]["sift"]["patches"]
@@ -108,6 +115,10 @@ fn sequences_report_json_markdown_and_plots() {
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(
         text.contains("| sift |") && text.contains("| rootsift |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("### Robustness (2 dev reference images"),
         "{text}"
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), text.trim());

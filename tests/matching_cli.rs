@@ -131,8 +131,42 @@ fn real_pair_to_matches_file_json_and_picture_then_many_pairs_with_resume() {
         inl
     );
     assert!(m.model.is_some());
-    let pic = image::open(&png).unwrap();
-    assert_eq!((pic.width(), pic.height()), (3072, 1024));
+    // The two 1536×1024 images side by side over a caption band; at most 200 matches drawn
+    // (the default), every one with --viz-all.
+    let pic = image::open(&png).unwrap().to_rgb8();
+    assert_eq!(pic.width(), 3072);
+    assert!(
+        pic.height() > 1024 && pic.height() < 1124,
+        "{}",
+        pic.height()
+    );
+    let green = |p: &image::RgbImage| p.pixels().filter(|&&q| q == descl::io::viz::INLIER).count();
+    let all_png = dir.path().join("all.png");
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(&a)
+        .arg(&b)
+        .arg("--viz")
+        .arg(&all_png)
+        .arg("--viz-all"));
+    assert!(ok, "{err}");
+    let all = image::open(&all_png).unwrap().to_rgb8();
+    assert!(
+        n > 200 && 2 * green(&all) > 3 * green(&pic),
+        "{n} matches: {} green pixels drawing all, {} drawing 200",
+        green(&all),
+        green(&pic)
+    );
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(&a)
+        .arg(&b)
+        .arg("--viz-all")
+        .arg("--viz-max")
+        .arg("10")
+        .arg("--viz")
+        .arg(&all_png));
+    assert!(!ok && err.contains("--viz-all"), "{err}");
 
     // Homography on a general 3-D scene still runs; the essential matrix needs intrinsics.
     let (ok, _, err) = run(descl()

@@ -18,6 +18,9 @@ use std::path::PathBuf;
 pub enum SuiteArg {
     /// HPatches sequences + Oxford Affine: MMA at 1..10 px, homography accuracy.
     Sequences,
+    /// The dev sequences' reference images against JPEG (quality 90..15) and blurred (σ 1..5 px)
+    /// copies of themselves, identity homography: MMA per family and level.
+    Robustness,
     /// Oxford matching score and repeatability for DoG and Harris-Affine frames.
     MatchingScore,
     /// Relative pose on Strecha scenes: AUC at 5/10/20°, mAA@10.
@@ -35,7 +38,7 @@ pub enum SuiteArg {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Suites to run (default: sequences and pose, the dev data).
+    /// Suites to run (default: sequences, robustness and pose, the dev data).
     #[arg(value_enum)]
     suites: Vec<SuiteArg>,
     /// Method to compare, repeatable: a shipped model name, an .onnx path, `sift` or `rootsift`
@@ -94,9 +97,10 @@ impl Args {
     fn config(&self) -> BenchConfig {
         let all = self.suites.contains(&SuiteArg::All);
         let suites = match &self.suites[..] {
-            [] => vec![Suite::Sequences, Suite::Pose],
+            [] => vec![Suite::Sequences, Suite::Robustness, Suite::Pose],
             _ if all => vec![
                 Suite::Sequences,
+                Suite::Robustness,
                 Suite::MatchingScore,
                 Suite::Pose,
                 Suite::Hpatches,
@@ -107,6 +111,7 @@ impl Args {
                 .iter()
                 .filter_map(|s| match s {
                     SuiteArg::Sequences => Some(Suite::Sequences),
+                    SuiteArg::Robustness => Some(Suite::Robustness),
                     SuiteArg::MatchingScore => Some(Suite::MatchingScore),
                     SuiteArg::Pose => Some(Suite::Pose),
                     SuiteArg::Hpatches => Some(Suite::Hpatches),

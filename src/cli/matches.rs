@@ -14,6 +14,7 @@ use descl::image_set::Load;
 use descl::image_set::{self, PairOutcome, SetConfig};
 use descl::io::matches::{write_matches, MatchesFile};
 use descl::io::output::{self, Format, ImageRecord, PairRecord};
+use descl::io::viz::VizOptions;
 use descl::matching::two_view::{match_pair, PairConfig, PairResult};
 use descl::shard::Shard;
 use std::path::{Path, PathBuf};
@@ -29,9 +30,16 @@ pub struct Args {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
-    /// Draw the pair side by side (PNG): inliers green, outliers red.
+    /// Draw the pair side by side (PNG): inliers green, outliers red, keypoints as dots, a
+    /// caption with the counts; at most --viz-max matches (an even sample of the list).
     #[arg(long, value_name = "PNG")]
     viz: Option<PathBuf>,
+    /// Matches drawn at most in the --viz picture.
+    #[arg(long, value_name = "N", default_value_t = descl::io::viz::DEFAULT_MAX_DRAWN, requires = "viz")]
+    viz_max: usize,
+    /// Draw every match in the --viz picture.
+    #[arg(long, requires = "viz", conflicts_with = "viz_max")]
+    viz_all: bool,
     /// Match the images of a folder (or its .npz features files, if it has any); pairs from
     /// --exhaustive, --sequential or --pairs (names as listed in the folder).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "viz"])]
@@ -123,7 +131,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_matches(out, &MatchesFile::from_pair(&pair))?;
     }
     if let Some(png) = &args.viz {
-        draw(png, (a, &fa), (b, &fb), &r)?;
+        let opts = VizOptions {
+            max_drawn: (!args.viz_all).then_some(args.viz_max),
+        };
+        draw(png, (a, &fa), (b, &fb), &r, &opts)?;
     }
     let rep = PairOutcome::of(a, b, &r, args.out.clone());
     if args.json {
@@ -156,6 +167,7 @@ fn draw(
     (a, fa): (&Path, &Features),
     (b, fb): (&Path, &Features),
     r: &PairResult,
+    opts: &VizOptions,
 ) -> anyhow::Result<()> {
     let points: Vec<[f32; 4]> = r
         .matches
@@ -167,7 +179,14 @@ fn draw(
         })
         .collect();
     let inliers = r.verification.as_ref().map(|v| v.inliers.as_slice());
-    descl::io::viz::write_match_picture(&image_of(a, fa), &image_of(b, fb), &points, inliers, png)?;
+    descl::io::viz::write_match_picture(
+        &image_of(a, fa),
+        &image_of(b, fb),
+        &points,
+        inliers,
+        opts,
+        png,
+    )?;
     Ok(())
 }
 

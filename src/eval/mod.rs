@@ -1,5 +1,5 @@
 //! Benchmarks with the published protocols: HPatches patches, homography sequences (HPatches,
-//! Oxford), Oxford matching score, UBC PhotoTour, relative pose, reconstruction (SfM against
+//! Oxford) and their JPEG / blur robustness pairs, Oxford matching score, UBC PhotoTour, relative pose, reconstruction (SfM against
 //! ground-truth cameras); their metrics and reports.
 
 pub mod distance;
@@ -12,6 +12,7 @@ pub mod plot;
 pub mod pose;
 pub mod reconstruction;
 pub mod report;
+pub mod robustness;
 pub mod runner;
 pub mod sequences;
 pub mod suite;

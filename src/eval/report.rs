@@ -4,6 +4,7 @@
 use crate::eval::hpatches::{MatchingResult, RetrievalResult, VerificationResult};
 use crate::eval::phototour::PhotoTourResult;
 use crate::eval::reconstruction::SceneReconstruction;
+use crate::eval::robustness::{self, RobustnessFamily};
 use crate::eval::runner::{PoseSummary, Timing};
 use crate::eval::sequences::{summarise, PairResult, SequenceSummary, MMA3_INDEX};
 use serde::{Deserialize, Serialize};
@@ -93,6 +94,10 @@ pub struct BenchReport {
     pub methods: Vec<String>,
     /// method → group (dataset, plus "all") → results.
     pub sequences: BTreeMap<String, BTreeMap<String, SequenceGroup>>,
+    /// method → family ([`robustness::JPEG`], [`robustness::BLUR`]) → its levels; empty in
+    /// reports written before the suite existed.
+    #[serde(default)]
+    pub robustness: BTreeMap<String, BTreeMap<String, RobustnessFamily>>,
     pub pose: BTreeMap<String, PoseSummary>,
     /// detector → method → Oxford repeatability and matching score.
     pub matching_score: BTreeMap<String, BTreeMap<String, crate::eval::oxford::ScoreSummary>>,
@@ -161,6 +166,7 @@ impl BenchReport {
             self.settings.pose_ransac
         );
         self.md_sequences(&mut s);
+        self.md_robustness(&mut s);
         self.md_pose(&mut s);
         self.md_matching_score(&mut s);
         self.md_hpatches(&mut s);
@@ -226,6 +232,53 @@ impl BenchReport {
                     sm.mean_matches,
                     sm.mean_correct_3px
                 );
+            }
+            let _ = writeln!(s, "{row}");
+        }
+        s.push('\n');
+    }
+
+    /// Robustness pairs: MMA@3 per family (all levels) and per level.
+    fn md_robustness(&self, s: &mut String) {
+        let Some(first) = self.robustness.values().next() else {
+            return;
+        };
+        let images = first
+            .values()
+            .next()
+            .and_then(|f| f.levels.first())
+            .map_or(0, |l| l.summary.pairs);
+        let _ = writeln!(
+            s,
+            "### Robustness ({images} dev reference images against degraded copies, identity homography): MMA@3 (%)\n"
+        );
+        let mut header = "| method |".to_string();
+        let mut rule = "|---|".to_string();
+        for (family, f) in first {
+            let _ = write!(header, " {family} (all) |");
+            rule += "---|";
+            for l in &f.levels {
+                let label = match family.as_str() {
+                    robustness::JPEG => format!("q{}", l.level),
+                    robustness::BLUR => format!("σ{}", l.level),
+                    _ => format!("{}", l.level),
+                };
+                let _ = write!(header, " {label} |");
+                rule += "---|";
+            }
+        }
+        let _ = writeln!(s, "{header}\n{rule}");
+        for (m, families) in &self.robustness {
+            let mut row = format!("| {m} |");
+            for (family, f0) in first {
+                let f = families.get(family);
+                let mma3 =
+                    |x: Option<&SequenceSummary>| f1(x.map_or(f64::NAN, |x| x.mma[MMA3_INDEX].1));
+                let _ = write!(row, " {} |", mma3(f.map(|f| &f.summary)));
+                for (i, _) in f0.levels.iter().enumerate() {
+                    let l = f.and_then(|f| f.levels.get(i)).map(|l| &l.summary);
+                    let _ = write!(row, " {} |", mma3(l));
+                }
             }
             let _ = writeln!(s, "{row}");
         }
@@ -452,6 +505,7 @@ impl BenchReport {
 
 /// Metric names under which `descl bench --record` files its numbers in model cards.
 pub const CARD_SEQUENCES: &str = "dev-homography-sequences";
+pub const CARD_ROBUSTNESS: &str = "dev-robustness";
 pub const CARD_POSE: &str = "strecha-relative-pose";
 pub const CARD_HPATCHES: &str = "hpatches-patches";
 pub const CARD_PHOTOTOUR: &str = "ubc-phototour";
@@ -512,6 +566,27 @@ impl BenchReport {
                 entry.insert("same_run_mma@3".into(), json!(peers));
                 out.insert(CARD_SEQUENCES.into(), json!(entry));
             }
+        }
+        if let Some(families) = self.robustness.get(method) {
+            let mut entry = serde_json::Map::new();
+            entry.insert("command".into(), json!(self.command));
+            for (family, f) in families {
+                entry.insert(format!("{family}_mma@3"), r2(mma3(&f.summary)));
+                let levels: serde_json::Map<_, _> = f
+                    .levels
+                    .iter()
+                    .map(|l| (format!("{}", l.level), r2(mma3(&l.summary))))
+                    .collect();
+                entry.insert(format!("{family}_mma@3_by_level"), json!(levels));
+                let peers: serde_json::Map<_, _> = self
+                    .robustness
+                    .iter()
+                    .filter(|(m, _)| m.as_str() != method)
+                    .filter_map(|(m, fs)| fs.get(family).map(|x| (m.clone(), r2(mma3(&x.summary)))))
+                    .collect();
+                entry.insert(format!("same_run_{family}_mma@3"), json!(peers));
+            }
+            out.insert(CARD_ROBUSTNESS.into(), json!(entry));
         }
         if let Some(p) = self.pose.get(method) {
             let peers: serde_json::Map<_, _> = self

@@ -9,10 +9,11 @@ use crate::detect::{detect, DetectorConfig};
 use crate::error::Result;
 use crate::eval::metrics::{mean_average_accuracy, pose_auc, POSE_AUC_THRESHOLDS};
 use crate::eval::pose::{self, PoseScene};
+use crate::eval::robustness::{Degradation, IDENTITY};
 use crate::eval::sequences::{self, evaluate_pair, HomographySequence, PairResult};
 use crate::frame::Frame;
 use crate::geometry::{self, Intrinsics, ModelKind, RansacConfig};
-use crate::image::load_gray;
+use crate::image::{load_gray, GrayImage};
 use crate::matching::{match_descriptors, MatchConfig};
 use crate::patch::PatchSampler;
 use crate::progress::Progress;
@@ -80,9 +81,18 @@ fn extract(
     det: &DetectorConfig,
     timing: &mut Timing,
 ) -> Result<ImageFeatures> {
-    let img = load_gray(path)?;
+    extract_image(&load_gray(path)?, methods, det, timing)
+}
+
+/// [`extract`] for an image already in memory.
+fn extract_image(
+    img: &GrayImage,
+    methods: &[Describer],
+    det: &DetectorConfig,
+    timing: &mut Timing,
+) -> Result<ImageFeatures> {
     let t = Instant::now();
-    let frames: Vec<Frame> = detect(&img, det)?.into_iter().map(|d| d.frame).collect();
+    let frames: Vec<Frame> = detect(img, det)?.into_iter().map(|d| d.frame).collect();
     timing.detect_s += t.elapsed().as_secs_f64();
     timing.images += 1;
     timing.keypoints += frames.len();
@@ -90,11 +100,11 @@ fn extract(
     let sampler = methods
         .iter()
         .any(Describer::uses_patches)
-        .then(|| PatchSampler::new(&img));
+        .then(|| PatchSampler::new(img));
     let mut descriptors = Vec::with_capacity(methods.len());
     for m in methods {
         let t = Instant::now();
-        descriptors.push(m.describe_frames(&img, sampler.as_ref(), &frames, det.magnification)?);
+        descriptors.push(m.describe_frames(img, sampler.as_ref(), &frames, det.magnification)?);
         let mt = timing.per_method.entry(m.name().to_string()).or_default();
         mt.describe_s += t.elapsed().as_secs_f64();
         mt.patches += frames.len();
@@ -123,6 +133,88 @@ fn matched_points(
         .unzip()
 }
 
+/// The sequences protocol on one pair for method `mi`: mutual nearest neighbours (timed),
+/// a homography by USAC MAGSAC at [`HOMOGRAPHY_RANSAC_PX`], MMA and corner error against `h_gt`.
+// The pair's identity, its two images and the method: the protocol's inputs, not a bundle.
+#[allow(clippy::too_many_arguments)]
+fn homography_pair(
+    sequence: &str,
+    target: usize,
+    first: &ImageFeatures,
+    other: &ImageFeatures,
+    h_gt: &sequences::Mat3,
+    mi: usize,
+    m: &Describer,
+    timing: &mut Timing,
+) -> Result<PairResult> {
+    let ransac = RansacConfig {
+        threshold_px: HOMOGRAPHY_RANSAC_PX,
+        ..RansacConfig::default()
+    };
+    let t = Instant::now();
+    let matches = match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mutual_nn())?;
+    let mt = timing.per_method.entry(m.name().to_string()).or_default();
+    mt.match_s += t.elapsed().as_secs_f64();
+    mt.pairs_matched += 1;
+    let (pa, pb) = matched_points(first, other, &matches.pairs);
+    let v = geometry::verify(&pa, &pb, ModelKind::Homography, &ransac, None)?;
+    let tup = |p: &[[f64; 2]]| p.iter().map(|q| (q[0], q[1])).collect::<Vec<_>>();
+    Ok(evaluate_pair(
+        sequence,
+        target,
+        (first.frames.len(), other.frames.len()),
+        &tup(&pa),
+        &tup(&pb),
+        h_gt,
+        v.model.as_ref(),
+        first.size,
+    ))
+}
+
+/// Per-method results of the robustness pairs: method → (degradation, pair result).
+pub type RobustnessResults = BTreeMap<String, Vec<(Degradation, PairResult)>>;
+
+/// The robustness pairs ([`crate::eval::robustness`]): each sequence's reference image against
+/// each of its [`Degradation::all`] copies, identity ground truth, the sequences protocol
+/// ([`homography_pair`]) for all methods. A pair's `sequence` is `group/name`, its `target` the
+/// level (JPEG quality or σ px) rounded.
+pub fn run_robustness(
+    groups: &BTreeMap<String, Vec<HomographySequence>>,
+    methods: &[Describer],
+    det: &DetectorConfig,
+    timing: &mut Timing,
+    progress: &dyn Progress,
+) -> Result<RobustnessResults> {
+    let degradations = Degradation::all();
+    let total: usize = groups
+        .values()
+        .map(|g| g.len() * (1 + degradations.len()))
+        .sum();
+    progress.set_length(total as u64);
+    let mut out: RobustnessResults = BTreeMap::new();
+    for (group, seqs) in groups {
+        for seq in seqs {
+            let name = format!("{group}/{}", seq.name);
+            progress.message(&name);
+            let source = &seq.images[0];
+            let img = load_gray(source)?;
+            let first = extract_image(&img, methods, det, timing)?;
+            progress.inc(1);
+            for d in &degradations {
+                let other = extract_image(&d.apply(&img, source)?, methods, det, timing)?;
+                progress.inc(1);
+                for (mi, m) in methods.iter().enumerate() {
+                    let target = d.level().round() as usize;
+                    let r =
+                        homography_pair(&name, target, &first, &other, &IDENTITY, mi, m, timing)?;
+                    out.entry(m.name().to_string()).or_default().push((*d, r));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Per-method results of the homography sequences: pair results by dataset group.
 pub type SequenceResults = BTreeMap<String, BTreeMap<String, Vec<PairResult>>>;
 
@@ -140,11 +232,6 @@ pub fn run_sequences(
         .sum();
     progress.set_length(total as u64);
     let mut out: SequenceResults = BTreeMap::new();
-    let ransac = RansacConfig {
-        threshold_px: HOMOGRAPHY_RANSAC_PX,
-        ..RansacConfig::default()
-    };
-    let mcfg = mutual_nn();
     for (group, seqs) in groups {
         for seq in seqs {
             progress.message(&format!("{group}/{}", seq.name));
@@ -155,25 +242,7 @@ pub fn run_sequences(
                 progress.inc(1);
                 let h_gt = &seq.homographies[k - 2];
                 for (mi, m) in methods.iter().enumerate() {
-                    let t = Instant::now();
-                    let matches =
-                        match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mcfg)?;
-                    let mt = timing.per_method.entry(m.name().to_string()).or_default();
-                    mt.match_s += t.elapsed().as_secs_f64();
-                    mt.pairs_matched += 1;
-                    let (pa, pb) = matched_points(&first, &other, &matches.pairs);
-                    let v = geometry::verify(&pa, &pb, ModelKind::Homography, &ransac, None)?;
-                    let tup = |p: &[[f64; 2]]| p.iter().map(|q| (q[0], q[1])).collect::<Vec<_>>();
-                    let r = evaluate_pair(
-                        &seq.name,
-                        k,
-                        (first.frames.len(), other.frames.len()),
-                        &tup(&pa),
-                        &tup(&pb),
-                        h_gt,
-                        v.model.as_ref(),
-                        first.size,
-                    );
+                    let r = homography_pair(&seq.name, k, &first, &other, h_gt, mi, m, timing)?;
                     out.entry(m.name().to_string())
                         .or_default()
                         .entry(group.clone())

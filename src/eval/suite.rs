@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::eval::report::{group_sequences, BenchReport, HPatchesReport, Machine, Settings};
 use crate::eval::runner::{self, Timing, HOMOGRAPHY_RANSAC_PX, POSE_RANSAC_PX};
 use crate::eval::sequences::HomographySequence;
-use crate::eval::{hpatches, phototour, pose, reconstruction, sequences};
+use crate::eval::{hpatches, phototour, pose, reconstruction, robustness, sequences};
 use crate::progress::Progress;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 pub enum Suite {
     /// HPatches sequences + Oxford Affine: MMA at 1..10 px, homography accuracy.
     Sequences,
+    /// The dev sequences' reference images against JPEG-compressed and blurred copies of
+    /// themselves (identity homography), with the sequences' protocol ([`robustness`]).
+    Robustness,
     /// Oxford matching score and repeatability for DoG and Harris-Affine frames.
     MatchingScore,
     /// Relative pose on Strecha scenes: AUC at 5/10/20°, mAA@10.
@@ -156,6 +159,7 @@ pub fn run(
         },
         methods: methods.iter().map(|m| m.name().to_string()).collect(),
         sequences: BTreeMap::new(),
+        robustness: BTreeMap::new(),
         pose: BTreeMap::new(),
         matching_score: BTreeMap::new(),
         hpatches: BTreeMap::new(),
@@ -166,6 +170,7 @@ pub fn run(
     let mut timing = Timing::default();
     for suite in [
         Suite::Sequences,
+        Suite::Robustness,
         Suite::MatchingScore,
         Suite::Pose,
         Suite::Hpatches,
@@ -185,6 +190,7 @@ pub fn run(
         };
         match suite {
             Suite::Sequences => run.sequences()?,
+            Suite::Robustness => run.robustness()?,
             Suite::MatchingScore => run.matching_score()?,
             Suite::Pose => run.pose()?,
             Suite::Hpatches => run_hpatches(cfg, methods, run.report, progress)?,
@@ -211,7 +217,8 @@ impl Run<'_> {
         missing(self.cfg, self.progress, what, dir)
     }
 
-    fn sequences(&mut self) -> Result<()> {
+    /// The dev homography sequences by group (`hpatches`, `oxford`): those whose folder exists.
+    fn sequence_groups(&self) -> Result<BTreeMap<String, Vec<HomographySequence>>> {
         let mut groups = BTreeMap::new();
         for (name, dir) in [
             ("hpatches", &self.cfg.data.hpatches_sequences),
@@ -224,6 +231,26 @@ impl Run<'_> {
                 None => self.missing(&format!("the {name} sequences"), dir.as_deref())?,
             }
         }
+        Ok(groups)
+    }
+
+    fn robustness(&mut self) -> Result<()> {
+        let groups = self.sequence_groups()?;
+        if groups.is_empty() {
+            return Ok(());
+        }
+        self.progress.start("robustness", 0);
+        let res =
+            runner::run_robustness(&groups, self.methods, self.det, self.timing, self.progress)?;
+        self.progress.finish();
+        for (m, pairs) in res {
+            self.report.robustness.insert(m, robustness::group(&pairs));
+        }
+        Ok(())
+    }
+
+    fn sequences(&mut self) -> Result<()> {
+        let groups = self.sequence_groups()?;
         if groups.is_empty() {
             return Ok(());
         }

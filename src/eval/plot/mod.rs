@@ -3,7 +3,7 @@
 //! curves for UBC PhotoTour. Text uses the built-in 5×7 bitmap font of [`font`]; lines are
 //! [`crate::draw::line`].
 
-mod font;
+use crate::draw::font;
 
 use crate::draw::line;
 use crate::error::{Error, Result};

@@ -1,7 +1,11 @@
 //! Pixel drawing on RGB canvases, shared by the match pictures (`io::viz`) and the benchmark
 //! plots (`eval::plot`) so that there is one line rasteriser: integer Bresenham between the
-//! rounded end points, clipped to the canvas, with a square brush for thick lines. Neither
-//! caller needs anti-aliasing, and the image crate has no line drawing of its own.
+//! rounded end points, clipped to the canvas, with a square brush for thick lines, filled dots,
+//! and the built-in bitmap font ([`font`]). Neither caller needs anti-aliasing, and the image
+//! crate has no line drawing of its own. It lives outside `eval` because the users' match
+//! pictures draw text too, and the users' path never imports `eval`.
+
+pub mod font;
 
 use image::{Rgb, RgbImage};
 
@@ -52,6 +56,22 @@ pub fn line(
     }
 }
 
+/// A filled disc of radius `r` px centred on (x, y) (rounded to the nearest pixel), clipped to
+/// the canvas; a non-finite centre draws nothing.
+pub fn dot(img: &mut RgbImage, (x, y): (f64, f64), r: u32, c: Rgb<u8>) {
+    if !(x.is_finite() && y.is_finite()) {
+        return;
+    }
+    let (cx, cy, r) = (x.round() as i64, y.round() as i64, i64::from(r));
+    for dy in -r..=r {
+        for dx in -r..=r {
+            if dx * dx + dy * dy <= r * r {
+                put(img, cx + dx, cy + dy, c);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +102,18 @@ mod tests {
         line(&mut img, (-20.0, -18.0), (30.0, 32.0), INK, 3);
         line(&mut img, (f64::NAN, 0.0), (3.0, 3.0), INK, 1);
         assert!(inked(&img) > 0);
+    }
+
+    #[test]
+    fn dots_are_discs() {
+        let mut img = RgbImage::new(10, 10);
+        dot(&mut img, (4.0, 4.0), 1, INK);
+        assert_eq!(inked(&img), 5);
+        dot(&mut img, (4.0, 4.0), 2, INK);
+        assert_eq!(inked(&img), 13);
+        dot(&mut img, (f64::NAN, 1.0), 2, INK);
+        // Clipped at the corner: (0, 0), (1, 0) and (0, 1) remain.
+        dot(&mut img, (0.0, 0.0), 1, INK);
+        assert_eq!(inked(&img), 16);
     }
 }

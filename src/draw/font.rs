@@ -1,9 +1,9 @@
-//! The plots' text: a built-in 5×7 bitmap font (digits, upper-case letters, a few symbols;
-//! lower case is drawn upper case, anything else as a box). Built in so that plotting needs no
-//! font file, font crate or system library: the glyph table is data, kept out of the plotting
-//! code it would otherwise dwarf.
+//! Text of the benchmark plots and the match pictures: a built-in 5×7 bitmap font (digits,
+//! upper-case letters, a few symbols; lower case is drawn upper case, anything else as a box).
+//! Built in so that drawing needs no font file, font crate or system library: the glyph table
+//! is data, kept out of the drawing code it would otherwise dwarf.
 
-use crate::draw::put;
+use super::put;
 use image::{Rgb, RgbImage};
 
 /// Glyph cell: 5 columns × 7 rows of pixels (before scaling).
@@ -17,7 +17,7 @@ const FALLBACK: [u8; GLYPH_HEIGHT] = [
 ];
 
 /// 5×7 glyphs, one row per byte (bit 4 = leftmost column).
-pub(super) const FONT: &[(char, [u8; 7])] = &[
+const FONT: &[(char, [u8; 7])] = &[
     (
         '0',
         [
@@ -82,6 +82,12 @@ pub(super) const FONT: &[(char, [u8; 7])] = &[
         '.',
         [
             0b00000, 0b00000, 0b00000, 0b00000, 0b00000, 0b01100, 0b01100,
+        ],
+    ),
+    (
+        ',',
+        [
+            0b00000, 0b00000, 0b00000, 0b00000, 0b01100, 0b00100, 0b01000,
         ],
     ),
     (

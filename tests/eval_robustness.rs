@@ -1,0 +1,108 @@
+//! The robustness suite (`descl bench robustness`) on one small dev image (Oxford graf's
+//! reference, 800×640) with SIFT: JPEG and blur levels, MMA in [0, 100], stronger degradation
+//! no better than the mildest, the report's JSON round trip (and reports written before the
+//! suite existed still read), markdown and card metrics.
+
+use descl::describe::{Describer, SIFT};
+use descl::eval::report::{BenchReport, CARD_ROBUSTNESS};
+use descl::eval::robustness::{BLUR, BLUR_SIGMAS, JPEG, JPEG_QUALITIES};
+use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
+use descl::model::Device;
+use descl::progress::Silent;
+
+fn data() -> Option<std::path::PathBuf> {
+    match descl::data::data_root() {
+        Some(root) => Some(root),
+        None if std::env::var_os("CI").is_some() => panic!("CI must have ../shared/data"),
+        None => {
+            eprintln!("skipping: no ../shared/data (set DESCL_DATA)");
+            None
+        }
+    }
+}
+
+#[test]
+fn jpeg_and_blur_pairs_of_one_dev_image() {
+    let Some(root) = data() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ox = tmp.path().join("ox");
+    std::fs::create_dir_all(&ox).unwrap();
+    std::os::unix::fs::symlink(root.join("oxford/graf"), ox.join("graf")).unwrap();
+    let cfg = BenchConfig {
+        suites: vec![Suite::Robustness],
+        skip_missing: false,
+        data: DataPaths {
+            oxford: Some(ox),
+            ..DataPaths::default()
+        },
+        split: "a".into(),
+        max_keypoints: 1024,
+        sfm_max_keypoints: 0,
+        command: "test".into(),
+    };
+    let sift = Describer::open(SIFT, Device::Cpu).unwrap();
+    let report = suite::run(&cfg, &[sift], &Silent).unwrap();
+    assert!(report.sequences.is_empty() && report.pose.is_empty());
+    let families = &report.robustness[SIFT];
+    let mma3 = |family: &str, i: usize| families[family].levels[i].summary.mma[2].1;
+    for (family, n) in [(JPEG, JPEG_QUALITIES.len()), (BLUR, BLUR_SIGMAS.len())] {
+        let f = &families[family];
+        assert_eq!(f.levels.len(), n, "{family}");
+        assert_eq!(f.summary.pairs, n, "{family}: one pair per level");
+        for l in &f.levels {
+            assert_eq!(l.pairs.len(), 1);
+            assert_eq!(l.pairs[0].sequence, "oxford/graf");
+            for &(_, v) in &l.summary.mma {
+                assert!((0.0..=100.0).contains(&v), "{family} {}: {v}", l.level);
+            }
+            assert!(l.summary.mean_matches > 0.0, "{family} {}", l.level);
+        }
+    }
+    let levels: Vec<f64> = families[JPEG].levels.iter().map(|l| l.level).collect();
+    assert_eq!(levels, vec![90.0, 70.0, 50.0, 30.0, 15.0]);
+    // The identity pair at JPEG 90 is nearly perfect; quality 15 cannot be better.
+    assert!(mma3(JPEG, 0) > 80.0, "JPEG 90: {}", mma3(JPEG, 0));
+    assert!(
+        mma3(JPEG, 4) <= mma3(JPEG, 0),
+        "JPEG 15 {} > JPEG 90 {}",
+        mma3(JPEG, 4),
+        mma3(JPEG, 0)
+    );
+    assert!(mma3(BLUR, 4) <= mma3(BLUR, 0), "σ 5 better than σ 1");
+    // Only the degraded image's detections change: the count of the reference is shared.
+    let kp = |family: &str, i: usize| families[family].levels[i].pairs[0].keypoints.0;
+    assert_eq!(kp(JPEG, 0), kp(BLUR, 4));
+
+    // JSON round trip, markdown, card.
+    let json = serde_json::to_string(&report).unwrap();
+    let back: BenchReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    let md = report.markdown();
+    assert!(
+        md.contains("### Robustness (1 dev reference images"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| jpeg (all) | q90 |") && md.contains("σ5 |"),
+        "{md}"
+    );
+    assert!(md.contains("| sift |"), "{md}");
+    let card = report.card_metrics(SIFT);
+    let entry = &card[CARD_ROBUSTNESS];
+    assert_eq!(entry["jpeg_mma@3_by_level"]["15"].as_f64().unwrap(), {
+        (mma3(JPEG, 4) * 100.0).round() / 100.0
+    });
+    assert!(entry["blur_mma@3"].is_number());
+}
+
+#[test]
+fn reports_written_before_the_suite_still_read() {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let old = manifest.join("docs/bench/methods-2026-11-22.json");
+    let text = std::fs::read_to_string(&old).unwrap();
+    assert!(!text.contains("\"robustness\""));
+    let r: BenchReport = serde_json::from_str(&text).unwrap();
+    assert!(r.robustness.is_empty());
+    assert!(!r.sequences.is_empty());
+    assert!(!r.markdown().contains("### Robustness"));
+}
