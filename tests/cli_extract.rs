@@ -391,7 +391,8 @@ fn extract_h5_without_the_feature_names_it_and_writes_nothing() {
     let a = dir.path().join("a.png");
     gray_image(200, 160, false).save(&a).unwrap();
     let out = dir.path().join("h5");
-    let (ok, _, err) = common::extract(&a, &out, &["-m", model.to_str().unwrap(), "--format", "h5"]);
+    let (ok, _, err) =
+        common::extract(&a, &out, &["-m", model.to_str().unwrap(), "--format", "h5"]);
     assert!(!ok, "--format h5 succeeded without the h5 feature");
     assert!(
         err.contains("--features h5") && err.contains(&*out.to_string_lossy()),
