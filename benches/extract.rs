@@ -1,7 +1,9 @@
 //! Extraction speed against OpenCV SIFT, measured in one run on the same images (issue 14):
 //!
 //! 1. **per image**: descl's `Extractor::extract` (decode → DoG → patches → network) against
-//!    OpenCV's `imread(GRAYSCALE)` + `SIFT::detectAndCompute` with the same keypoint budget,
+//!    OpenCV's `SIFT::detectAndCompute` with the same keypoint budget (its image decoded by
+//!    `image::load_gray`, descl's decoder: descl links no OpenCV imgcodecs; until issue 25
+//!    OpenCV's `imread(GRAYSCALE)`),
 //!    alternating image by image; descl's time split into its stages (decode, detect, sample
 //!    patches, network) by running them one by one;
 //! 2. **folder**: images/s of descl's sequential path (`extract` on one image after another),
@@ -79,11 +81,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn opencv_sift(path: &std::path::Path, max_keypoints: usize) -> usize {
-    let img = opencv::imgcodecs::imread(
-        path.display().to_string(),
-        opencv::imgcodecs::IMREAD_GRAYSCALE,
-    )
-    .expect("imread");
+    // Decoded by descl's own decoder, as descl's side is: descl links no OpenCV imgcodecs.
+    let img = descl::image::load_gray(path)
+        .and_then(|g| g.to_mat_u8())
+        .expect("decode");
     let mut sift = opencv::features2d::SIFT::create(
         max_keypoints as i32,
         descl::detect::dog::SIFT_OCTAVE_LAYERS,

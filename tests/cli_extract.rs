@@ -331,6 +331,7 @@ fn large_images_are_shrunk_and_keypoints_mapped_back() {
 
 /// `--format h5`: hloc's features.h5 in --out, continued by a second run; a damaged existing
 /// file and a second model are refused with the file named, the existing file left as it was.
+#[cfg(feature = "h5")]
 #[test]
 fn extract_h5_continues_refuses_damage_and_mixed_models() {
     let dir = tempfile::tempdir().unwrap();
@@ -377,5 +378,86 @@ fn extract_h5_continues_refuses_damage_and_mixed_models() {
         files_in(&bad),
         vec!["features.h5"],
         "temporaries or locks left"
+    );
+}
+
+/// A build without the cargo feature `h5` (the default: no libhdf5 in the closure) refuses
+/// `--format h5` with an error naming the feature and how to get it, before writing anything.
+#[cfg(not(feature = "h5"))]
+#[test]
+fn extract_h5_without_the_feature_names_it_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = linear_model(dir.path());
+    let a = dir.path().join("a.png");
+    gray_image(200, 160, false).save(&a).unwrap();
+    let out = dir.path().join("h5");
+    let (ok, _, err) =
+        common::extract(&a, &out, &["-m", model.to_str().unwrap(), "--format", "h5"]);
+    assert!(!ok, "--format h5 succeeded without the h5 feature");
+    assert!(
+        err.contains("--features h5") && err.contains(&*out.to_string_lossy()),
+        "{err}"
+    );
+    assert!(!out.exists(), "output folder created by a refused run");
+}
+
+/// An installed layout (`<prefix>/bin/descl`, as the bundle of `scripts/bundle`): the models are
+/// found in `<prefix>/share/descl/models` and ONNX Runtime in `<prefix>/lib/` before the source
+/// tree's, from the executable's own path; without that folder the source tree's models.
+#[test]
+fn installed_layout_finds_models_and_ort_beside_the_executable() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("prefix");
+    let bin = prefix.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // A copy, not a symlink: the executable's path is its resolved path.
+    let exe = bin.join("descl");
+    std::fs::copy(env!("CARGO_BIN_EXE_descl"), &exe).unwrap();
+    let models = |cmd: &mut std::process::Command| {
+        let (ok, stdout, err) = run(cmd
+            .args(["models", "--json"])
+            .env_remove(descl::model::MODELS_ENV));
+        assert!(ok, "{err}");
+        let list: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+        list.iter()
+            .map(|m| m["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+
+    // No share/descl/models beside it: the source tree's models (all of them).
+    let repo_models = models(&mut std::process::Command::new(&exe));
+    assert!(repo_models.len() > 1, "{repo_models:?}");
+    assert!(repo_models.iter().any(|n| n == descl::model::DEFAULT_MODEL));
+
+    // With it: only what is there.
+    let shipped = prefix.join("share/descl/models");
+    std::fs::create_dir_all(&shipped).unwrap();
+    let src = descl::model::resolve(descl::model::DEFAULT_MODEL).unwrap();
+    let (card_path, onnx) = (&src.card.as_ref().unwrap().1, &src.onnx);
+    for p in [card_path, onnx] {
+        std::fs::copy(p, shipped.join(p.file_name().unwrap())).unwrap();
+    }
+    assert_eq!(
+        models(&mut std::process::Command::new(&exe)),
+        vec![descl::model::DEFAULT_MODEL.to_string()]
+    );
+
+    // ONNX Runtime: <prefix>/lib/libonnxruntime.so is tried before the source tree's; a file
+    // there that is no library is named in the error (the source tree's would have loaded).
+    std::fs::create_dir_all(prefix.join("lib")).unwrap();
+    let fake = prefix.join("lib/libonnxruntime.so");
+    std::fs::write(&fake, b"not a shared library").unwrap();
+    let img = dir.path().join("a.png");
+    gray_image(200, 160, false).save(&img).unwrap();
+    let (ok, _, err) = run(std::process::Command::new(&exe)
+        .args(["extract", img.to_str().unwrap(), "--out"])
+        .arg(dir.path().join("out"))
+        .env_remove(descl::model::engine::ORT_DYLIB_ENV)
+        .env_remove(descl::model::MODELS_ENV));
+    let fake = fake.canonicalize().unwrap();
+    assert!(
+        !ok && err.contains(&*fake.to_string_lossy()),
+        "expected an error naming {}: {err}",
+        fake.display()
     );
 }

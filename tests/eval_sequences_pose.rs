@@ -76,7 +76,7 @@ fn homography_file_errors_are_named() {
 }
 
 fn sift(path: &std::path::Path) -> (Vector<KeyPoint>, Mat) {
-    let img = opencv::imgcodecs::imread(path, opencv::imgcodecs::IMREAD_GRAYSCALE).unwrap();
+    let img = descl::image::load_gray(path).unwrap().to_mat_u8().unwrap();
     let mut det = opencv::features2d::SIFT::create(2000, 3, 0.04, 10.0, 1.6).unwrap();
     let mut kps = Vector::new();
     let mut desc = Mat::default();

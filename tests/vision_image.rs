@@ -45,10 +45,17 @@ fn formats_decode_to_bt601_gray_like_opencv() {
         let px = img.get_pixel(7, 3).0;
         let want = (0.299 * px[0] as f32 + 0.587 * px[1] as f32 + 0.114 * px[2] as f32) / 255.0;
         assert!((g.get(7, 3) - want).abs() < 1e-6, "{ext}");
-        // OpenCV's own decoder and gray conversion (8-bit, rounded): within one grey level.
-        let cv =
-            opencv::imgcodecs::imread(p.to_str().unwrap(), opencv::imgcodecs::IMREAD_GRAYSCALE)
-                .unwrap();
+        // OpenCV's gray conversion (cvtColor RGB2GRAY, 8-bit, rounded: what imread(GRAYSCALE)
+        // applies after decoding; descl links no imgcodecs) on the file's pixels: within one
+        // grey level.
+        let rgb = image::open(&p).unwrap().to_rgb8();
+        let px: Vec<opencv::core::Vec3b> = rgb.pixels().map(|p| p.0.into()).collect();
+        let m = Mat::new_rows_cols_with_data(24, 40, &px)
+            .unwrap()
+            .try_clone()
+            .unwrap();
+        let mut cv = Mat::default();
+        opencv::imgproc::cvt_color_def(&m, &mut cv, opencv::imgproc::COLOR_RGB2GRAY).unwrap();
         let cvd = cv.data_bytes().unwrap();
         let maxd = g
             .data

@@ -68,13 +68,9 @@ pub fn load_patch_file(path: &Path) -> Result<Array3<f32>> {
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         ));
     }
-    let img = opencv::imgcodecs::imread(path, opencv::imgcodecs::IMREAD_GRAYSCALE)?;
-    if img.empty() {
-        return Err(Error::Image {
-            path: path.into(),
-            reason: "not a readable image".into(),
-        });
-    }
+    // Decoded as every image descl reads (`image::load_gray`, no OpenCV imgcodecs); the 8-bit
+    // gray file comes back exactly as `imread(IMREAD_GRAYSCALE)` read it (v / 255 rounds to v).
+    let img = crate::image::load_gray(path)?.to_mat_u8()?;
     let (w, h) = (img.cols(), img.rows());
     if w != HPATCHES_PATCH_SIDE || h == 0 || h % HPATCHES_PATCH_SIDE != 0 {
         return Err(Error::format(

@@ -102,13 +102,9 @@ fn load_sheet_patches(dir: &Path, sheet: usize, ids: &[usize]) -> Result<Array3<
             std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         ));
     }
-    let img = opencv::imgcodecs::imread(&path, opencv::imgcodecs::IMREAD_GRAYSCALE)?;
-    if img.empty() {
-        return Err(Error::Image {
-            path,
-            reason: "not a readable image".into(),
-        });
-    }
+    // Decoded as every image descl reads (`image::load_gray`, no OpenCV imgcodecs); the sheets'
+    // 8-bit gray pixels come back exactly (v / 255 rounds to v in `to_mat_u8`).
+    let img = crate::image::load_gray(&path)?.to_mat_u8()?;
     if img.cols() != SHEET_SIDE || img.rows() != SHEET_SIDE {
         return Err(Error::format(
             &path,

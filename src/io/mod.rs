@@ -8,7 +8,8 @@ pub mod colmap;
 pub mod colmap_model;
 #[cfg(feature = "full")]
 pub mod features;
-#[cfg(feature = "full")]
+/// hloc's HDF5 files: only with the cargo feature `h5` (libhdf5; Cargo.toml).
+#[cfg(feature = "h5")]
 pub mod hloc;
 #[cfg(feature = "full")]
 pub mod matches;

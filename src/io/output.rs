@@ -4,7 +4,8 @@
 //!
 //! - [`Format::Npz`]: a folder of numpy-readable files, `<stem>.npz` per image
 //!   ([`crate::io::features`]) and `<stemA>__<stemB>.npz` per pair ([`crate::io::matches`]).
-//! - [`Format::H5`]: hloc's `features.h5` + `matches.h5` ([`crate::io::hloc`]).
+//! - [`Format::H5`]: hloc's `features.h5` + `matches.h5` (`crate::io::hloc`, cargo feature
+//!   `h5`: a build without it names the feature in the error instead of linking libhdf5).
 //! - [`ColmapWriter`]: a COLMAP database (cameras, images, keypoints, descriptors, matches,
 //!   two-view geometries) for `colmap mapper`; it is opened by `descl sfm` with its camera
 //!   settings rather than through [`open`].
@@ -25,7 +26,7 @@ pub enum Format {
     /// One `.npz` per image and per pair in a folder.
     #[default]
     Npz,
-    /// hloc's `features.h5` and `matches.h5` in a folder ([`crate::io::hloc`]).
+    /// hloc's `features.h5` and `matches.h5` in a folder (`crate::io::hloc`; cargo feature `h5`).
     H5,
 }
 
@@ -94,7 +95,15 @@ pub trait Writer: Send {
 pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
     match format {
         Format::Npz => Ok(Box::new(NpzFolder::create(dir)?)),
+        #[cfg(feature = "h5")]
         Format::H5 => Ok(Box::new(crate::io::hloc::HlocFolder::create(dir)?)),
+        #[cfg(not(feature = "h5"))]
+        Format::H5 => Err(Error::InvalidInput(format!(
+            "{}: --format h5 (hloc's HDF5 files) needs descl built with the cargo feature `h5` \
+             (`cargo install descl --features h5`, or `cargo build --features h5`); this build \
+             leaves libhdf5 out (Cargo.toml [features]). --format npz works here",
+            dir.display()
+        ))),
     }
 }
 

@@ -63,9 +63,15 @@ impl std::fmt::Display for Device {
     }
 }
 
+/// Where an installed `descl` (the relocatable bundle of `scripts/bundle`) keeps ONNX Runtime,
+/// relative to the folder of its executable: `<prefix>/bin/descl` → `<prefix>/lib/`, beside the
+/// other shared libraries the binary's RPATH finds there (build.rs).
+pub const ORT_LIB_BESIDE_EXE: &str = "../lib/libonnxruntime.so";
+
 /// The ONNX Runtime library this process uses: `$ORT_DYLIB_PATH`, else
-/// `<repo>/.deps/lib/libonnxruntime.so`, else `<exe dir>/../../.deps/lib/libonnxruntime.so`
-/// (a binary in `target/<profile>/`). Errors say how to install it.
+/// [`ORT_LIB_BESIDE_EXE`] (a bundle), else `<repo>/.deps/lib/libonnxruntime.so`, else
+/// `<exe dir>/../../.deps/lib/libonnxruntime.so` (a binary in `target/<profile>/`). Errors say
+/// how to install it.
 pub fn find_ort_library() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(ORT_DYLIB_ENV) {
         let p = PathBuf::from(p);
@@ -78,7 +84,10 @@ pub fn find_ort_library() -> Result<PathBuf> {
             )))
         };
     }
-    let mut tried = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(ORT_LIB_IN_REPO)];
+    let mut tried: Vec<PathBuf> = crate::model::beside_exe(ORT_LIB_BESIDE_EXE)
+        .into_iter()
+        .collect();
+    tried.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(ORT_LIB_IN_REPO));
     if let Some(dir) = std::env::current_exe()
         .ok()
         .as_deref()

@@ -19,12 +19,29 @@ pub const DEFAULT_MODEL: &str = "descl-l2net-w0.5-hardnet-mix-b1024";
 /// Environment variable that overrides [`models_dir`].
 pub const MODELS_ENV: &str = "DESCL_MODELS";
 
-/// The folder of shipped models: `$DESCL_MODELS`, else `<repo>/models`.
+/// Where an installed `descl` keeps the shipped models, relative to the folder of its
+/// executable: `<prefix>/bin/descl` finds `<prefix>/share/descl/models`. The relocatable bundle
+/// (`scripts/bundle`) is laid out so; the folder of the source tree's models is compiled in and
+/// does not exist on the machine a bundle runs on.
+pub const MODELS_BESIDE_EXE: &str = "../share/descl/models";
+
+/// The folder of shipped models: `$DESCL_MODELS`, else [`MODELS_BESIDE_EXE`] from the running
+/// executable (symlinks resolved) when that folder exists, else `<repo>/models`.
 pub fn models_dir() -> PathBuf {
-    match std::env::var_os(MODELS_ENV) {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"),
+    if let Some(p) = std::env::var_os(MODELS_ENV) {
+        return PathBuf::from(p);
     }
+    beside_exe(MODELS_BESIDE_EXE)
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"))
+}
+
+/// `rel` from the folder of the running executable, without `..` where the path exists; None
+/// when the executable's path is unknown.
+pub(crate) fn beside_exe(rel: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.join(rel);
+    Some(p.canonicalize().unwrap_or(p))
 }
 
 /// A model ready to load: its ONNX file and, when there is one, its card.

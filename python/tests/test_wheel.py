@@ -1,0 +1,43 @@
+"""The installed package is the manylinux wheel of scripts/wheel (what scripts/test-python
+installs): its extension loads OpenCV from the wheel's own descl.libs/ (auditwheel's copies),
+never from the system, so a machine without libopencv runs it; ONNX Runtime comes from the
+`onnxruntime` wheel. Skipped for a package built another way (`pip install ./python`)."""
+
+from pathlib import Path
+
+import pytest
+
+import descl
+
+
+def _loaded_libraries():
+    """Paths of the shared objects mapped into this process (/proc/self/maps)."""
+    paths = set()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and ".so" in parts[5]:
+            paths.add(parts[5].strip())
+    return paths
+
+
+def test_opencv_comes_from_the_wheel():
+    pkg = Path(descl.__file__).resolve().parent
+    libs = pkg.parent / "descl.libs"
+    if not libs.is_dir():
+        pytest.skip(f"not the repaired wheel (no {libs}): installed from source")
+    vendored = {p.name.split("-")[0] for p in libs.iterdir()}
+    assert {"libopencv_core", "libopencv_imgproc", "libopencv_calib3d"} <= vendored, vendored
+    # Running the describe path maps every library the extension needs.
+    ex = descl.Extractor(max_keypoints=64)
+    import numpy as np
+
+    yy, xx = np.mgrid[0:96, 0:128]
+    img = (0.5 + 0.5 * np.sin(xx / 5.0) * np.cos(yy / 7.0)).astype(np.float32)
+    f = ex.extract(img)
+    assert f["descriptors"].shape[1] == 128
+    opencv = [p for p in _loaded_libraries() if "libopencv_" in Path(p).name]
+    assert opencv, "no OpenCV library mapped"
+    outside = [p for p in opencv if Path(p).parent.resolve() != libs.resolve()]
+    assert not outside, f"OpenCV loaded from outside the wheel: {outside}"
+    ort = [p for p in _loaded_libraries() if "libonnxruntime" in Path(p).name]
+    assert ort and all("onnxruntime" in Path(p).parts for p in ort), ort
