@@ -1,5 +1,5 @@
 //! Files in and out: atomic writes, `.npz` features files, matches, hloc HDF5 files, COLMAP
-//! databases, pictures.
+//! databases, Strecha ground-truth cameras, pictures.
 
 pub mod atomic;
 #[cfg(feature = "full")]
@@ -16,5 +16,7 @@ pub mod matches;
 pub mod npz;
 #[cfg(feature = "full")]
 pub mod output;
+#[cfg(feature = "full")]
+pub mod strecha;
 #[cfg(feature = "full")]
 pub mod viz;
