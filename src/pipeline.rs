@@ -6,10 +6,13 @@ use crate::describe::{Describer, Pending};
 use crate::detect::{detect, DetectorConfig};
 use crate::error::Result;
 use crate::features::{FeatureMeta, Features};
+use crate::frame::{Detection, Frame};
 use crate::image::{load_gray, GrayImage};
 use crate::model::Device;
+use crate::patch::PatchSampler;
 use crate::progress::Progress;
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -149,50 +152,79 @@ impl Extractor {
         self.prepare_image(&img, &path.display().to_string())
     }
 
-    /// [`Extractor::prepare`] for an image already in memory.
+    /// [`Extractor::prepare`] for an image already in memory: [`Extractor::detect`] then
+    /// [`Extractor::prepare_detected`].
     pub fn prepare_image(&self, img: &GrayImage, source: &str) -> Result<Prepared> {
+        self.prepare_detected(&self.detect(img)?, source)
+    }
+
+    /// The detection stage alone: `img` shrunk to `max_image_size` when larger, and this
+    /// extractor's detector on it. Any extractor with the same detector settings can describe
+    /// the result ([`Extractor::describe_detected`]): the benchmarks detect each image once and
+    /// describe the same frames with every method.
+    pub fn detect<'a>(&self, img: &'a GrayImage) -> Result<Detected<'a>> {
         let longer = img.width.max(img.height);
-        let shrunk;
         let (work, scale) = if self.max_image_size > 0 && longer > self.max_image_size {
             let s = self.max_image_size as f32 / longer as f32;
             let (w, h) = (
                 ((img.width as f32 * s).round() as usize).max(1),
                 ((img.height as f32 * s).round() as usize).max(1),
             );
-            shrunk = img.resize_area(w, h)?;
             // Per axis: the rounded size sets the exact factor.
             (
-                &shrunk,
+                Cow::Owned(img.resize_area(w, h)?),
                 [w as f32 / img.width as f32, h as f32 / img.height as f32],
             )
         } else {
-            (img, [1.0, 1.0])
+            (Cow::Borrowed(img), [1.0, 1.0])
         };
-        let detections = detect(work, &self.detector)?;
-        let frames: Vec<_> = detections.iter().map(|d| d.frame).collect();
-        let scores = detections.iter().map(|d| d.score).collect();
-        let pending =
-            self.describer
-                .prepare_frames(work, None, &frames, self.detector.magnification)?;
-        let frames = if scale == [1.0, 1.0] {
-            frames
-        } else {
-            frames.iter().map(|f| to_original(f, scale)).collect()
-        };
+        let detections = detect(&work, &self.detector)?;
+        Ok(Detected {
+            original_size: (img.width, img.height),
+            work,
+            scale,
+            detections,
+            magnification: self.detector.magnification,
+            sampler: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The per-image describe stage on detected frames: SIFT descriptors, or a model's patches
+    /// (from `detected`'s pyramid, built once however many extractors describe it) waiting for
+    /// [`Extractor::finish`]. Frames detected at another magnification are rescaled to this
+    /// describer's ([`Describer::prepare_frames`]).
+    pub fn prepare_detected(&self, detected: &Detected, source: &str) -> Result<Prepared> {
+        let frames: Vec<_> = detected.detections.iter().map(|d| d.frame).collect();
+        let scores = detected.detections.iter().map(|d| d.score).collect();
+        let sampler =
+            (self.describer.uses_patches() && !detected.is_empty()).then(|| detected.sampler());
+        let pending = self.describer.prepare_frames(
+            &detected.work,
+            sampler,
+            &frames,
+            detected.magnification,
+        )?;
         let meta = FeatureMeta {
             model: self.describer.provenance(),
             model_sha256: self.describer.model_sha256(),
             detector: self.detector.kind.to_string(),
-            image_width: img.width as u32,
-            image_height: img.height as u32,
+            image_width: detected.original_size.0 as u32,
+            image_height: detected.original_size.1 as u32,
             image: source.to_string(),
         };
         Ok(Prepared {
-            frames,
+            frames: detected.frames(),
             scores,
             pending,
             meta,
         })
+    }
+
+    /// Features of detected frames: [`Extractor::prepare_detected`] and [`Extractor::finish`]
+    /// on this one image.
+    pub fn describe_detected(&self, detected: &Detected, source: &str) -> Result<Features> {
+        let prepared = self.prepare_detected(detected, source);
+        self.finish_one(prepared)
     }
 
     /// The batched stage: the network on the patches of all `prepared` images at once (runs
@@ -245,11 +277,61 @@ impl Extractor {
     }
 }
 
+/// One image after [`Extractor::detect`]: the image the detector ran on (the input, or its
+/// shrunk copy), its detections there, the detector's magnification, and the image's pyramid
+/// for patch sampling, built on first use and shared by every describer of the image.
+#[derive(Debug)]
+pub struct Detected<'a> {
+    original_size: (usize, usize),
+    work: Cow<'a, GrayImage>,
+    /// Work image size / original size, per axis ([1, 1]: not shrunk).
+    scale: [f32; 2],
+    detections: Vec<Detection>,
+    magnification: f32,
+    sampler: std::sync::OnceLock<PatchSampler>,
+}
+
+impl Detected<'_> {
+    /// The frames in the original image's pixels, at [`Detected::magnification`].
+    pub fn frames(&self) -> Vec<Frame> {
+        self.detections
+            .iter()
+            .map(|d| {
+                if self.scale == [1.0, 1.0] {
+                    d.frame
+                } else {
+                    to_original(&d.frame, self.scale)
+                }
+            })
+            .collect()
+    }
+
+    /// Number of detections.
+    pub fn len(&self) -> usize {
+        self.detections.len()
+    }
+
+    /// Whether nothing was detected.
+    pub fn is_empty(&self) -> bool {
+        self.detections.is_empty()
+    }
+
+    /// The measurement-region magnification the frames carry (the detecting extractor's).
+    pub fn magnification(&self) -> f32 {
+        self.magnification
+    }
+
+    /// The work image's pyramid (built on the first call).
+    pub fn sampler(&self) -> &PatchSampler {
+        self.sampler.get_or_init(|| PatchSampler::new(&self.work))
+    }
+}
+
 /// One image after [`Extractor::prepare`]: frames in the original image's pixels, scores,
 /// metadata, and what the describer still has to do.
 #[derive(Debug)]
 pub struct Prepared {
-    frames: Vec<crate::frame::Frame>,
+    frames: Vec<Frame>,
     scores: Vec<f32>,
     pending: Pending,
     meta: FeatureMeta,
@@ -258,8 +340,8 @@ pub struct Prepared {
 /// A frame of an image shrunk by `scale` (x, y factors) in the original image's pixels: pixel
 /// centres map as (x + ½)/s − ½ (ARCHITECTURE.md "Conventions": the top-left pixel centre is
 /// (0, 0)), the shape's rows scale by 1/s.
-fn to_original(f: &crate::frame::Frame, scale: [f32; 2]) -> crate::frame::Frame {
-    crate::frame::Frame {
+fn to_original(f: &Frame, scale: [f32; 2]) -> Frame {
+    Frame {
         x: (f.x + 0.5) / scale[0] - 0.5,
         y: (f.y + 0.5) / scale[1] - 0.5,
         a: [

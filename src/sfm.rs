@@ -370,17 +370,17 @@ pub struct GroundTruthCamera {
 }
 
 /// The ground truth of one image from its Strecha `.camera` file (read by the one parser,
-/// [`crate::eval::pose::read_camera`]).
+/// [`crate::io::strecha::read_camera`]).
 pub fn read_strecha_camera(path: &Path, name: &str) -> Result<GroundTruthCamera> {
     Ok(GroundTruthCamera::from_strecha(
-        &crate::eval::pose::read_camera(path)?,
+        &crate::io::strecha::read_camera(path)?,
         name,
     ))
 }
 
 impl GroundTruthCamera {
     /// The ground truth of image `name` from its parsed Strecha camera.
-    pub fn from_strecha(c: &crate::eval::pose::Camera, name: &str) -> GroundTruthCamera {
+    pub fn from_strecha(c: &crate::io::strecha::Camera, name: &str) -> GroundTruthCamera {
         GroundTruthCamera {
             name: name.into(),
             // The file holds camera-to-world R; world to camera is its transpose.

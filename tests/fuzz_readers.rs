@@ -52,7 +52,7 @@ fn read_all(dir: &Path, bytes: &[u8]) {
         assert!(e.to_string().contains(&name), "{e}");
     }
     let _ = descl::io::colmap::read_keypoints(&p);
-    let _ = descl::eval::pose::read_camera(&p);
+    let _ = descl::io::strecha::read_camera(&p);
     let _ = descl::eval::phototour::read_info(&p);
     let _ = descl::eval::phototour::read_pairs(&p);
     let _ = descl::eval::hpatches::load_patch_file(&p);

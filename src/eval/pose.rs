@@ -1,8 +1,6 @@
-//! Relative pose on image sets with known cameras (Strecha et al. 2008 `.camera` files): ground
-//! truth relative poses, the pose error of SuperGlue's evaluation and the pair list.
-//!
-//! `.camera` lines: 0–2 K; 3 distortion (zero); 4–6 R, the camera-to-world rotation (world to
-//! camera is Rᵀ); 7 the camera centre C; 8 width height.
+//! Relative pose on image sets with known cameras (Strecha et al. 2008 `.camera` files, read by
+//! [`crate::io::strecha`]): ground truth relative poses, the pose error of SuperGlue's
+//! evaluation and the pair list.
 
 use crate::error::{Error, Result};
 use crate::eval::sequences::Mat3;
@@ -12,59 +10,7 @@ use std::path::{Path, PathBuf};
 /// Largest index gap of the evaluated pairs i < j (j − i ≤ 2).
 pub const MAX_PAIR_GAP: usize = 2;
 
-/// A calibrated camera.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Camera {
-    pub k: Mat3,
-    /// Camera-to-world rotation.
-    pub r: Mat3,
-    /// Centre in world coordinates.
-    pub c: [f64; 3],
-    pub width: u32,
-    pub height: u32,
-}
-
-/// Reads a Strecha `.camera` file.
-pub fn read_camera(path: &Path) -> Result<Camera> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let rows: Vec<Vec<f64>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            l.split_whitespace()
-                .map(|s| {
-                    s.parse::<f64>()
-                        .map_err(|_| Error::format(path, format!("`{s}` is not a number")))
-                })
-                .collect::<Result<Vec<f64>>>()
-        })
-        .collect::<Result<_>>()?;
-    let row3 = |i: usize| -> Result<[f64; 3]> {
-        match rows.get(i) {
-            Some(r) if r.len() >= 3 => Ok([r[0], r[1], r[2]]),
-            _ => Err(Error::format(
-                path,
-                format!("line {} must hold 3 numbers", i + 1),
-            )),
-        }
-    };
-    let size = match rows.get(8) {
-        Some(r) if r.len() >= 2 && r[0] > 0.0 && r[1] > 0.0 => (r[0] as u32, r[1] as u32),
-        _ => {
-            return Err(Error::format(
-                path,
-                "line 9 must hold the image width and height",
-            ))
-        }
-    };
-    Ok(Camera {
-        k: [row3(0)?, row3(1)?, row3(2)?],
-        r: [row3(4)?, row3(5)?, row3(6)?],
-        c: row3(7)?,
-        width: size.0,
-        height: size.1,
-    })
-}
+pub use crate::io::strecha::{read_camera, Camera};
 
 fn mul_vec(a: &Mat3, v: &[f64; 3]) -> [f64; 3] {
     [0, 1, 2].map(|i| (0..3).map(|k| a[i][k] * v[k]).sum())

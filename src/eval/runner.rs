@@ -1,12 +1,14 @@
-//! Runs the image-level benchmarks for several methods on the SAME frames: every image is loaded
-//! and detected once (DoG, strongest `max_keypoints` by response), then each method describes
-//! those frames; pairs are matched by mutual nearest neighbour without ratio test and verified
-//! with USAC MAGSAC (homography 3 px; essential matrix 1 px / mean focal). Times every stage.
+//! Runs the image-level benchmarks for several methods on the SAME frames, through the users'
+//! pipeline ([`Extractor`], one per method): every image is loaded and detected once (DoG,
+//! strongest `max_keypoints` by response, [`Extractor::detect`]), then each method's extractor
+//! describes those frames ([`Extractor::describe_detected`]); pairs are matched by mutual
+//! nearest neighbour without ratio test and verified with USAC MAGSAC (homography 3 px;
+//! essential matrix 1 px / mean focal). Times every stage.
 
 use crate::describe::Describer;
 use crate::describe::Descriptors;
-use crate::detect::{detect, DetectorConfig};
-use crate::error::Result;
+use crate::detect::DetectorConfig;
+use crate::error::{Error, Result};
 use crate::eval::metrics::{mean_average_accuracy, pose_auc, POSE_AUC_THRESHOLDS};
 use crate::eval::pose::{self, PoseScene};
 use crate::eval::robustness::{Degradation, IDENTITY};
@@ -15,7 +17,7 @@ use crate::frame::Frame;
 use crate::geometry::{self, Intrinsics, ModelKind, RansacConfig};
 use crate::image::{load_gray, GrayImage};
 use crate::matching::{match_descriptors, MatchConfig};
-use crate::patch::PatchSampler;
+use crate::pipeline::Extractor;
 use crate::progress::Progress;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -75,40 +77,74 @@ struct ImageFeatures {
     descriptors: Vec<Descriptors>,
 }
 
-fn extract(
-    path: &std::path::Path,
-    methods: &[Describer],
-    det: &DetectorConfig,
-    timing: &mut Timing,
-) -> Result<ImageFeatures> {
-    extract_image(&load_gray(path)?, methods, det, timing)
+/// One [`Extractor`] per method (each with its own handle on the method, [`Describer::try_clone`])
+/// with the detector settings `det`: the benchmarks describe through the users' pipeline.
+fn extractors(methods: &[Describer], det: &DetectorConfig) -> Result<Vec<Extractor>> {
+    methods
+        .iter()
+        .map(|m| Ok(Extractor::with_describer(m.try_clone()?, *det)))
+        .collect()
 }
 
-/// [`extract`] for an image already in memory.
-fn extract_image(
-    img: &GrayImage,
-    methods: &[Describer],
+fn extract(
+    path: &std::path::Path,
+    extractors: &[Extractor],
     det: &DetectorConfig,
     timing: &mut Timing,
 ) -> Result<ImageFeatures> {
+    let source = path.display().to_string();
+    extract_image(&load_gray(path)?, &source, extractors, det, timing)
+}
+
+/// [`extract`] for an image already in memory (`source` names it): the image is detected
+/// once (by the first extractor; every extractor has the detector settings `det`) and each
+/// extractor describes those frames ([`Extractor::describe_detected`]), so all methods see
+/// the same frames. The frames kept for scoring carry `det.magnification`.
+fn extract_image(
+    img: &GrayImage,
+    source: &str,
+    extractors: &[Extractor],
+    det: &DetectorConfig,
+    timing: &mut Timing,
+) -> Result<ImageFeatures> {
+    let Some(first) = extractors.first() else {
+        return Err(Error::InvalidInput("no method to benchmark".into()));
+    };
     let t = Instant::now();
-    let frames: Vec<Frame> = detect(img, det)?.into_iter().map(|d| d.frame).collect();
+    let detected = first.detect(img)?;
     timing.detect_s += t.elapsed().as_secs_f64();
     timing.images += 1;
-    timing.keypoints += frames.len();
-    // One pyramid per image, shared by every model method.
-    let sampler = methods
-        .iter()
-        .any(Describer::uses_patches)
-        .then(|| PatchSampler::new(img));
-    let mut descriptors = Vec::with_capacity(methods.len());
-    for m in methods {
-        let t = Instant::now();
-        descriptors.push(m.describe_frames(img, sampler.as_ref(), &frames, det.magnification)?);
-        let mt = timing.per_method.entry(m.name().to_string()).or_default();
-        mt.describe_s += t.elapsed().as_secs_f64();
-        mt.patches += frames.len();
+    timing.keypoints += detected.len();
+    // One pyramid per image, shared by every model method (built outside their timing).
+    if extractors.iter().any(|e| e.describer().uses_patches()) && !detected.is_empty() {
+        detected.sampler();
     }
+    let mut descriptors = Vec::with_capacity(extractors.len());
+    for e in extractors {
+        let t = Instant::now();
+        descriptors.push(e.describe_detected(&detected, source)?.descriptors);
+        let mt = timing
+            .per_method
+            .entry(e.describer().name().to_string())
+            .or_default();
+        mt.describe_s += t.elapsed().as_secs_f64();
+        mt.patches += detected.len();
+    }
+    let s = det.magnification / detected.magnification();
+    let frames = detected
+        .frames()
+        .into_iter()
+        .map(|f| {
+            if s == 1.0 {
+                f
+            } else {
+                Frame {
+                    a: f.a.map(|r| r.map(|v| v * s)),
+                    ..f
+                }
+            }
+        })
+        .collect();
     Ok(ImageFeatures {
         frames,
         size: (img.width as u32, img.height as u32),
@@ -191,6 +227,7 @@ pub fn run_robustness(
         .map(|g| g.len() * (1 + degradations.len()))
         .sum();
     progress.set_length(total as u64);
+    let ex = extractors(methods, det)?;
     let mut out: RobustnessResults = BTreeMap::new();
     for (group, seqs) in groups {
         for seq in seqs {
@@ -198,10 +235,11 @@ pub fn run_robustness(
             progress.message(&name);
             let source = &seq.images[0];
             let img = load_gray(source)?;
-            let first = extract_image(&img, methods, det, timing)?;
+            let first = extract_image(&img, &source.display().to_string(), &ex, det, timing)?;
             progress.inc(1);
             for d in &degradations {
-                let other = extract_image(&d.apply(&img, source)?, methods, det, timing)?;
+                let degraded = format!("{} ({} {})", source.display(), d.family(), d.level());
+                let other = extract_image(&d.apply(&img, source)?, &degraded, &ex, det, timing)?;
                 progress.inc(1);
                 for (mi, m) in methods.iter().enumerate() {
                     let target = d.level().round() as usize;
@@ -231,14 +269,15 @@ pub fn run_sequences(
         .map(|g| g.len() * sequences::SEQUENCE_LENGTH)
         .sum();
     progress.set_length(total as u64);
+    let ex = extractors(methods, det)?;
     let mut out: SequenceResults = BTreeMap::new();
     for (group, seqs) in groups {
         for seq in seqs {
             progress.message(&format!("{group}/{}", seq.name));
-            let first = extract(&seq.images[0], methods, det, timing)?;
+            let first = extract(&seq.images[0], &ex, det, timing)?;
             progress.inc(1);
             for k in 2..=sequences::SEQUENCE_LENGTH {
-                let other = extract(&seq.images[k - 1], methods, det, timing)?;
+                let other = extract(&seq.images[k - 1], &ex, det, timing)?;
                 progress.inc(1);
                 let h_gt = &seq.homographies[k - 2];
                 for (mi, m) in methods.iter().enumerate() {
@@ -296,6 +335,7 @@ pub fn run_pose(
     progress: &dyn Progress,
 ) -> Result<BTreeMap<String, PoseSummary>> {
     progress.set_length(scenes.iter().map(|s| s.images.len()).sum::<usize>() as u64);
+    let ex = extractors(methods, det)?;
     let ransac = RansacConfig {
         threshold_px: POSE_RANSAC_PX,
         ..RansacConfig::default()
@@ -306,7 +346,7 @@ pub fn run_pose(
         progress.message(&scene.name.clone());
         let mut feats = Vec::with_capacity(scene.images.len());
         for p in &scene.images {
-            feats.push(extract(p, methods, det, timing)?);
+            feats.push(extract(p, &ex, det, timing)?);
             progress.inc(1);
         }
         for (i, j) in pose::pairs(scene.images.len()) {
@@ -371,14 +411,15 @@ pub fn run_matching_score(
 ) -> Result<BTreeMap<String, crate::eval::oxford::ScoreSummary>> {
     use crate::eval::oxford::{score_pair, summarise};
     progress.set_length((seqs.len() * sequences::SEQUENCE_LENGTH) as u64);
+    let ex = extractors(methods, det)?;
     let mcfg = mutual_nn();
     let mut pairs: BTreeMap<String, Vec<crate::eval::oxford::ScorePair>> = BTreeMap::new();
     for seq in seqs {
         progress.message(&format!("{} {}", det.kind, seq.name));
-        let first = extract(&seq.images[0], methods, det, timing)?;
+        let first = extract(&seq.images[0], &ex, det, timing)?;
         progress.inc(1);
         for k in 2..=sequences::SEQUENCE_LENGTH {
-            let other = extract(&seq.images[k - 1], methods, det, timing)?;
+            let other = extract(&seq.images[k - 1], &ex, det, timing)?;
             progress.inc(1);
             let size = |f: &ImageFeatures| (f.size.0 as usize, f.size.1 as usize);
             for (mi, m) in methods.iter().enumerate() {

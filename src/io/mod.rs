@@ -1,5 +1,5 @@
 //! Files in and out: atomic writes, `.npz` features files, matches, hloc HDF5 files, COLMAP
-//! databases, pictures.
+//! databases, Strecha ground-truth cameras, pictures.
 
 pub mod atomic;
 #[cfg(feature = "full")]
@@ -17,5 +17,7 @@ pub mod matches;
 pub mod npz;
 #[cfg(feature = "full")]
 pub mod output;
+#[cfg(feature = "full")]
+pub mod strecha;
 #[cfg(feature = "full")]
 pub mod viz;

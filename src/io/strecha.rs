@@ -1,0 +1,97 @@
+//! Strecha et al. (CVPR 2008) ground-truth cameras: one `.camera` text file per image, as the
+//! fountain-P11 / Herz-Jesus-P8 releases ship them. Read by `descl sfm`'s ground-truth
+//! evaluation ([`crate::sfm`]) and by the pose and reconstruction benchmarks, so it lives with
+//! the other file formats (the users' path never imports `eval`).
+//!
+//! `.camera` lines: 0–2 K; 3 distortion (zero); 4–6 R, the camera-to-world rotation (world to
+//! camera is Rᵀ); 7 the camera centre C; 8 width height.
+
+use crate::error::{Error, Result};
+use crate::geometry::Mat3;
+use std::path::Path;
+
+/// A calibrated camera.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Camera {
+    pub k: Mat3,
+    /// Camera-to-world rotation.
+    pub r: Mat3,
+    /// Centre in world coordinates.
+    pub c: [f64; 3],
+    pub width: u32,
+    pub height: u32,
+}
+
+/// Reads a Strecha `.camera` file.
+pub fn read_camera(path: &Path) -> Result<Camera> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            l.split_whitespace()
+                .map(|s| {
+                    s.parse::<f64>()
+                        .map_err(|_| Error::format(path, format!("`{s}` is not a number")))
+                })
+                .collect::<Result<Vec<f64>>>()
+        })
+        .collect::<Result<_>>()?;
+    let row3 = |i: usize| -> Result<[f64; 3]> {
+        match rows.get(i) {
+            Some(r) if r.len() >= 3 => Ok([r[0], r[1], r[2]]),
+            _ => Err(Error::format(
+                path,
+                format!("line {} must hold 3 numbers", i + 1),
+            )),
+        }
+    };
+    let size = match rows.get(8) {
+        Some(r) if r.len() >= 2 && r[0] > 0.0 && r[1] > 0.0 => (r[0] as u32, r[1] as u32),
+        _ => {
+            return Err(Error::format(
+                path,
+                "line 9 must hold the image width and height",
+            ))
+        }
+    };
+    Ok(Camera {
+        k: [row3(0)?, row3(1)?, row3(2)?],
+        r: [row3(4)?, row3(5)?, row3(6)?],
+        c: row3(7)?,
+        width: size.0,
+        height: size.1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_camera_and_names_the_file_on_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("0000.jpg.camera");
+        std::fs::write(
+            &p,
+            "1379.7 0 760.3\n0 1382.1 503.4\n0 0 1\n0 0 0\n\
+             1 0 0\n0 0 -1\n0 1 0\n-7.8 -3.6 0.9\n1536 1024\n",
+        )
+        .unwrap();
+        let c = read_camera(&p).unwrap();
+        assert_eq!(c.k[0][2], 760.3);
+        assert_eq!(c.r[1], [0.0, 0.0, -1.0]);
+        assert_eq!(c.c, [-7.8, -3.6, 0.9]);
+        assert_eq!((c.width, c.height), (1536, 1024));
+        std::fs::write(
+            &p,
+            "1 0 0\n0 1 0\n0 0 1\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 2 3\n",
+        )
+        .unwrap();
+        let e = read_camera(&p).unwrap_err().to_string();
+        assert!(e.contains("0000.jpg.camera") && e.contains("line 9"), "{e}");
+        std::fs::write(&p, "1 x 0\n").unwrap();
+        let e = read_camera(&p).unwrap_err().to_string();
+        assert!(e.contains("0000.jpg.camera") && e.contains("`x`"), "{e}");
+    }
+}
