@@ -26,7 +26,7 @@ pub struct Camera {
 
 /// Reads a Strecha `.camera` file.
 pub fn read_camera(path: &Path) -> Result<Camera> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::read_dataset_text(path)?;
     let rows: Vec<Vec<f64>> = text
         .lines()
         .filter(|l| !l.trim().is_empty())

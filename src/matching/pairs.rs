@@ -7,6 +7,12 @@ use crate::error::{Error, Result};
 use crate::retrieval::{retrieval_pairs, RetrievalConfig};
 use std::path::{Path, PathBuf};
 
+/// Largest pairs file read: hloc's published pair lists (Aachen's `pairs-db-covis20`, 134 000
+/// lines; its NetVLAD top-50 query pairs) are a few MB, and an exhaustive list of 3 000 images
+/// (4.5 M lines of about 50 bytes) is about 225 MB: 256 MiB holds those, while `/dev/zero` or a
+/// wrong huge file fails at once instead of filling memory.
+pub const MAX_PAIRS_FILE_BYTES: u64 = 256 << 20;
+
 /// How to choose pairs among `n` images (indices into the image list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PairMode {
@@ -107,7 +113,7 @@ pub fn find_input(names: &[String], name: &str) -> Option<usize> {
 }
 
 fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::io::bounded::read_text(path, MAX_PAIRS_FILE_BYTES, "pairs file")?;
     let index = |name: &str, line: usize| -> Result<usize> {
         find_input(names, name).ok_or_else(|| {
             Error::format(
