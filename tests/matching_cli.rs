@@ -440,3 +440,64 @@ fn text_inputs_are_bounded_regular_files() {
         );
     }
 }
+
+/// Values in features files are checked against their image (issue 24): keypoints ×1e30 were
+/// matched and verified (F ≈ 1e−36) and `--viz` hung drawing them; an image size of 0×0 went
+/// into a COLMAP database, where `colmap mapper` hung on it.
+#[test]
+fn absurd_keypoints_and_empty_image_sizes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = write(d, "good.npz", &float_features(50, 128, 1));
+    let mut huge = float_features(50, 128, 2);
+    for f in &mut huge.frames {
+        f.x *= 1e30;
+        f.y *= 1e30;
+    }
+    let huge = write(d, "huge.npz", &huge);
+    let mut empty = float_features(50, 128, 3);
+    empty.meta.image = "empty.png".into();
+    empty.meta.image_width = 0;
+    empty.meta.image_height = 0;
+    let empty = write(d, "empty.npz", &empty);
+    let limit = std::time::Duration::from_secs(60);
+    for (bad, expect) in [(&huge, "outside the 640×480 image"), (&empty, "0×0")] {
+        let png = d.join("viz.png");
+        let (ok, _, err) = run_within(
+            descl()
+                .arg("match")
+                .arg(&good)
+                .arg(bad)
+                .arg("--viz")
+                .arg(&png),
+            limit,
+        );
+        assert!(!ok, "{} accepted", bad.display());
+        assert!(
+            err.contains(&bad.display().to_string()) && err.contains(expect),
+            "{err}"
+        );
+        assert!(!png.exists());
+    }
+    // Into a database: refused, and no database written.
+    let set = d.join("set");
+    std::fs::create_dir(&set).unwrap();
+    std::fs::copy(&good, set.join("good.npz")).unwrap();
+    std::fs::copy(&empty, set.join("empty.npz")).unwrap();
+    let db = d.join("set.db");
+    let (ok, _, err) = run_within(
+        descl()
+            .args(["sfm", "merge", "--features"])
+            .arg(&set)
+            .arg("--matches")
+            .arg(&set)
+            .arg("--database")
+            .arg(&db),
+        limit,
+    );
+    assert!(
+        !ok && err.contains("empty.npz") && err.contains("0×0"),
+        "{err}"
+    );
+    assert!(!db.exists(), "{err}");
+}

@@ -84,7 +84,10 @@ fn parse_meta(meta: NpyArray, path: &Path) -> Result<FeatureMeta> {
             )))
         }
     };
-    serde_json::from_str(&meta).map_err(|e| bad(format!("`meta` is not descl metadata: {e}")))
+    let meta: FeatureMeta = serde_json::from_str(&meta)
+        .map_err(|e| bad(format!("`meta` is not descl metadata: {e}")))?;
+    crate::features::check_frames(&[], meta.image_width, meta.image_height).map_err(bad)?;
+    Ok(meta)
 }
 
 /// The metadata of a features file alone (its other members are not read).
@@ -160,6 +163,7 @@ pub fn read_features(path: &Path) -> Result<Features> {
         }
     };
     let meta = parse_meta(meta, path)?;
+    crate::features::check_frames(&frames, meta.image_width, meta.image_height).map_err(bad)?;
     Ok(Features {
         frames,
         scores,
