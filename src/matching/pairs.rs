@@ -89,7 +89,7 @@ pub fn make_pairs(
                 ));
             }
             Ok((0..n)
-                .flat_map(|i| (i + 1..n.min(i + 1 + w)).map(move |j| (i, j)))
+                .flat_map(|i| (i + 1..n.min((i + 1).saturating_add(*w))).map(move |j| (i, j)))
                 .collect())
         }
         PairMode::File(path) => read_pairs(path, names),
@@ -230,6 +230,11 @@ mod tests {
             vec![(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)]
         );
         assert!(make_pairs(&PairMode::Sequential(0), &names(4), None).is_err());
+        // A window near 2^64 is every later image (it overflowed).
+        assert_eq!(
+            make_pairs(&PairMode::Sequential(usize::MAX), &names(4), None).unwrap(),
+            make_pairs(&PairMode::Exhaustive, &names(4), None).unwrap()
+        );
         assert!(make_pairs(&PairMode::Retrieval(2), &names(4), None).is_err());
         let union = PairMode::Union(vec![PairMode::Sequential(1), PairMode::Sequential(2)]);
         assert_eq!(
