@@ -31,3 +31,64 @@ pub struct Features {
     pub descriptors: Descriptors,
     pub meta: FeatureMeta,
 }
+
+/// How far a keypoint's centre may lie outside the image, in pixels: keypoints are pixel
+/// centres in [0, W − 1] × [0, H − 1] (ARCHITECTURE.md "Conventions"); DoG's sub-pixel
+/// refinement and the rescaling of a shrunk image move them by less than a pixel, so 2 px
+/// holds every detector's output while absurd values (a file with keypoints ×1e30) are refused
+/// before they reach matching, RANSAC or a picture.
+pub const KEYPOINT_MARGIN_PX: f32 = 2.0;
+
+/// Checks stored features against their image: its size positive, every frame finite and its
+/// centre within the image up to [`KEYPOINT_MARGIN_PX`]. The message says what is wrong (the
+/// caller names the file).
+pub fn check_frames(frames: &[Frame], width: u32, height: u32) -> Result<(), String> {
+    if width == 0 || height == 0 {
+        return Err(format!(
+            "image size {width}×{height}: an image has at least one pixel"
+        ));
+    }
+    let (xmax, ymax) = (
+        width as f32 - 1.0 + KEYPOINT_MARGIN_PX,
+        height as f32 - 1.0 + KEYPOINT_MARGIN_PX,
+    );
+    for (k, f) in frames.iter().enumerate() {
+        let row = f.to_row();
+        if !row.iter().all(|v| v.is_finite()) {
+            return Err(format!("keypoint {k} is not finite: {row:?}"));
+        }
+        let inside = |v: f32, max: f32| (-KEYPOINT_MARGIN_PX..=max).contains(&v);
+        if !inside(f.x, xmax) || !inside(f.y, ymax) {
+            return Err(format!(
+                "keypoint {k} at ({}, {}) lies outside the {width}×{height} image",
+                f.x, f.y
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_within_the_image_only() {
+        let at = |x: f32, y: f32| Frame::from_row([x, y, 1.0, 0.0, 0.0, 1.0]);
+        let ok = [at(0.0, 0.0), at(639.0, 479.0), at(-1.5, 480.5)];
+        assert!(check_frames(&ok, 640, 480).is_ok());
+        let e = check_frames(&[at(0.0, 0.0), at(6.4e32, 1.0)], 640, 480).unwrap_err();
+        assert!(
+            e.contains("keypoint 1") && e.contains("outside the 640×480"),
+            "{e}"
+        );
+        assert!(check_frames(&[at(-2.5, 0.0)], 640, 480).is_err());
+        assert!(check_frames(&[at(f32::NAN, 0.0)], 640, 480)
+            .unwrap_err()
+            .contains("not finite"));
+        let mut inf = at(1.0, 1.0);
+        inf.a[0][0] = f32::INFINITY;
+        assert!(check_frames(&[inf], 640, 480).is_err());
+        assert!(check_frames(&[], 0, 0).unwrap_err().contains("0×0"));
+    }
+}

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::output::{ImageRecord, PairRecord, Writer};
-use crate::matching::pairs::{file_names, make_pairs, PairMode};
+use crate::matching::pairs::{make_pairs, set_names, PairMode};
 use crate::matching::two_view::{match_pair, PairConfig, PairResult};
 use crate::pipeline::Extractor;
 use crate::progress::Progress;
@@ -167,7 +167,7 @@ pub fn extract_all(
     mut writer: Box<dyn Writer>,
     progress: &dyn Progress,
 ) -> Result<(PathBuf, Vec<SetImage>)> {
-    let names = file_names(inputs);
+    let names = set_names(inputs)?;
     progress.start("extract", inputs.len() as u64);
     let mut images = Vec::with_capacity(inputs.len());
     extractor.extract_each(inputs, progress, |i, r, seconds| {
@@ -540,7 +540,7 @@ where
     C: Fn(&Path, &Features) -> Result<CameraInfo> + Sync,
 {
     cfg.pair.check()?;
-    let names = file_names(paths);
+    let names = set_names(paths)?;
     // Pairs known from the names are chosen first, so that only their images are loaded;
     // retrieval pairs need every image's features.
     let by_name = if cfg.pairs.needs_features() {

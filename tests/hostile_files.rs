@@ -5,6 +5,10 @@
 mod common;
 
 use common::{descl, run};
+use descl::describe::Descriptors;
+use descl::features::{FeatureMeta, Features};
+use descl::frame::Frame;
+use descl::io::features::write_features;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -83,6 +87,25 @@ fn claim_zip64_size(path: &Path, claim: u64) -> usize {
     patched
 }
 
+/// Three keypoints with 4-d descriptors: a valid features file's content.
+fn small_features() -> Features {
+    Features {
+        frames: (0..3)
+            .map(|i| Frame::from_row([10.0 * i as f32, 5.0, 2.0, 0.0, 0.0, 2.0]))
+            .collect(),
+        scores: vec![1.0; 3],
+        descriptors: Descriptors::Float(ndarray::Array2::from_elem((3, 4), 0.5)),
+        meta: FeatureMeta {
+            model: "m".into(),
+            model_sha256: None,
+            detector: "dog".into(),
+            image_width: 64,
+            image_height: 48,
+            image: "a.png".into(),
+        },
+    }
+}
+
 /// `descl extract INPUT` must fail within `limit` with `expect` on stderr.
 fn extract_fails_fast(input: &Path, expect: &str, limit: Duration) {
     let out = tempfile::tempdir().unwrap();
@@ -135,6 +158,42 @@ fn hostile_archives_devices_and_fifos() {
         .to_string();
     assert!(
         e.contains("bomb.npz") && e.contains("decompression bomb"),
+        "{e}"
+    );
+    let grown = peak_mib() - before;
+    assert!(grown < 100.0, "peak memory grew by {grown:.0} MiB");
+
+    // Many members, each under the per-member floor, adding up (issue 24: 150 deflated
+    // members of 16 MiB of zeros took 2.5 GB): a features file reads only its own members, and
+    // all members of an archive together have a budget from the file's size.
+    let padded = dir.path().join("padded.npz");
+    write_features(&padded, &small_features()).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&padded)
+        .unwrap();
+    let mut zip = zip::ZipWriter::new_append(file).unwrap();
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    let zeros = descl::io::npz::NpyArray {
+        shape: vec![(4 << 20) - 32], // with its 128-byte header: 16 MiB, the floor
+        data: descl::io::npz::NpyData::F32(vec![0.0; (4 << 20) - 32]),
+    }
+    .to_npy()
+    .unwrap();
+    for k in 0..40 {
+        zip.start_file(format!("extra{k}.npy"), options).unwrap();
+        zip.write_all(&zeros).unwrap();
+    }
+    drop(zeros);
+    zip.finish().unwrap();
+    assert!(std::fs::metadata(&padded).unwrap().len() < 4 << 20);
+    let f = descl::io::features::read_features(&padded).unwrap();
+    assert_eq!(f.frames.len(), 3);
+    let e = descl::io::npz::read_npz(&padded).unwrap_err().to_string();
+    assert!(
+        e.contains("padded.npz") && e.contains("in all") && e.contains("decompression bomb"),
         "{e}"
     );
     let grown = peak_mib() - before;

@@ -6,7 +6,7 @@ mod common;
 #[path = "../benches/opencv_speed/mod.rs"]
 mod opencv_speed;
 
-use common::{descl, run};
+use common::{descl, files_in, run, run_within};
 use descl::describe::Descriptors;
 use descl::detect::{detect, DetectorConfig};
 use descl::features::{FeatureMeta, Features};
@@ -398,4 +398,140 @@ fn mixed_models_are_refused_and_failed_loads_leave_nothing() {
         !out.exists(),
         "output folder created for a run that could not start"
     );
+}
+
+/// Text inputs (pairs and intrinsics files) are read as regular files of bounded size: a
+/// device, a FIFO, a folder or a file beyond the limit is a clear error naming it, at once
+/// (`--pairs /dev/zero` read until memory ran out, a FIFO blocked forever).
+#[test]
+fn text_inputs_are_bounded_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let feats = d.join("features");
+    std::fs::create_dir(&feats).unwrap();
+    let a = write(&feats, "a.npz", &float_features(50, 128, 1));
+    let b = write(&feats, "b.npz", &float_features(50, 128, 2));
+    let fifo = d.join("fifo.txt");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // Sparse: beyond the limit without taking disk space.
+    let huge = d.join("huge.txt");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(descl::matching::pairs::MAX_PAIRS_FILE_BYTES + 1)
+        .unwrap();
+    let limit = std::time::Duration::from_secs(30);
+    for (bad, expect) in [
+        (Path::new("/dev/zero"), "not a regular file"),
+        (fifo.as_path(), "not a regular file"),
+        (d, "not a regular file"),
+        (huge.as_path(), "pairs file too large"),
+    ] {
+        let out = d.join("out");
+        let (ok, _, err) = run_within(
+            descl()
+                .args(["match", "--images"])
+                .arg(&feats)
+                .arg("--pairs")
+                .arg(bad)
+                .arg("--out-dir")
+                .arg(&out),
+            limit,
+        );
+        assert!(!ok, "--pairs {} accepted", bad.display());
+        assert!(
+            err.contains(&bad.display().to_string()) && err.contains(expect),
+            "{err}"
+        );
+        assert!(!out.exists() || files_in(&out).is_empty(), "{err}");
+    }
+    let intrinsics = d.join("huge-k.txt");
+    std::fs::File::create(&intrinsics)
+        .unwrap()
+        .set_len(descl::geometry::MAX_INTRINSICS_FILE_BYTES + 1)
+        .unwrap();
+    for (bad, expect) in [
+        (Path::new("/dev/zero"), "not a regular file"),
+        (fifo.as_path(), "not a regular file"),
+        (intrinsics.as_path(), "intrinsics file too large"),
+    ] {
+        let (ok, _, err) = run_within(
+            descl()
+                .arg("match")
+                .arg(&a)
+                .arg(&b)
+                .args(["--geometry", "essential", "--intrinsics-file"])
+                .arg(bad),
+            limit,
+        );
+        assert!(!ok, "--intrinsics-file {} accepted", bad.display());
+        assert!(
+            err.contains(&bad.display().to_string()) && err.contains(expect),
+            "{err}"
+        );
+    }
+}
+
+/// Values in features files are checked against their image (issue 24): keypoints ×1e30 were
+/// matched and verified (F ≈ 1e−36) and `--viz` hung drawing them; an image size of 0×0 went
+/// into a COLMAP database, where `colmap mapper` hung on it.
+#[test]
+fn absurd_keypoints_and_empty_image_sizes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = write(d, "good.npz", &float_features(50, 128, 1));
+    let mut huge = float_features(50, 128, 2);
+    for f in &mut huge.frames {
+        f.x *= 1e30;
+        f.y *= 1e30;
+    }
+    let huge = write(d, "huge.npz", &huge);
+    let mut empty = float_features(50, 128, 3);
+    empty.meta.image = "empty.png".into();
+    empty.meta.image_width = 0;
+    empty.meta.image_height = 0;
+    let empty = write(d, "empty.npz", &empty);
+    let limit = std::time::Duration::from_secs(60);
+    for (bad, expect) in [(&huge, "outside the 640×480 image"), (&empty, "0×0")] {
+        let png = d.join("viz.png");
+        let (ok, _, err) = run_within(
+            descl()
+                .arg("match")
+                .arg(&good)
+                .arg(bad)
+                .arg("--viz")
+                .arg(&png),
+            limit,
+        );
+        assert!(!ok, "{} accepted", bad.display());
+        assert!(
+            err.contains(&bad.display().to_string()) && err.contains(expect),
+            "{err}"
+        );
+        assert!(!png.exists());
+    }
+    // Into a database: refused, and no database written.
+    let set = d.join("set");
+    std::fs::create_dir(&set).unwrap();
+    std::fs::copy(&good, set.join("good.npz")).unwrap();
+    std::fs::copy(&empty, set.join("empty.npz")).unwrap();
+    let db = d.join("set.db");
+    let (ok, _, err) = run_within(
+        descl()
+            .args(["sfm", "merge", "--features"])
+            .arg(&set)
+            .arg("--matches")
+            .arg(&set)
+            .arg("--database")
+            .arg(&db),
+        limit,
+    );
+    assert!(
+        !ok && err.contains("empty.npz") && err.contains("0×0"),
+        "{err}"
+    );
+    assert!(!db.exists(), "{err}");
 }

@@ -113,3 +113,59 @@ fn retrieval_pairs_separate_scenes_and_feed_match() {
         .arg(dir.path().join("x.txt")));
     assert!(!ok && err.contains("choose the pairs"), "{err}");
 }
+
+/// Names (issue 24): `descl pairs` writes only names that descl and hloc read back as written
+/// (a name with a space was written unquoted and could not be read back); two inputs of one
+/// file name are refused for every format (features.h5 kept one of two `x.png`).
+#[test]
+fn names_that_cannot_round_trip_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    for name in ["a b.png", "c.png"] {
+        common::gray_image(64, 48, false)
+            .save(imgs.join(name))
+            .unwrap();
+    }
+    let out = dir.path().join("pairs.txt");
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&imgs)
+        .args(["--exhaustive", "--out"])
+        .arg(&out));
+    assert!(
+        !ok && err.contains("\"a b.png\"") && err.contains("whitespace"),
+        "{err}"
+    );
+    assert!(!out.exists());
+
+    // One name in two folders: refused before any output, npz and h5 alike.
+    let (d1, d2) = (dir.path().join("d1"), dir.path().join("d2"));
+    for d in [&d1, &d2] {
+        std::fs::create_dir(d).unwrap();
+        common::gray_image(96, 80, false)
+            .save(d.join("x.png"))
+            .unwrap();
+    }
+    for format in ["npz", "h5"] {
+        let o = dir.path().join(format!("out-{format}"));
+        let (ok, _, err) = run(descl()
+            .arg("extract")
+            .arg(d1.join("x.png"))
+            .arg(d2.join("x.png"))
+            .args(["-m", "sift", "--format", format, "--out"])
+            .arg(&o));
+        assert!(!ok, "{format}: {err}");
+        assert!(
+            err.contains("d1/x.png")
+                && err.contains("d2/x.png")
+                && err.contains("two inputs named"),
+            "{format}: {err}"
+        );
+        assert!(
+            !o.exists() || files_in(&o).is_empty(),
+            "{format}: {:?}",
+            files_in(&o)
+        );
+    }
+}

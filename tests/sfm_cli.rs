@@ -169,3 +169,57 @@ fn concurrent_runs_are_refused_and_killed_runs_leave_nothing_stale() {
     assert!(ok, "{stderr}");
     common::assert_same_databases(&db, &clean);
 }
+
+/// Issue 24: what would fail at the end fails before any work — a `--database` that is a
+/// folder, `--reconstruct` without `colmap`, an unwritable `bench --json` — each error printed
+/// once. The describer given cannot load: were the check after it, that error would come first.
+#[test]
+fn unusable_outputs_and_a_missing_colmap_fail_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    for name in ["a.png", "b.png"] {
+        common::gray_image(96, 80, false)
+            .save(imgs.join(name))
+            .unwrap();
+    }
+    let missing_model = dir.path().join("no-such-model.onnx");
+    let folder = dir.path().join("db-folder");
+    std::fs::create_dir(&folder).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&folder)
+        .arg("--overwrite")
+        .arg("-m")
+        .arg(&missing_model));
+    assert!(!ok && err.contains("is a folder"), "{err}");
+    assert!(!err.contains("no-such-model"), "{err}");
+
+    let db = dir.path().join("p.db");
+    let (ok, _, err) = run(descl()
+        .env("DESCL_COLMAP", dir.path().join("no-colmap-here"))
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .arg("--reconstruct")
+        .arg("-m")
+        .arg(&missing_model));
+    assert!(!ok && err.contains("DESCL_COLMAP"), "{err}");
+    assert_eq!(err.matches("no-colmap-here").count(), 1, "{err}");
+    assert!(!db.exists() && !err.contains("no-such-model"), "{err}");
+
+    let report = dir.path().join("no-such-folder").join("r.json");
+    let (ok, _, err) = run(descl()
+        .arg("bench")
+        .arg("--json")
+        .arg(&report)
+        .arg("-m")
+        .arg(&missing_model));
+    assert!(!ok && err.contains("r.json"), "{err}");
+    assert!(!err.contains("no-such-model"), "{err}");
+    // An I/O cause is told once (the library's message already holds it).
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

@@ -148,6 +148,10 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Before any work: a benchmark must not fail at its end for its report.
+    if let Some(p) = &args.json {
+        descl::io::atomic::check_writable(p)?;
+    }
     let cfg = args.config();
     let specs = if args.methods.is_empty() {
         vec![

@@ -11,7 +11,7 @@ use descl::image_set::Load;
 use descl::io::features::read_features_meta;
 use descl::io::matches::read_matches;
 use descl::io::output::npz_files;
-use descl::matching::pairs::{file_names, find_input, make_pairs};
+use descl::matching::pairs::{file_names, find_input, make_pairs, pairs_file_name_ok};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};
 
@@ -77,6 +77,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     descl::io::atomic::check_writable(&args.out)?;
     let inputs = set_inputs(&args.dir)?;
     let names = image_names(&inputs)?;
+    // Checked before any work: the file must read back as the same names in descl and hloc.
+    if let Some(bad) = names.iter().find(|n| !pairs_file_name_ok(n)) {
+        anyhow::bail!(
+            "image {bad:?}: a pairs file cannot hold a name with whitespace or a leading `#` (hloc splits each line on whitespace, COLMAP skips lines starting with `#`); rename the image"
+        );
+    }
     let loader = FeatureLoader::new(&args.describe);
     let bar = Bar::new(true);
     // Retrieval reads every image's features twice (codebook sample, then aggregation).

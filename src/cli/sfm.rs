@@ -26,6 +26,8 @@ pub struct Args {
     #[arg(long)]
     overwrite: bool,
     /// Run `colmap mapper` afterwards and report registered images and reprojection error.
+    /// The executable is `$DESCL_COLMAP` if set, else `colmap` on PATH (checked before any
+    /// work).
     #[arg(long)]
     reconstruct: bool,
     /// Where the mapper writes its models (default: `<database stem>-sparse` beside it).
@@ -90,6 +92,7 @@ pub struct MergeArgs {
 }
 
 fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    descl::io::atomic::check_writable(&args.database)?;
     let inputs = MergeInputs {
         features: args.features,
         matches: args.matches,
@@ -160,6 +163,14 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         bail!(
             "{}: database already exists (pass --overwrite to replace it)",
             database.display()
+        );
+    }
+    // Before any work: a run must not fail at its end for its output or its mapper.
+    descl::io::atomic::check_writable(&database)?;
+    if args.reconstruct && !descl::io::colmap_model::colmap_available() {
+        bail!(
+            "--reconstruct: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
+            descl::io::colmap_model::colmap_exe().display()
         );
     }
     let cfg = args.config()?;

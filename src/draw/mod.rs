@@ -18,7 +18,9 @@ pub fn put(img: &mut RgbImage, x: i64, y: i64, c: Rgb<u8>) {
 
 /// A line from (x0, y0) to (x1, y1) (pixel coordinates, rounded to the nearest pixel) drawn
 /// by Bresenham's algorithm with a square brush of side `thickness` (odd values centre it; 1
-/// is the plain 1-px line), clipped to the canvas. Non-finite end points draw nothing.
+/// is the plain 1-px line), clipped to the canvas. Non-finite end points draw nothing. The
+/// segment is clipped before it is rasterised, so the steps are bounded by the canvas whatever
+/// the end points (a keypoint at 1e30 px would otherwise take 10^18 steps).
 pub fn line(
     img: &mut RgbImage,
     (x0, y0): (f64, f64),
@@ -30,6 +32,17 @@ pub fn line(
         return;
     }
     let half = i64::from(thickness / 2);
+    // The canvas grown by the brush and a pixel of rounding: nothing beyond it can ink a pixel.
+    let pad = half as f64 + 1.0;
+    let window = (
+        -pad,
+        -pad,
+        f64::from(img.width()) + pad,
+        f64::from(img.height()) + pad,
+    );
+    let Some(((x0, y0), (x1, y1))) = clip((x0, y0), (x1, y1), window) else {
+        return;
+    };
     let (mut x, mut y) = (x0.round() as i64, y0.round() as i64);
     let (xe, ye) = (x1.round() as i64, y1.round() as i64);
     let (dx, dy) = ((xe - x).abs(), -(ye - y).abs());
@@ -72,6 +85,45 @@ pub fn dot(img: &mut RgbImage, (x, y): (f64, f64), r: u32, c: Rgb<u8>) {
     }
 }
 
+/// The part of the segment from `p` to `q` inside the rectangle `(xmin, ymin, xmax, ymax)`
+/// (Liang-Barsky), or None when it misses it.
+fn clip(
+    (x0, y0): (f64, f64),
+    (x1, y1): (f64, f64),
+    (xmin, ymin, xmax, ymax): (f64, f64, f64, f64),
+) -> Option<((f64, f64), (f64, f64))> {
+    let (dx, dy) = (x1 - x0, y1 - y0);
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    for (p, q) in [
+        (-dx, x0 - xmin),
+        (dx, xmax - x0),
+        (-dy, y0 - ymin),
+        (dy, ymax - y0),
+    ] {
+        if p == 0.0 {
+            if q < 0.0 {
+                return None;
+            }
+        } else {
+            let t = q / p;
+            if p < 0.0 {
+                t0 = t0.max(t);
+            } else {
+                t1 = t1.min(t);
+            }
+        }
+    }
+    // Clamped: with end points near 1e30 the interpolation loses every digit of the canvas
+    // scale, and the steps must stay bounded by the window whatever the rounding.
+    let at = |t: f64| {
+        (
+            (x0 + t * dx).clamp(xmin, xmax),
+            (y0 + t * dy).clamp(ymin, ymax),
+        )
+    };
+    (t0 <= t1).then(|| (at(t0), at(t1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +132,26 @@ mod tests {
 
     fn inked(img: &RgbImage) -> usize {
         img.pixels().filter(|p| **p == INK).count()
+    }
+
+    #[test]
+    fn absurd_end_points_are_clipped_not_walked() {
+        // Unclipped, each of these lines is ~10^18 Bresenham steps (issue 24: `--viz` hung).
+        let mut img = RgbImage::new(20, 10);
+        line(&mut img, (0.0, 5.0), (1e30, 5.0), INK, 1);
+        assert!((0..20).all(|x| *img.get_pixel(x, 5) == INK));
+        assert_eq!(inked(&img), 20);
+        let mut img = RgbImage::new(20, 20);
+        line(&mut img, (-1e6, -1e6), (1e6, 1e6), INK, 1);
+        assert!((0..20).all(|i| *img.get_pixel(i, i) == INK));
+        assert_eq!(inked(&img), 20);
+        // At 1e30 the clipped ends are rounded beyond the canvas scale: bounded, not exact.
+        let mut img = RgbImage::new(20, 20);
+        line(&mut img, (-1e30, -1e30), (1e30, 1e30), INK, 3);
+        line(&mut img, (3.0, 4.0), (-1e30, 1e30), INK, 1);
+        let mut img = RgbImage::new(20, 20);
+        line(&mut img, (1e30, -1e30), (1e30, 1e30), INK, 1);
+        assert_eq!(inked(&img), 0);
     }
 
     #[test]

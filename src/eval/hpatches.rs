@@ -119,7 +119,7 @@ pub struct Split {
 
 /// Reads hpatches-benchmark's `splits.json` (split name → [`Split`]).
 pub fn load_splits(path: &Path) -> Result<BTreeMap<String, Split>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::read_dataset_text(path)?;
     serde_json::from_str(&text)
         .map_err(|e| Error::format(path, format!("not a HPatches splits file: {e}")))
 }
@@ -175,7 +175,7 @@ pub struct VerificationPair {
 }
 
 fn csv_lines(path: &Path, header: &str) -> Result<Vec<Vec<String>>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::read_dataset_text(path)?;
     let mut lines = text.lines();
     match lines.next() {
         Some(h) if h.trim() == header => {}

@@ -41,7 +41,7 @@ pub fn sheet_name(s: usize) -> String {
 
 /// Reads `info.txt`: the 3D point id of every patch.
 pub fn read_info(path: &Path) -> Result<Vec<u64>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::read_dataset_text(path)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -67,7 +67,7 @@ pub struct UbcPair {
 
 /// Reads a `m50_*.txt` pair file (6 columns: patch1 point1 unused patch2 point2 unused).
 pub fn read_pairs(path: &Path) -> Result<Vec<UbcPair>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::read_dataset_text(path)?;
     let mut out = Vec::new();
     for (i, l) in text.lines().enumerate() {
         let c: Vec<&str> = l.split_whitespace().collect();

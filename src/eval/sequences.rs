@@ -34,7 +34,7 @@ pub struct HomographySequence {
 /// Reads a homography file: 9 whitespace-separated numbers, normalised by H[2][2] (Oxford's
 /// leuven files are not normalised, H[2][2] ≈ 0.58, and H1to5p is negated).
 pub fn read_homography(path: &Path) -> Result<Mat3> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = super::read_dataset_text(path)?;
     let v: Vec<f64> = text
         .split_whitespace()
         .map(|s| {

@@ -23,6 +23,10 @@ pub const FILM_35MM_LONG_SIDE_MM: f64 = 36.0;
 /// Prior focal length when nothing better is known: 1.2 · max(width, height), COLMAP's
 /// default (`ImageReaderOptions::default_focal_length_factor`).
 pub const DEFAULT_FOCAL_FACTOR: f64 = 1.2;
+/// Largest intrinsics file read: one is four numbers as JSON or a 3×3 matrix K with at most a
+/// few more lines (a Strecha `.camera` file is under 300 bytes); 1 MiB is far beyond any real one
+/// while `/dev/zero` or a wrong huge file fails at once.
+pub const MAX_INTRINSICS_FILE_BYTES: u64 = 1 << 20;
 /// The JPEG APP1 header that may precede the TIFF structure of raw EXIF bytes.
 const EXIF_APP1_PREFIX: &[u8] = b"Exif\0\0";
 
@@ -57,7 +61,8 @@ impl Intrinsics {
     /// From a file: JSON `{"fx":..,"fy":..,"cx":..,"cy":..}`, or text whose first nine numbers
     /// are the 3×3 matrix K row by row (e.g. Strecha `.camera` files).
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text =
+            crate::io::bounded::read_text(path, MAX_INTRINSICS_FILE_BYTES, "intrinsics file")?;
         if let Ok(k) = serde_json::from_str::<Intrinsics>(&text) {
             return Self::checked(k.fx, k.fy, k.cx, k.cy).map_err(|r| Error::format(path, r));
         }

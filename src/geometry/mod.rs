@@ -14,7 +14,10 @@ mod intrinsics;
 mod linalg;
 
 pub use align::{rotation_angle_deg, umeyama, Similarity};
-pub use intrinsics::{exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM};
+pub use intrinsics::{
+    exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM,
+    MAX_INTRINSICS_FILE_BYTES,
+};
 pub use linalg::{invert3, mul3, transpose3, Mat3};
 
 use crate::error::{Error, Result};

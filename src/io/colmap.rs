@@ -311,6 +311,13 @@ impl Database {
         params: &[f64],
         prior_focal: bool,
     ) -> Result<i64> {
+        // COLMAP's mapper divides by the size (a 0×0 camera made it hang).
+        if width == 0 || height == 0 || params.iter().any(|p| !p.is_finite()) {
+            return Err(Error::InvalidInput(format!(
+                "{}: a camera of {width}×{height} pixels with parameters {params:?}: sizes must be positive and parameters finite",
+                self.path.display()
+            )));
+        }
         if params.len() != model.num_params() {
             return Err(Error::InvalidInput(format!(
                 "{model:?} takes {} parameters, got {}",
@@ -669,6 +676,14 @@ mod tests {
                 false,
             )
             .unwrap();
+        // A 0×0 camera (COLMAP's mapper hung on it) or a non-finite focal is refused.
+        for (w, h, f) in [(0, 0, 90.0), (100, 0, 90.0), (100, 80, f64::NAN)] {
+            let e = db
+                .add_camera(CameraModel::SimplePinhole, w, h, &[f, 50.0, 40.0], false)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("k.db") && e.contains("must be positive"), "{e}");
+        }
         let frames = vec![
             Frame::from_row([3.0, 4.5, 6.0, -1.0, 1.0, 6.0]),
             Frame::from_row([99.25, 0.0, -2.0, 0.0, 0.0, 2.0]),

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::features::{FeatureMeta, Features};
 use crate::frame::Frame;
 use crate::io::atomic::write_atomic;
-use crate::io::npz::{read_npz, write_npz, NpyArray, NpyData};
+use crate::io::npz::{read_npz_members, write_npz, NpyArray, NpyData};
 use ndarray::Array2;
 use std::path::Path;
 
@@ -84,12 +84,15 @@ fn parse_meta(meta: NpyArray, path: &Path) -> Result<FeatureMeta> {
             )))
         }
     };
-    serde_json::from_str(&meta).map_err(|e| bad(format!("`meta` is not descl metadata: {e}")))
+    let meta: FeatureMeta = serde_json::from_str(&meta)
+        .map_err(|e| bad(format!("`meta` is not descl metadata: {e}")))?;
+    crate::features::check_frames(&[], meta.image_width, meta.image_height).map_err(bad)?;
+    Ok(meta)
 }
 
 /// The metadata of a features file alone (its other members are not read).
 pub fn read_features_meta(path: &Path) -> Result<FeatureMeta> {
-    let mut arrays = crate::io::npz::read_npz_members(path, Some(&["meta"]))?;
+    let mut arrays = read_npz_members(path, Some(&["meta"]))?;
     match arrays.pop() {
         Some((_, meta)) => parse_meta(meta, path),
         None => Err(Error::format(
@@ -99,10 +102,14 @@ pub fn read_features_meta(path: &Path) -> Result<FeatureMeta> {
     }
 }
 
+/// The members of a features file (the module table).
+const MEMBERS: [&str; 4] = ["frames", "scores", "descriptors", "meta"];
+
 /// Reads a features file, checking every member's dtype and shape and that all agree on N.
 pub fn read_features(path: &Path) -> Result<Features> {
     let bad = |reason: String| Error::format(path, reason);
-    let mut arrays = read_npz(path)?;
+    // Only the four members: anything else in the archive is never decompressed.
+    let mut arrays = read_npz_members(path, Some(&MEMBERS))?;
     let mut take = |name: &str| -> Result<NpyArray> {
         let i = arrays
             .iter()
@@ -156,6 +163,7 @@ pub fn read_features(path: &Path) -> Result<Features> {
         }
     };
     let meta = parse_meta(meta, path)?;
+    crate::features::check_frames(&frames, meta.image_width, meta.image_height).map_err(bad)?;
     Ok(Features {
         frames,
         scores,
@@ -242,7 +250,7 @@ pub(crate) mod tests {
         let mut f = features(true, 1);
         f.descriptors = Descriptors::Binary(vec![[1 << 9, 0, 0, 1 << 63]]);
         write_features(&p, &f).unwrap();
-        let arrays = read_npz(&p).unwrap();
+        let arrays = crate::io::npz::read_npz(&p).unwrap();
         let (_, d) = arrays.iter().find(|(n, _)| n == "descriptors").unwrap();
         let NpyData::U8(bytes) = &d.data else {
             panic!("not u8")

@@ -16,7 +16,7 @@
 use crate::error::{Error, Result};
 use crate::geometry::{HomographyCheck, ModelKind, Pose, Verification};
 use crate::io::atomic::write_atomic;
-use crate::io::npz::{read_npz, write_npz, NpyArray, NpyData};
+use crate::io::npz::{read_npz_members, write_npz, NpyArray, NpyData};
 use crate::matching::two_view::PairConfig;
 use crate::matching::two_view::PairResult;
 use crate::matching::Matches;
@@ -164,7 +164,11 @@ pub fn write_matches(path: &Path, m: &MatchesFile) -> Result<()> {
 /// Reads a matches file, checking dtypes, shapes and agreement on N.
 pub fn read_matches(path: &Path) -> Result<MatchesFile> {
     let bad = |r: String| Error::format(path, r);
-    let arrays = read_npz(path)?;
+    // Only the members of a matches file: anything else in the archive is never decompressed.
+    let arrays = read_npz_members(
+        path,
+        Some(&["matches", "distances", "inliers", "model", "meta"]),
+    )?;
     let get = |name: &str| arrays.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let need = |name: &str| {
         get(name).ok_or_else(|| bad(format!("not a descl matches file: no `{name}` array")))

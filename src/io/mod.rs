@@ -2,6 +2,7 @@
 //! databases, Strecha ground-truth cameras, pictures.
 
 pub mod atomic;
+pub mod bounded;
 #[cfg(feature = "full")]
 pub mod colmap;
 #[cfg(feature = "full")]

@@ -24,6 +24,22 @@ pub fn member_limit(stored: u64) -> u64 {
         .clamp(MEMBER_FLOOR_BYTES, MAX_MEMBER_BYTES)
 }
 
+/// Decompressed bytes always accepted for all the members read from one archive together: four
+/// members at [`MEMBER_FLOOR_BYTES`] (a features file has four).
+pub const ARCHIVE_FLOOR_BYTES: u64 = 4 * MEMBER_FLOOR_BYTES;
+/// Hard cap of all the members read from one archive together: the largest member plus as
+/// much again for the others (frames, scores and meta of a million keypoints take 28 MB).
+pub const MAX_ARCHIVE_BYTES: u64 = 2 * MAX_MEMBER_BYTES;
+
+/// The most bytes the members of an archive file of `file_len` bytes may decompress to in all:
+/// the per-member limit alone lets many small members (each under [`MEMBER_FLOOR_BYTES`]) add
+/// up without bound (150 deflated members of 16 MiB of zeros: 2.5 GB from a 2.5 MB file).
+pub fn archive_limit(file_len: u64) -> u64 {
+    file_len
+        .saturating_mul(MAX_DEFLATE_RATIO)
+        .clamp(ARCHIVE_FLOOR_BYTES, MAX_ARCHIVE_BYTES)
+}
+
 /// `.npy` magic string: `\x93NUMPY`.
 const NPY_MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy pads the header so the data starts on a multiple of this (format spec, version 1.0).
@@ -320,16 +336,14 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, NpyArray)>> {
 }
 
 /// [`read_npz`] limited to the members named in `only` (others are skipped unread: the zip
-/// directory gives random access).
+/// directory gives random access). Regular files only ([`crate::io::bounded::open_regular`]);
+/// each member decompresses to at most [`member_limit`] of its stored size and all of them
+/// together to at most [`archive_limit`] of the file's size.
 pub fn read_npz_members(path: &Path, only: Option<&[&str]>) -> Result<Vec<(String, NpyArray)>> {
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-    if !meta.is_file() {
-        return Err(Error::format(
-            path,
-            "not a regular file (a folder, device or FIFO)",
-        ));
-    }
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let file = crate::io::bounded::open_regular(path)?;
+    let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let total_limit = archive_limit(file_len);
+    let mut total = 0u64;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
         .map_err(|e| Error::format(path, format!("not a readable .npz (zip) file: {e}")))?;
     let mut out = Vec::with_capacity(zip.len());
@@ -351,11 +365,21 @@ pub fn read_npz_members(path: &Path, only: Option<&[&str]>) -> Result<Vec<(Strin
         // read the bytes that actually come, up to a limit derived from the member's stored
         // size, so a deflate bomb stops early with an error.
         let limit = member_limit(member.compressed_size());
+        let left = total_limit - total;
         let mut bytes = Vec::new();
         (&mut member)
-            .take(limit + 1)
+            .take(limit.min(left) + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| Error::format(path, format!("damaged .npz member `{name}`: {e}")))?;
+        if bytes.len() as u64 > left {
+            return Err(Error::format(
+                path,
+                format!(
+                    "members decompress to more than {total_limit} bytes in all from a file of {file_len} bytes (a decompression bomb?)"
+                ),
+            ));
+        }
+        total += bytes.len() as u64;
         if bytes.len() as u64 > limit {
             return Err(Error::format(
                 path,

@@ -10,6 +10,10 @@ use crate::error::{Error, Result};
 use crate::geometry::Mat3;
 use std::path::Path;
 
+/// Largest `.camera` file read: nine short lines of numbers are under 1 KiB; anything near
+/// this limit is not a camera file, and is refused rather than read whole.
+pub const MAX_CAMERA_FILE_BYTES: u64 = 64 * 1024;
+
 /// A calibrated camera.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Camera {
@@ -24,7 +28,7 @@ pub struct Camera {
 
 /// Reads a Strecha `.camera` file.
 pub fn read_camera(path: &Path) -> Result<Camera> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::io::bounded::read_text(path, MAX_CAMERA_FILE_BYTES, "Strecha camera file")?;
     let rows: Vec<Vec<f64>> = text
         .lines()
         .filter(|l| !l.trim().is_empty())

@@ -7,6 +7,12 @@ use crate::error::{Error, Result};
 use crate::retrieval::{retrieval_pairs, RetrievalConfig};
 use std::path::{Path, PathBuf};
 
+/// Largest pairs file read: hloc's published pair lists (Aachen's `pairs-db-covis20`, 134 000
+/// lines; its NetVLAD top-50 query pairs) are a few MB, and an exhaustive list of 3 000 images
+/// (4.5 M lines of about 50 bytes) is about 225 MB: 256 MiB holds those, while `/dev/zero` or a
+/// wrong huge file fails at once instead of filling memory.
+pub const MAX_PAIRS_FILE_BYTES: u64 = 256 << 20;
+
 /// How to choose pairs among `n` images (indices into the image list).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PairMode {
@@ -15,7 +21,7 @@ pub enum PairMode {
     /// Each image with the next `w` (video / ordered captures).
     Sequential(usize),
     /// Pairs listed in a text file, one `nameA nameB` per line (hloc / COLMAP
-    /// `matches_importer` format); `#` starts a comment.
+    /// `matches_importer` format); a line starting with `#` is a comment ([`read_pairs`]).
     File(std::path::PathBuf),
     /// Each image with its `k` most similar images by VLAD of its own descriptors.
     Retrieval(usize),
@@ -83,7 +89,7 @@ pub fn make_pairs(
                 ));
             }
             Ok((0..n)
-                .flat_map(|i| (i + 1..n.min(i + 1 + w)).map(move |j| (i, j)))
+                .flat_map(|i| (i + 1..n.min((i + 1).saturating_add(*w))).map(move |j| (i, j)))
                 .collect())
         }
         PairMode::File(path) => read_pairs(path, names),
@@ -99,15 +105,69 @@ pub fn stem_key(name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The input called `name`: the one of that name, else the one of the same stem (a pairs file
-/// names images; the inputs may be their features files).
-pub fn find_input(names: &[String], name: &str) -> Option<usize> {
-    let exact = names.iter().position(|n| n == name);
-    exact.or_else(|| names.iter().position(|n| stem_key(n) == stem_key(name)))
+/// The names of a set's inputs (their file names), checked: each must be UTF-8 (hloc's files,
+/// COLMAP's database and JSON summaries hold text; a lossy conversion would give two
+/// undecodable names one name) and no two inputs may share one (two `x.png` from different
+/// folders would overwrite each other's features in any output keyed by name).
+pub fn set_names(paths: &[PathBuf]) -> Result<Vec<String>> {
+    let mut seen: std::collections::HashMap<&str, &Path> = std::collections::HashMap::new();
+    let mut names = Vec::with_capacity(paths.len());
+    for p in paths {
+        let name = p
+            .file_name()
+            .ok_or_else(|| Error::InvalidInput(format!("{}: not a file name", p.display())))?
+            .to_str()
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "{}: the file name is not UTF-8; rename it (outputs name images by their file names, as text)",
+                    p.display()
+                ))
+            })?;
+        if let Some(first) = seen.insert(name, p) {
+            return Err(Error::InvalidInput(format!(
+                "{} and {}: two inputs named {name:?}; outputs name images by file name, so give them different names or process the folders separately",
+                first.display(),
+                p.display()
+            )));
+        }
+        names.push(name.to_string());
+    }
+    Ok(names)
 }
 
+/// Whether `name` can be written in a pairs file so that hloc (`parse_retrieval`: `q, r =
+/// line.split()`), COLMAP's `matches_importer` (lines starting with `#` are comments) and descl
+/// read it back as the same name: not empty, no whitespace, not starting with `#`.
+pub fn pairs_file_name_ok(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('#') && !name.contains(char::is_whitespace)
+}
+
+/// The input called `name`: the one of that name, else, when one of the two is a features file
+/// (`.npz`), the one of the same stem (a pairs file names images; the inputs may be their
+/// features files, and a matches file names features files). Another image of the same stem
+/// (`a.png` for `a.jpg`) is not the same image.
+pub fn find_input(names: &[String], name: &str) -> Option<usize> {
+    let is_npz = |s: &str| {
+        Path::new(s)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+    };
+    let exact = names.iter().position(|n| n == name);
+    exact.or_else(|| {
+        names
+            .iter()
+            .position(|n| (is_npz(n) || is_npz(name)) && stem_key(n) == stem_key(name))
+    })
+}
+
+/// Reads a pairs file: `nameA nameB` per line, separated by whitespace (hloc's
+/// `parse_retrieval`); a word starting with `#` starts a comment to the end of the line (a
+/// whole-line comment is COLMAP's `matches_importer`'s), while a `#` inside a word belongs to
+/// the name (hloc has no comments: `a.png IMG#2.png` names `IMG#2.png`, never `IMG`). Names
+/// find inputs by [`find_input`]; `descl pairs` never writes a name starting with `#`
+/// ([`pairs_file_name_ok`]).
 fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::io::bounded::read_text(path, MAX_PAIRS_FILE_BYTES, "pairs file")?;
     let index = |name: &str, line: usize| -> Result<usize> {
         find_input(names, name).ok_or_else(|| {
             Error::format(
@@ -121,11 +181,14 @@ fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
     };
     let mut out = Vec::new();
     for (k, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
+        let parts: Vec<&str> = line
+            .split_whitespace()
+            .take_while(|w| !w.starts_with('#'))
+            .collect();
+        if parts.is_empty() {
             continue;
         }
-        let parts: Vec<&str> = line.split_whitespace().collect();
+        let line = line.trim();
         let [a, b] = parts[..] else {
             return Err(Error::format(
                 path,
@@ -167,6 +230,11 @@ mod tests {
             vec![(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)]
         );
         assert!(make_pairs(&PairMode::Sequential(0), &names(4), None).is_err());
+        // A window near 2^64 is every later image (it overflowed).
+        assert_eq!(
+            make_pairs(&PairMode::Sequential(usize::MAX), &names(4), None).unwrap(),
+            make_pairs(&PairMode::Exhaustive, &names(4), None).unwrap()
+        );
         assert!(make_pairs(&PairMode::Retrieval(2), &names(4), None).is_err());
         let union = PairMode::Union(vec![PairMode::Sequential(1), PairMode::Sequential(2)]);
         assert_eq!(
@@ -201,6 +269,62 @@ mod tests {
             vec![(1, 3)]
         );
         std::fs::write(&p, "0.jpg\n").unwrap();
-        assert!(make_pairs(&PairMode::File(p), &names(4), None).is_err());
+        assert!(make_pairs(&PairMode::File(p.clone()), &names(4), None).is_err());
+    }
+
+    #[test]
+    fn a_hash_inside_a_line_is_part_of_a_name() {
+        // Issue 24: `a.png IMG#2.png` matched IMG.png (the `#` cut the name).
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pairs.txt");
+        let set: Vec<String> = ["a.png", "IMG.png", "IMG#2.png"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        std::fs::write(&p, "# a comment line\n  # another\na.png IMG#2.png\n").unwrap();
+        assert_eq!(
+            make_pairs(&PairMode::File(p.clone()), &set, None).unwrap(),
+            vec![(0, 2)]
+        );
+        // A word starting with `#` ends the line; a name cut short is an error, never another
+        // image.
+        std::fs::write(&p, "a.png IMG.png # note\n").unwrap();
+        assert_eq!(
+            make_pairs(&PairMode::File(p.clone()), &set, None).unwrap(),
+            vec![(0, 1)]
+        );
+        std::fs::write(&p, "a.png #IMG.png\n").unwrap();
+        let e = make_pairs(&PairMode::File(p.clone()), &set, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("two image names"), "{e}");
+        // Another image of the same stem is not the named one; its features file is.
+        std::fs::write(&p, "a.jpg IMG.png\n").unwrap();
+        assert!(make_pairs(&PairMode::File(p.clone()), &set, None).is_err());
+        let npz: Vec<String> = vec!["a.npz".into(), "IMG.npz".into()];
+        assert_eq!(
+            make_pairs(&PairMode::File(p), &npz, None).unwrap(),
+            vec![(0, 1)]
+        );
+    }
+
+    #[test]
+    fn set_names_are_unique_utf8_file_names() {
+        let ok = set_names(&[PathBuf::from("d/a.png"), PathBuf::from("d/b.png")]).unwrap();
+        assert_eq!(ok, vec!["a.png", "b.png"]);
+        let e = set_names(&[PathBuf::from("d1/x.png"), PathBuf::from("d2/x.png")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("d1/x.png") && e.contains("d2/x.png"), "{e}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let bad = PathBuf::from(std::ffi::OsStr::from_bytes(b"d/\xff.png"));
+            let e = set_names(&[bad]).unwrap_err().to_string();
+            assert!(e.contains("not UTF-8"), "{e}");
+        }
+        assert!(pairs_file_name_ok("a#1.png"));
+        assert!(!pairs_file_name_ok("#a.png"));
+        assert!(!pairs_file_name_ok("a b.png"));
     }
 }

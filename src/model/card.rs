@@ -91,13 +91,18 @@ pub struct ModelCard {
     pub metrics: serde_json::Map<String, serde_json::Value>,
 }
 
+/// Largest model card read: the shipped cards are 10-15 KB (metadata, training record and the
+/// benchmark numbers of several runs); 16 MiB leaves room for any number of recorded metrics
+/// while a device or a huge file given as a card fails at once.
+pub const MAX_CARD_BYTES: u64 = 16 << 20;
+
 /// Binary descriptors have exactly this many output values (one bit each).
 pub const BINARY_OUTPUT_DIM: usize = crate::describe::BINARY_BITS;
 
 impl ModelCard {
     /// Reads and validates a card.
     pub fn load(path: &Path) -> Result<ModelCard> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::io::bounded::read_text(path, MAX_CARD_BYTES, "model card")?;
         let card: ModelCard = serde_json::from_str(&text)
             .map_err(|e| Error::format(path, format!("not a valid model card: {e}")))?;
         card.validate()

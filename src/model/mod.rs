@@ -196,7 +196,7 @@ pub fn list_cards_lenient() -> Result<(Vec<CardEntry>, Vec<Error>)> {
 /// Other JSON files may sit in `models/` (training configs saved beside their model); a card is
 /// a JSON object with `sha256` and `architecture` keys. Anything else is not listed.
 fn looks_like_card(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::io::bounded::read_text(path, card::MAX_CARD_BYTES, "model card") else {
         return true;
     };
     match serde_json::from_str::<serde_json::Value>(&text) {

@@ -65,6 +65,33 @@ pub fn run(cmd: &mut std::process::Command) -> (bool, String, String) {
     (out.status.success(), stdout, stderr)
 }
 
+/// [`run`] that fails the test (killing the command) when it runs longer than `limit`: for
+/// inputs that could make a command hang (a FIFO, a device).
+pub fn run_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> (bool, String, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn descl");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait for descl").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("descl output");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "descl panicked: {stderr}");
+    (out.status.success(), stdout, stderr)
+}
+
 /// Runs `descl extract INPUT --out OUT ARGS...`, returning (success, stdout, stderr).
 #[allow(dead_code)] // not every test binary extracts
 pub fn extract(
