@@ -430,6 +430,13 @@ impl Load for FeatureLoader<'_> {
         self.extractor()?.extract(path)
     }
 
+    /// A features file's recorded identity (its `meta` alone is read).
+    fn identity(&self, path: &Path) -> Option<descl::provenance::FeaturesId> {
+        is_npz(path)
+            .then(|| descl::io::features::read_features_meta(path).ok()?.content)
+            .flatten()
+    }
+
     /// Images go through the extractor's pipeline; features files (or a model that fails to
     /// load, reported per input) in parallel blocks.
     fn load_each(

@@ -218,13 +218,14 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
     let summary = image_set::run(&inputs, &cfg, &loader, camera, writer, &bar)?;
-    let (failed, skipped, total) = (
+    let (failed, skipped, redone, total) = (
         summary.failed_pairs(),
         summary.skipped_pairs(),
+        summary.redone_pairs(),
         summary.pairs.len(),
     );
     if args.json {
-        let json = serde_json::json!({"pairs": summary.pairs, "failed": failed, "skipped_existing": skipped});
+        let json = serde_json::json!({"pairs": summary.pairs, "failed": failed, "skipped_existing": skipped, "redone_stale": redone});
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         summary
@@ -232,8 +233,12 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
             .iter()
             .filter(|r| r.error.is_none() && !r.skipped_existing)
             .for_each(print_human);
+        let stale = match redone {
+            0 => String::new(),
+            n => format!(" ({n} replacing stale results)"),
+        };
         eprintln!(
-            "{total} pairs: {} matched, {skipped} already done, {failed} failed",
+            "{total} pairs: {} matched{stale}, {skipped} already done, {failed} failed",
             total - skipped - failed
         );
     }

@@ -34,10 +34,12 @@ use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::io::atomic::{remove_stale_temporaries, temp_beside, tmp_tag, OutputLock};
 use crate::io::output::{ImageRecord, PairRecord, Writer};
+use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
+use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use half::f16;
 use hdf5_metno as hdf5;
 use ndarray::{Array1, Array2};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The features file in an output folder (hloc names it after its extractor's `output`).
@@ -50,6 +52,13 @@ pub const KEYPOINT_UNCERTAINTY_PX: f64 = 1.0;
 /// File attribute of `features.h5` naming the model of its features (hloc ignores it; descl
 /// refuses to add features of another model).
 pub const MODEL_ATTR: &str = "descl_model";
+/// Attribute of an image group in `features.h5`: the features' `meta` JSON
+/// ([`crate::features::FeatureMeta`], with its provenance and identity), which hloc ignores and
+/// descl's resumed runs compare.
+pub const FEATURES_META_ATTR: &str = "descl_meta";
+/// Attribute of a pair group in `matches.h5`: the pair's
+/// [`PairProvenance`] JSON (the identities of the two features, the settings).
+pub const PAIR_PROVENANCE_ATTR: &str = "descl_provenance";
 /// `matches0` value of a keypoint without a match.
 pub const UNMATCHED: i32 = -1;
 
@@ -149,8 +158,9 @@ pub struct HlocFolder {
     dir: PathBuf,
     features: H5Out,
     matches: Option<H5Out>,
-    /// Pair keys already in an existing `matches.h5` (a rerun skips them).
-    existing_pairs: HashSet<String>,
+    /// Pair keys already in an existing `matches.h5` and their recorded provenance (a rerun
+    /// skips those whose provenance is this run's).
+    existing_pairs: HashMap<String, Option<PairProvenance>>,
     /// The model of the features in the file, so one file never mixes models.
     model: Option<String>,
 }
@@ -210,10 +220,10 @@ impl HlocFolder {
     }
 }
 
-/// The pair keys (`a/b`) of an existing matches file: its groups two levels down that hold
-/// `matches0`. Unreadable or absent: none.
-fn existing_pairs(path: &Path) -> HashSet<String> {
-    let mut pairs = HashSet::new();
+/// The pair keys (`a/b`) of an existing matches file — its groups two levels down that hold
+/// `matches0` — with their recorded provenance. Unreadable or absent: none.
+fn existing_pairs(path: &Path) -> HashMap<String, Option<PairProvenance>> {
+    let mut pairs = HashMap::new();
     let Ok(file) = hdf5::File::open(path) else {
         return pairs;
     };
@@ -221,11 +231,47 @@ fn existing_pairs(path: &Path) -> HashSet<String> {
         let Ok(ga) = file.group(&a) else { continue };
         for b in ga.member_names().unwrap_or_default() {
             if ga.link_exists(&format!("{b}/matches0")) {
-                pairs.insert(format!("{a}/{b}"));
+                let provenance = ga
+                    .group(&b)
+                    .ok()
+                    .and_then(|g| read_json_attr(&g, PAIR_PROVENANCE_ATTR));
+                pairs.insert(format!("{a}/{b}"), provenance);
             }
         }
     }
     pairs
+}
+
+/// Writes `value` as JSON into the string attribute `name` of `location`.
+fn write_json_attr<T: serde::Serialize>(
+    out: &H5Out,
+    location: &hdf5::Location,
+    name: &str,
+    value: &T,
+) -> Result<()> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| Error::format(&out.target, format!("{name}: {e}")))?;
+    let value: hdf5::types::VarLenUnicode = json
+        .parse()
+        .map_err(|e| Error::format(&out.target, format!("{name}: {e}")))?;
+    location
+        .new_attr::<hdf5::types::VarLenUnicode>()
+        .shape(())
+        .create(name)
+        .and_then(|a| a.write_scalar(&value))
+        .map_err(|e| out.err(e))
+}
+
+/// The JSON string attribute `name` of `location`, parsed; None if absent or unreadable.
+fn read_json_attr<T: serde::de::DeserializeOwned>(
+    location: &hdf5::Location,
+    name: &str,
+) -> Option<T> {
+    let text = location
+        .attr(name)
+        .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
+        .ok()?;
+    serde_json::from_str(text.as_str()).ok()
 }
 
 fn write<T: hdf5::H5Type, D: ndarray::Dimension>(
@@ -265,7 +311,9 @@ fn write_image(out: &H5Out, group: &hdf5::Group, f: &Features) -> Result<()> {
         i64::from(f.meta.image_height),
     ]);
     write(out, group, "image_size", &size)?;
-    Ok(())
+    let mut meta = f.meta.clone();
+    meta.content = Some(f.id());
+    write_json_attr(out, group, FEATURES_META_ATTR, &meta)
 }
 
 /// Descriptors as hloc stores them: one column per keypoint.
@@ -298,22 +346,48 @@ impl Writer for HlocFolder {
         Ok(Some(out.target.clone()))
     }
 
-    fn has_image(&self, input: &Path) -> bool {
-        input
-            .file_name()
-            .is_some_and(|n| self.features.file.link_exists(&n.to_string_lossy()))
+    /// Done when the image's group exists and records the provenance this run would give it.
+    fn has_image(&self, input: &Path, expected: &FeatureProvenance) -> Reuse {
+        let Some(name) = input.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            return Reuse::Missing;
+        };
+        let Ok(group) = self.features.file.group(&name) else {
+            return Reuse::Missing;
+        };
+        let meta: Option<crate::features::FeatureMeta> = read_json_attr(&group, FEATURES_META_ATTR);
+        let at = self.features.target.join(&name);
+        compare(&at, meta.and_then(|m| m.provenance).as_ref(), expected)
     }
 
-    fn has_pair(&self, a: &Path, b: &Path) -> bool {
+    /// Done when `matches.h5` holds the pair (either order, as hloc's `find_pair`) recording
+    /// this run's features and settings.
+    fn has_pair(&self, a: &Path, b: &Path, expected: &PairProvenance) -> Reuse {
         let name = |p: &Path| {
             p.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         };
         let (a, b) = (name(a), name(b));
-        // hloc's `find_pair`: either order.
-        self.existing_pairs.contains(&names_to_pair(&a, &b))
-            || self.existing_pairs.contains(&names_to_pair(&b, &a))
+        let (key, swapped) = (names_to_pair(&a, &b), names_to_pair(&b, &a));
+        let at = |k: &str| self.dir.join(MATCHES_FILE).join(k);
+        if let Some(recorded) = self.existing_pairs.get(&key) {
+            return compare(&at(&key), recorded.as_ref(), expected);
+        }
+        match self.existing_pairs.get(&swapped) {
+            Some(recorded) => {
+                let expected = PairProvenance {
+                    a: expected.b.clone(),
+                    b: expected.a.clone(),
+                    config: expected.config.clone(),
+                };
+                compare(&at(&swapped), recorded.as_ref(), &expected)
+            }
+            None => Reuse::Missing,
+        }
+    }
+
+    fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
+        write_plan(&self.dir, MATCH_PLAN_FILE, plan)
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
@@ -345,6 +419,14 @@ impl Writer for HlocFolder {
         .and_then(|_| {
             let s16 = Array1::from_iter(scores.into_iter().map(f16::from_f32));
             write(out, &group, "matching_scores0", &s16)
+        })
+        .and_then(|_| {
+            let provenance = PairProvenance {
+                a: fa.id(),
+                b: fb.id(),
+                config: pair.config.clone(),
+            };
+            write_json_attr(out, &group, PAIR_PROVENANCE_ATTR, &provenance)
         });
         if let Err(e) = written {
             let _ = out.file.unlink(&key);
@@ -440,10 +522,33 @@ mod tests {
         assert_eq!(s.to_vec()[..3], [1.0, 0.0, 0.75].map(f16::from_f32));
         drop((f, m));
 
-        // A rerun sees the pair (either order) and refuses features of another model.
+        // A rerun sees the pair (either order) made from these features with these settings,
+        // not one of other features or settings; it refuses features of another model.
         let mut again = HlocFolder::create(dir.path()).unwrap();
-        assert!(again.has_pair(Path::new("x/a.jpg"), Path::new("sub-b.jpg")));
-        assert!(again.has_pair(Path::new("sub-b.jpg"), Path::new("a.jpg")));
+        let made = PairProvenance {
+            a: fa.id(),
+            b: fb.id(),
+            config: cfg.clone(),
+        };
+        let (x, y) = (Path::new("x/a.jpg"), Path::new("sub-b.jpg"));
+        assert_eq!(again.has_pair(x, y, &made), Reuse::Same);
+        let swapped = PairProvenance {
+            a: fb.id(),
+            b: fa.id(),
+            config: cfg.clone(),
+        };
+        assert_eq!(again.has_pair(y, Path::new("a.jpg"), &swapped), Reuse::Same);
+        let fewer = PairProvenance {
+            b: features(false, 3).id(),
+            ..made.clone()
+        };
+        let Reuse::Stale(why) = again.has_pair(x, y, &fewer) else {
+            panic!("features of 3 keypoints taken for 4")
+        };
+        assert!(
+            why.contains("matches.h5") && why.contains("b.keypoints"),
+            "{why}"
+        );
         let mut other = features(false, 2);
         other.meta.model = "another-model".into();
         let e = again.add_image(&record("c.jpg", &other)).unwrap_err();

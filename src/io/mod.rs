@@ -17,4 +17,6 @@ pub mod npz;
 #[cfg(feature = "full")]
 pub mod output;
 #[cfg(feature = "full")]
+pub mod plan;
+#[cfg(feature = "full")]
 pub mod viz;
