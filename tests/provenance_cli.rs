@@ -344,3 +344,96 @@ fn shards_partition_whatever_the_argument_order() {
     done.sort();
     assert_eq!(done, ["0000.jpg", "0001.jpg", "0002.jpg", "0003.jpg"]);
 }
+
+/// Case 10: the hloc recipe extracts once — `descl match` starts from the features.h5 of
+/// `descl extract --format h5` (no describer is even opened: the model named here does not
+/// exist), keeps extract's settings, and resumes from it.
+#[test]
+fn match_starts_from_features_h5_without_extracting() {
+    let Some(data) = common::data_root_or_skip("match_starts_from_features_h5") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let out = dir.path().join("out");
+    extract(
+        &imgs,
+        &out,
+        &["-m", "sift", "--max-keypoints", "300", "--format", "h5"],
+    );
+    let features = out.join("features.h5");
+    let match_h5 = || -> serde_json::Value {
+        let (ok, stdout, err) = run(descl()
+            .args(["match", "--exhaustive", "--format", "h5", "--json"])
+            .arg("--images")
+            .arg(&features)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(["-m", "no-such-model-anywhere"]));
+        assert!(ok, "{err}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let j = match_h5();
+    assert_eq!(j["pairs"].as_array().unwrap().len(), 3, "{j}");
+    let f = hdf5_metno::File::open(&features).unwrap();
+    let m = hdf5_metno::File::open(out.join("matches.h5")).unwrap();
+    for (a, b) in [("0000.jpg", "0001.jpg"), ("0001.jpg", "0002.jpg")] {
+        let kp = f.dataset(&format!("{a}/keypoints")).unwrap().shape()[0];
+        assert!(kp <= 300, "extract's --max-keypoints kept: {kp}");
+        let m0 = m.dataset(&format!("{a}/{b}/matches0")).unwrap();
+        assert_eq!(m0.shape()[0], kp);
+    }
+    drop((f, m));
+    assert_eq!(match_h5()["skipped_existing"], 3);
+
+    // A folder of .npz features: the same, into .npz matches.
+    let feats = dir.path().join("npz");
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "300"]);
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(dir.path().join("npz-m"))
+        .args(["-m", "no-such-model-anywhere"]));
+    assert!(ok, "{err}");
+}
+
+/// Case 6: a features.h5 descl did not write (another extractor's) is neither appended to nor
+/// matched as descl's.
+#[test]
+fn foreign_features_h5_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    let file = hdf5_metno::File::create(foreign.join("features.h5")).unwrap();
+    let g = file.create_group("x.jpg").unwrap();
+    g.new_dataset_builder()
+        .with_data(&ndarray::Array2::<f32>::zeros((4, 2)))
+        .create("keypoints")
+        .unwrap();
+    g.new_dataset_builder()
+        .with_data(&ndarray::Array2::<f32>::zeros((256, 4)))
+        .create("descriptors")
+        .unwrap();
+    drop((g, file));
+    let before = std::fs::read(foreign.join("features.h5")).unwrap();
+
+    let img = dir.path().join("a.png");
+    common::gray_image(160, 120, false).save(&img).unwrap();
+    let (ok, _, err) = common::extract(&img, &foreign, &["-m", "sift", "--format", "h5"]);
+    assert!(
+        !ok && err.contains("features.h5") && err.contains("descl did not write"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(foreign.join("features.h5")).unwrap(), before);
+
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(foreign.join("features.h5"))
+        .arg("--out-dir")
+        .arg(dir.path().join("m")));
+    assert!(
+        !ok && err.contains("features.h5") && err.contains("not written by descl"),
+        "{err}"
+    );
+}

@@ -176,6 +176,15 @@ impl HlocFolder {
             .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
             .ok()
             .map(|s| s.as_str().to_string());
+        // A file of another extractor (hloc's SuperPoint, a 256-d model): descl's features
+        // added to it would be matched against features of unknown provenance.
+        let holds_features = features.file.member_names().is_ok_and(|m| !m.is_empty());
+        if model.is_none() && holds_features {
+            return Err(Error::InvalidInput(format!(
+                "{}: the file holds features descl did not write (no `{MODEL_ATTR}` attribute); write into another folder",
+                features.target.display()
+            )));
+        }
         Ok(HlocFolder {
             dir: dir.to_path_buf(),
             features,
@@ -240,6 +249,134 @@ fn existing_pairs(path: &Path) -> HashMap<String, Option<PairProvenance>> {
         }
     }
     pairs
+}
+
+/// The image names of a `features.h5` whose groups descl wrote (they record
+/// [`FEATURES_META_ATTR`]), sorted; nested names (`a/0000.jpg`) as paths. A file of another
+/// extractor (no group with descl's metadata) is refused: its features' provenance is unknown.
+pub fn list_features(path: &Path) -> Result<Vec<String>> {
+    fn walk(g: &hdf5::Group, prefix: &str, out: &mut Vec<String>, foreign: &mut usize) {
+        for name in g.member_names().unwrap_or_default() {
+            let Ok(child) = g.group(&name) else { continue };
+            let full = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            if child.link_exists("keypoints") {
+                if child.attr(FEATURES_META_ATTR).is_ok() {
+                    out.push(full);
+                } else {
+                    *foreign += 1;
+                }
+            } else {
+                walk(&child, &full, out, foreign);
+            }
+        }
+    }
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    let root = file.as_group().map_err(|e| h5_err(path, e))?;
+    let (mut names, mut foreign) = (Vec::new(), 0);
+    walk(&root, "", &mut names, &mut foreign);
+    if foreign > 0 {
+        return Err(Error::format(
+            path,
+            format!("{foreign} images' features were not written by descl (no `{FEATURES_META_ATTR}` attribute): their provenance is unknown"),
+        ));
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The features of image `name` in a `features.h5` descl wrote: keypoints, descriptors (columns
+/// back to rows), scores and the recorded metadata, checked against each other. Frames carry the
+/// positions only (hloc's files hold no shape): `a` is the identity.
+pub fn read_features(path: &Path, name: &str) -> Result<Features> {
+    let at = path.join(name);
+    let bad = |why: String| Error::format(&at, why);
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    let group = file
+        .group(name)
+        .map_err(|_| bad("no such image in the file".into()))?;
+    let meta: crate::features::FeatureMeta = read_json_attr(&group, FEATURES_META_ATTR)
+        .ok_or_else(|| bad(format!("no descl `{FEATURES_META_ATTR}` attribute")))?;
+    let h = |e: hdf5::Error| bad(format!("HDF5: {e}"));
+    let kp: Array2<f32> = group
+        .dataset("keypoints")
+        .and_then(|d| d.read_2d())
+        .map_err(h)?;
+    if kp.ncols() != 2 {
+        return Err(bad(format!("`keypoints` must be N×2, is {:?}", kp.shape())));
+    }
+    let n = kp.nrows();
+    let scores: Array1<f32> = group
+        .dataset("scores")
+        .and_then(|d| d.read_1d())
+        .map_err(h)?;
+    let d = group.dataset("descriptors").map_err(h)?;
+    let descriptors = match d.dtype().map_err(h)?.size() {
+        1 => {
+            let cols: Array2<u8> = d.read_2d().map_err(h)?;
+            if cols.shape() != [BINARY_BITS / 8, n] {
+                return Err(bad(format!(
+                    "binary `descriptors` must be 32×{n}, are {:?}",
+                    cols.shape()
+                )));
+            }
+            Descriptors::Binary(
+                (0..n)
+                    .map(|k| {
+                        let mut w = [0u64; 4];
+                        for (byte, v) in cols.column(k).iter().enumerate() {
+                            w[byte / 8] |= u64::from(*v) << (8 * (byte % 8));
+                        }
+                        w
+                    })
+                    .collect(),
+            )
+        }
+        _ => {
+            let cols: Array2<f32> = d.read_2d().map_err(h)?;
+            if cols.ncols() != n || cols.nrows() == 0 {
+                return Err(bad(format!(
+                    "`descriptors` must be D×{n}, are {:?}",
+                    cols.shape()
+                )));
+            }
+            Descriptors::Float(cols.t().as_standard_layout().into_owned())
+        }
+    };
+    if scores.len() != n {
+        return Err(bad(format!("{} scores for {n} keypoints", scores.len())));
+    }
+    let frames = kp
+        .rows()
+        .into_iter()
+        .map(|r| crate::frame::Frame {
+            x: r[0],
+            y: r[1],
+            a: [[1.0, 0.0], [0.0, 1.0]],
+        })
+        .collect();
+    let mut f = Features {
+        frames,
+        scores: scores.to_vec(),
+        descriptors,
+        meta,
+    };
+    let id = crate::provenance::FeaturesId::of(&f);
+    if f.meta.content.as_ref().is_some_and(|c| *c != id) {
+        return Err(bad("the datasets are not the features the group's metadata records (content identity differs)".into()));
+    }
+    f.meta.content = Some(id);
+    Ok(f)
+}
+
+/// The recorded identity of image `name`'s features in a `features.h5` (its metadata alone).
+pub fn features_identity(path: &Path, name: &str) -> Option<crate::provenance::FeaturesId> {
+    let file = hdf5::File::open(path).ok()?;
+    let group = file.group(name).ok()?;
+    read_json_attr::<crate::features::FeatureMeta>(&group, FEATURES_META_ATTR)?.content
 }
 
 /// Writes `value` as JSON into the string attribute `name` of `location`.
@@ -557,6 +694,29 @@ mod tests {
         drop(again);
         let f = hdf5::File::open(dir.path().join(FEATURES_FILE)).unwrap();
         assert!(!f.link_exists("c.jpg") && f.link_exists("a.jpg"));
+    }
+
+    #[test]
+    fn features_read_back_with_their_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, fb) = (features(false, 5), features(true, 3));
+        let mut w = Box::new(HlocFolder::create(dir.path()).unwrap());
+        w.add_image(&record("a.jpg", &fa)).unwrap();
+        w.add_image(&record("sub/b.jpg", &fb)).unwrap();
+        w.finish().unwrap();
+        let file = dir.path().join(FEATURES_FILE);
+        assert_eq!(list_features(&file).unwrap(), ["a.jpg", "sub/b.jpg"]);
+        for (name, f) in [("a.jpg", &fa), ("sub/b.jpg", &fb)] {
+            let back = read_features(&file, name).unwrap();
+            assert_eq!(back.id(), f.id());
+            assert_eq!(features_identity(&file, name), Some(f.id()));
+            assert_eq!(
+                (&back.descriptors, &back.scores),
+                (&f.descriptors, &f.scores)
+            );
+        }
+        let e = read_features(&file, "c.jpg").unwrap_err().to_string();
+        assert!(e.contains("c.jpg"), "{e}");
     }
 
     #[test]
