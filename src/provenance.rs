@@ -181,8 +181,16 @@ pub fn check<T: Serialize + PartialEq>(
     }
 }
 
-/// SHA-256 of an image file's bytes, lowercase hex.
+/// SHA-256 of an image file's bytes, lowercase hex. Regular files only (a FIFO or a device
+/// would block or never end; the image reader refuses them too).
 pub fn image_sha256(path: &Path) -> Result<String> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidInput(format!(
+            "{}: not a regular file",
+            path.display()
+        )));
+    }
     crate::model::card::sha256_file(path)
 }
 
@@ -252,5 +260,23 @@ mod tests {
         );
         assert!(check(file, Some(&p), &q).is_err());
         assert!(check(file, Some(&p), &p).is_ok());
+    }
+
+    #[test]
+    fn image_hash_reads_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.png");
+        std::fs::write(&f, b"abc").unwrap();
+        // FIPS 180-2's test vector.
+        assert_eq!(
+            image_sha256(&f).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let e = image_sha256(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = image_sha256(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/dev/zero"), "{e}");
     }
 }
