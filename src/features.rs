@@ -2,6 +2,7 @@
 
 use crate::describe::Descriptors;
 use crate::frame::Frame;
+use crate::provenance::{FeatureProvenance, FeaturesId};
 use serde::{Deserialize, Serialize};
 
 /// Where a set of features came from; stored as `meta` in features files.
@@ -21,6 +22,14 @@ pub struct FeatureMeta {
     pub image_height: u32,
     /// The image file the features were extracted from.
     pub image: String,
+    /// What made them (image content hash and every extraction setting); None in files written
+    /// before it was recorded, which resumed runs redo and `descl sfm merge` refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<FeatureProvenance>,
+    /// The identity matches files record of these features ([`FeaturesId::of`]); features files
+    /// always store it, so that it can be read without the arrays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<FeaturesId>,
 }
 
 /// Features of one image. `frames`, `scores` and `descriptors` have the same length.
@@ -30,6 +39,16 @@ pub struct Features {
     pub scores: Vec<f32>,
     pub descriptors: Descriptors,
     pub meta: FeatureMeta,
+}
+
+impl Features {
+    /// Their identity: the recorded one if any, else computed ([`FeaturesId::of`]).
+    pub fn id(&self) -> FeaturesId {
+        self.meta
+            .content
+            .clone()
+            .unwrap_or_else(|| FeaturesId::of(self))
+    }
 }
 
 /// How far a keypoint's centre may lie outside the image, in pixels: keypoints are pixel

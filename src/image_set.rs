@@ -13,10 +13,12 @@ use crate::error::Result;
 use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::output::{ImageRecord, PairRecord, Writer};
+use crate::io::plan::MatchPlan;
 use crate::matching::pairs::{make_pairs, set_names, PairMode};
 use crate::matching::two_view::{match_pair, PairConfig, PairResult};
 use crate::pipeline::Extractor;
 use crate::progress::Progress;
+use crate::provenance::{FeaturesId, PairProvenance, Reuse};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -94,6 +96,12 @@ pub const IMAGE_BLOCK: usize = 16;
 pub trait Load: Sync {
     /// Features of one input.
     fn load(&self, path: &Path) -> Result<Features>;
+    /// The identity of an input's features when it is known without loading them (a features
+    /// file records it), so that a resumed run checks stored pairs without loading their
+    /// images; None: the features are loaded to know it.
+    fn identity(&self, _path: &Path) -> Option<FeaturesId> {
+        None
+    }
     /// Features of every input, handed to `each(k, ..)` for `paths[k]` in order. By default
     /// [`load_in_blocks`].
     fn load_each(
@@ -220,6 +228,10 @@ pub struct PairOutcome {
     pub output: Option<PathBuf>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub skipped_existing: bool,
+    /// Why a stored result of the pair was not reused (made from other features or with other
+    /// settings) and the pair was matched again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redone: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -236,6 +248,7 @@ impl PairOutcome {
             reason: None,
             output: None,
             skipped_existing: false,
+            redone: None,
             error: None,
         }
     }
@@ -276,6 +289,10 @@ impl SetSummary {
     /// Pairs found already written.
     pub fn skipped_pairs(&self) -> usize {
         self.pairs.iter().filter(|p| p.skipped_existing).count()
+    }
+    /// Pairs whose stored result was stale and that were matched again.
+    pub fn redone_pairs(&self) -> usize {
+        self.pairs.iter().filter(|p| p.redone.is_some()).count()
     }
 }
 
@@ -541,17 +558,57 @@ where
 {
     cfg.pair.check()?;
     let names = set_names(paths)?;
+    let plan = |pairs: &[(usize, usize)]| MatchPlan {
+        inputs: names.clone(),
+        pairs: pairs
+            .iter()
+            .map(|&(i, j)| [names[i].clone(), names[j].clone()])
+            .collect(),
+        config: cfg.pair.clone(),
+    };
     // Pairs known from the names are chosen first, so that only their images are loaded;
     // retrieval pairs need every image's features.
     let by_name = if cfg.pairs.needs_features() {
         None
     } else {
-        Some(cfg.shard.select(&make_pairs(&cfg.pairs, &names, None)?))
+        let all = make_pairs(&cfg.pairs, &names, None)?;
+        writer.record_plan(&plan(&all))?;
+        Some(cfg.shard.select(&all))
+    };
+    // The identities known without loading (features files): a stored pair is reused only when
+    // it was made from these features with these settings.
+    let mut ids: Vec<Option<FeaturesId>> = vec![None; paths.len()];
+    if let Some(pairs) = &by_name {
+        let mut used = vec![false; paths.len()];
+        for &(i, j) in pairs {
+            used[i] = true;
+            used[j] = true;
+        }
+        ids = paths
+            .par_iter()
+            .zip(used)
+            .map(|(p, u)| if u { load.identity(p) } else { None })
+            .collect();
+    }
+    let reuse = |writer: &dyn Writer, (i, j): (usize, usize), ids: &[Option<FeaturesId>]| match (
+        &ids[i], &ids[j],
+    ) {
+        (Some(a), Some(b)) => writer.has_pair(
+            &paths[i],
+            &paths[j],
+            &PairProvenance {
+                a: a.clone(),
+                b: b.clone(),
+                config: cfg.pair.clone(),
+            },
+        ),
+        // Not known before loading: the images are loaded, then the pair is checked.
+        _ => Reuse::Missing,
     };
     let store_images = cfg.store_images || writer.needs_images();
     let mut needed = vec![store_images || by_name.is_none(); paths.len()];
     for &(i, j) in by_name.iter().flatten() {
-        if !writer.has_pair(&paths[i], &paths[j]) {
+        if reuse(&*writer, (i, j), &ids) != Reuse::Same {
             needed[i] = true;
             needed[j] = true;
         }
@@ -567,6 +624,11 @@ where
         cfg.max_resident_images.is_none_or(|b| wanted.len() <= b),
         progress,
     )?;
+    for (id, f) in ids.iter_mut().zip(&features) {
+        if let (None, Some((f, _))) = (&id, f) {
+            *id = Some(f.id());
+        }
+    }
     let pairs = match by_name {
         Some(p) => p,
         None => {
@@ -582,13 +644,34 @@ where
                     None => none(),
                 })
             };
-            cfg.shard
-                .select(&make_pairs(&cfg.pairs, &names, Some(&descriptors))?)
+            let all = make_pairs(&cfg.pairs, &names, Some(&descriptors))?;
+            writer.record_plan(&plan(&all))?;
+            cfg.shard.select(&all)
         }
     };
-    let (done, todo): (Pairs, Pairs) = pairs
-        .into_iter()
-        .partition(|&(i, j)| writer.has_pair(&paths[i], &paths[j]));
+    if cfg.max_resident_images.is_some() {
+        // Features files not kept in memory: their recorded identities.
+        for (k, id) in ids.iter_mut().enumerate() {
+            if id.is_none() {
+                *id = load.identity(&paths[k]);
+            }
+        }
+    }
+    let mut stale: HashMap<(usize, usize), String> = HashMap::new();
+    let (done, todo): (Pairs, Pairs) =
+        pairs
+            .into_iter()
+            .partition(|&p| match reuse(&*writer, p, &ids) {
+                Reuse::Same => true,
+                Reuse::Stale(why) => {
+                    stale.insert(p, why);
+                    false
+                }
+                Reuse::Missing => false,
+            });
+    for why in stale.values() {
+        progress.note(&format!("redone: {why}"));
+    }
 
     let mut outcomes: Vec<PairOutcome> = done
         .iter()
@@ -607,14 +690,11 @@ where
     let tile = cfg
         .max_resident_images
         .map_or(usize::MAX, |n| (n / 2).max(1));
-    outcomes.extend(match_pairs(
-        &todo,
-        &sources,
-        tile,
-        &cfg.pair,
-        &mut *writer,
-        progress,
-    ));
+    let matched = match_pairs(&todo, &sources, tile, &cfg.pair, &mut *writer, progress);
+    outcomes.extend(todo.iter().zip(matched).map(|(p, o)| PairOutcome {
+        redone: stale.remove(p),
+        ..o
+    }));
     progress.finish();
     let output = writer.finish()?;
     Ok(SetSummary {

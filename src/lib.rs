@@ -36,6 +36,8 @@ pub mod pipeline;
 #[cfg(feature = "full")]
 pub mod progress;
 #[cfg(feature = "full")]
+pub mod provenance;
+#[cfg(feature = "full")]
 pub mod retrieval;
 #[cfg(feature = "full")]
 pub mod sfm;

@@ -11,6 +11,7 @@ use crate::image::{load_gray, GrayImage};
 use crate::model::Device;
 use crate::patch::PatchSampler;
 use crate::progress::Progress;
+use crate::provenance::{ExtractSettings, FeatureProvenance, FeaturesId};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -149,7 +150,31 @@ impl Extractor {
     /// [`Extractor::finish`].
     pub fn prepare(&self, path: &Path) -> Result<Prepared> {
         let img = load_gray(path)?;
-        self.prepare_image(&img, &path.display().to_string())
+        let mut prepared = self.prepare_image(&img, &path.display().to_string())?;
+        if let Some(p) = prepared.meta.provenance.as_mut() {
+            p.image_sha256 = Some(crate::provenance::image_sha256(path)?);
+        }
+        Ok(prepared)
+    }
+
+    /// The settings that decide an image's features besides the image (recorded in every
+    /// features file).
+    pub fn settings(&self) -> ExtractSettings {
+        ExtractSettings {
+            model: self.describer.provenance(),
+            model_sha256: self.describer.model_sha256(),
+            detector: self.detector,
+            max_image_size: self.max_image_size,
+        }
+    }
+
+    /// The provenance this extractor gives the features of the image file at `path` (its
+    /// content hashed): what `descl extract --resume` compares a stored file with.
+    pub fn provenance_of(&self, path: &Path) -> Result<FeatureProvenance> {
+        Ok(FeatureProvenance {
+            image_sha256: Some(crate::provenance::image_sha256(path)?),
+            settings: self.settings(),
+        })
     }
 
     /// [`Extractor::prepare`] for an image already in memory: [`Extractor::detect`] then
@@ -211,6 +236,11 @@ impl Extractor {
             image_width: detected.original_size.0 as u32,
             image_height: detected.original_size.1 as u32,
             image: source.to_string(),
+            provenance: Some(FeatureProvenance {
+                image_sha256: None,
+                settings: self.settings(),
+            }),
+            content: None,
         };
         Ok(Prepared {
             frames: detected.frames(),
@@ -251,12 +281,14 @@ impl Extractor {
                 .into_iter()
                 .zip(d)
                 .map(|((frames, scores, meta), descriptors)| {
-                    Ok(Features {
+                    let mut f = Features {
                         frames,
                         scores,
                         descriptors,
                         meta,
-                    })
+                    };
+                    f.meta.content = Some(FeaturesId::of(&f));
+                    Ok(f)
                 })
                 .collect::<Vec<_>>(),
             Err(e) => ok

@@ -11,9 +11,11 @@ use crate::image::list_images;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
 use crate::io::output::{ColmapOptions, ColmapWriter, Writer};
+use crate::io::plan::{read_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
 use crate::matching::pairs::{file_names, stem_key, PairMode};
 use crate::matching::two_view::PairConfig;
 use crate::progress::Progress;
+use crate::provenance::{FeaturesId, PairProvenance};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -171,6 +173,9 @@ pub struct MergeInputs {
     pub matches: PathBuf,
     /// The images, for EXIF focal lengths (default: the image paths the features files record).
     pub images: Option<PathBuf>,
+    /// Merge what is there when images or pairs of the runs' plans are missing (or a folder
+    /// has no plan), reporting them, instead of refusing.
+    pub allow_partial: bool,
 }
 
 /// What `descl sfm merge` wrote.
@@ -183,6 +188,12 @@ pub struct MergeSummary {
     /// Matches files made without the planar check: their pairs keep F/E labels (COLMAP would
     /// label a planar one 6).
     pub pairs_without_planar_check: usize,
+    /// Images of the extract plan without a features file (merged with `allow_partial`).
+    pub missing_images: Vec<String>,
+    /// Pairs of the match plan without a matches file (merged with `allow_partial`).
+    pub missing_pairs: Vec<[String; 2]>,
+    /// Folders without a run plan (merged with `allow_partial`).
+    pub without_plan: Vec<PathBuf>,
 }
 
 /// One features file of the merge: its image's name, and where the image is.
@@ -193,10 +204,13 @@ struct MergeImage {
 }
 
 /// The features files of `inputs.features` in the set's order (by image name, as `descl sfm`
-/// lists a folder), checked to hold one model, and that model; only their metadata is read here,
-/// the rest one file at a time when stored, so that memory does not grow with the set.
+/// lists a folder), checked to record one set of extraction settings (the extract plan's, when
+/// there is one), and that model; only their metadata is read here, the rest one file at a time
+/// when stored, so that memory does not grow with the set. Images of the plan without a
+/// features file go into `summary.missing_images`.
 fn merge_images(
     inputs: &MergeInputs,
+    summary: &mut MergeSummary,
     progress: &dyn Progress,
 ) -> Result<(Vec<MergeImage>, String)> {
     use rayon::prelude::*;
@@ -207,8 +221,9 @@ fn merge_images(
             inputs.features.display()
         )));
     }
+    let plan: Option<ExtractPlan> = read_plan(&inputs.features, EXTRACT_PLAN_FILE)?;
     progress.start("read features", files.len() as u64);
-    let mut metas: Vec<crate::features::FeatureMeta> = files
+    let metas: Vec<crate::features::FeatureMeta> = files
         .par_iter()
         .map(|p| {
             let r = crate::io::features::read_features_meta(p);
@@ -217,18 +232,32 @@ fn merge_images(
         })
         .collect::<Result<_>>()?;
     progress.finish();
-    let first = files[0].clone();
+    let settings = |file: &Path, meta: &crate::features::FeatureMeta| {
+        meta.provenance
+            .as_ref()
+            .map(|p| p.settings.clone())
+            .ok_or_else(|| {
+                crate::Error::InvalidInput(format!(
+                    "{}: no provenance recorded (written by an older descl or another tool): extract it again",
+                    file.display()
+                ))
+            })
+    };
+    // Every file is held to the plan's settings, or else to the first file's.
+    let (reference, reference_file) = match &plan {
+        Some(p) => (p.settings.clone(), inputs.features.join(EXTRACT_PLAN_FILE)),
+        None => (settings(&files[0], &metas[0])?, files[0].clone()),
+    };
     let mut images = Vec::with_capacity(files.len());
     for (file, meta) in files.into_iter().zip(&metas) {
-        if (&meta.model, &meta.model_sha256) != (&metas[0].model, &metas[0].model_sha256) {
-            return Err(crate::Error::InvalidInput(format!(
-                "{}: features of `{}`, but {} holds `{}`; one database takes one model",
-                file.display(),
-                meta.model,
-                first.display(),
-                metas[0].model
-            )));
-        }
+        crate::provenance::check(&file, Some(&settings(&file, meta)?), &reference).map_err(
+            |e| {
+                crate::Error::InvalidInput(format!(
+                    "{e}; compared with {}",
+                    reference_file.display()
+                ))
+            },
+        )?;
         let source = PathBuf::from(&meta.image);
         let name = file_names(std::slice::from_ref(&source)).remove(0);
         let image = match &inputs.images {
@@ -246,8 +275,21 @@ fn merge_images(
             w[0].name
         )));
     }
-    let model = metas.swap_remove(0).model;
-    Ok((images, model))
+    match plan {
+        Some(plan) => {
+            let stems: std::collections::HashSet<String> = images
+                .iter()
+                .map(|i| stem_key(&i.file.to_string_lossy()))
+                .collect();
+            summary.missing_images = plan
+                .images
+                .into_iter()
+                .filter(|n| !stems.contains(&stem_key(n)))
+                .collect();
+        }
+        None => summary.without_plan.push(inputs.features.clone()),
+    }
+    Ok((images, reference.model))
 }
 
 /// The images of a merge, indexed by their features files' stems, and their model.
@@ -255,11 +297,16 @@ struct MergeSet<'a> {
     inputs: &'a MergeInputs,
     images: &'a [MergeImage],
     by_stem: &'a std::collections::HashMap<String, usize>,
+    /// The identity of each image's features (indexed like `images`).
+    ids: &'a [FeaturesId],
     model: &'a str,
 }
 
 /// Stores every matches file of `set.inputs.matches` (read in parallel blocks): a pair matched
-/// twice, a side without features or another model is an error naming the file.
+/// twice, a side without features, another model, a match index beyond a side's keypoints, or
+/// matches made from other features than the folder's (or under other settings than the match
+/// plan's) is an error naming the file. Pairs of the plan without a file go into
+/// `summary.missing_pairs`.
 fn store_matches(
     set: &MergeSet<'_>,
     writer: &mut ColmapWriter,
@@ -268,6 +315,7 @@ fn store_matches(
 ) -> Result<()> {
     use rayon::prelude::*;
     let files = crate::io::output::npz_files(&set.inputs.matches, true)?;
+    let plan: Option<MatchPlan> = read_plan(&set.inputs.matches, MATCH_PLAN_FILE)?;
     let mut seen: std::collections::HashMap<(usize, usize), PathBuf> = Default::default();
     progress.start("store matches", files.len() as u64);
     for block in files.chunks(image_set::PAIR_BLOCK) {
@@ -294,6 +342,37 @@ fn store_matches(
                     format!("matches of `{}`, features of `{}`", m.meta.model, set.model),
                 ));
             }
+            let (ka, kb) = (set.ids[a].keypoints, set.ids[b].keypoints);
+            if let Some(p) = m
+                .pairs
+                .iter()
+                .find(|p| p[0] as usize >= ka || p[1] as usize >= kb)
+            {
+                return Err(crate::Error::format(
+                    file,
+                    format!(
+                        "match {p:?} beyond the keypoints of the features ({ka} in {}, {kb} in {}): the matches were made from other features; match again",
+                        set.images[a].file.display(),
+                        set.images[b].file.display()
+                    ),
+                ));
+            }
+            let expected = PairProvenance {
+                a: set.ids[a].clone(),
+                b: set.ids[b].clone(),
+                config: plan
+                    .as_ref()
+                    .map_or_else(|| m.meta.config.clone(), |p| p.config.clone()),
+            };
+            crate::provenance::check(file, m.meta.provenance().as_ref(), &expected).map_err(
+                |e| {
+                    crate::Error::InvalidInput(format!(
+                        "{e}; the features are {} and {}: match again",
+                        set.images[a].file.display(),
+                        set.images[b].file.display()
+                    ))
+                },
+            )?;
             if let Some(first) = seen.insert((a.min(b), a.max(b)), file.clone()) {
                 return Err(crate::Error::format(
                     file,
@@ -310,7 +389,81 @@ fn store_matches(
         }
     }
     progress.finish();
+    match plan {
+        Some(plan) => {
+            let index = |n: &str| set.by_stem.get(&stem_key(n)).copied();
+            summary.missing_pairs = plan
+                .pairs
+                .into_iter()
+                .filter(|[x, y]| match (index(x), index(y)) {
+                    (Some(a), Some(b)) => !seen.contains_key(&(a.min(b), a.max(b))),
+                    _ => true,
+                })
+                .collect();
+        }
+        None => summary.without_plan.push(set.inputs.matches.clone()),
+    }
     Ok(())
+}
+
+/// Refuses a merge that lacks images or pairs of the runs' plans (or a plan), unless
+/// `allow_partial`: the error names what is missing and where.
+fn check_complete(inputs: &MergeInputs, s: &MergeSummary) -> Result<()> {
+    const SHOWN: usize = 5;
+    let mut gaps = Vec::new();
+    if !s.missing_images.is_empty() {
+        let shown: Vec<&str> = s
+            .missing_images
+            .iter()
+            .take(SHOWN)
+            .map(|n| n.as_str())
+            .collect();
+        gaps.push(format!(
+            "{} images of the extract plan have no features file in {} ({}{})",
+            s.missing_images.len(),
+            inputs.features.display(),
+            shown.join(", "),
+            if s.missing_images.len() > SHOWN {
+                ", …"
+            } else {
+                ""
+            }
+        ));
+    }
+    if !s.missing_pairs.is_empty() {
+        let shown: Vec<String> = s
+            .missing_pairs
+            .iter()
+            .take(SHOWN)
+            .map(|[a, b]| format!("{a} – {b}"))
+            .collect();
+        gaps.push(format!(
+            "{} pairs of the match plan have no matches file in {} ({}{})",
+            s.missing_pairs.len(),
+            inputs.matches.display(),
+            shown.join(", "),
+            if s.missing_pairs.len() > SHOWN {
+                ", …"
+            } else {
+                ""
+            }
+        ));
+    }
+    for dir in &s.without_plan {
+        gaps.push(format!(
+            "{} has no run plan ({} or {}: made by an older descl or by hand), so missing shards cannot be told",
+            dir.display(),
+            EXTRACT_PLAN_FILE,
+            MATCH_PLAN_FILE
+        ));
+    }
+    if gaps.is_empty() || inputs.allow_partial {
+        return Ok(());
+    }
+    Err(crate::Error::InvalidInput(format!(
+        "incomplete run: {}; run the missing shards, or pass --allow-partial to merge what is there",
+        gaps.join("; ")
+    )))
 }
 
 /// Builds one COLMAP database from the outputs of sharded `descl extract` and `descl match`
@@ -325,11 +478,24 @@ pub fn merge_database(
     progress: &dyn Progress,
 ) -> Result<MergeSummary> {
     let mut writer = ColmapWriter::create(db, overwrite, options)?;
-    let (images, model) = merge_images(inputs, progress)?;
+    let mut summary = MergeSummary {
+        database: db.to_path_buf(),
+        images: 0,
+        pairs: 0,
+        verified_pairs: 0,
+        pairs_without_planar_check: 0,
+        missing_images: Vec::new(),
+        missing_pairs: Vec::new(),
+        without_plan: Vec::new(),
+    };
+    let (images, model) = merge_images(inputs, &mut summary, progress)?;
+    summary.images = images.len();
     progress.start("store features", images.len() as u64);
     let mut by_stem = std::collections::HashMap::new();
+    let mut ids = Vec::with_capacity(images.len());
     for (k, image) in images.iter().enumerate() {
         let f = crate::io::features::read_features(&image.file)?;
+        ids.push(f.id());
         let (k_prior, known) = colmap_camera(&image.image, &f)?;
         writer.add_image(&crate::io::output::ImageRecord {
             name: &image.name,
@@ -343,20 +509,16 @@ pub fn merge_database(
     }
     progress.finish();
 
-    let mut summary = MergeSummary {
-        database: db.to_path_buf(),
-        images: images.len(),
-        pairs: 0,
-        verified_pairs: 0,
-        pairs_without_planar_check: 0,
-    };
     let set = MergeSet {
         inputs,
         images: &images,
         by_stem: &by_stem,
+        ids: &ids,
         model: &model,
     };
     store_matches(&set, &mut writer, &mut summary, progress)?;
+    // Checked before the database is put in place: an incomplete run leaves none.
+    check_complete(inputs, &summary)?;
     summary.database = Box::new(writer).finish()?;
     Ok(summary)
 }

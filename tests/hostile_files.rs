@@ -102,6 +102,8 @@ fn small_features() -> Features {
             image_width: 64,
             image_height: 48,
             image: "a.png".into(),
+            provenance: None,
+            content: None,
         },
     }
 }

@@ -24,6 +24,8 @@ fn meta(image: &str) -> FeatureMeta {
         image_width: 640,
         image_height: 480,
         image: image.into(),
+        provenance: None,
+        content: None,
     }
 }
 
@@ -77,6 +79,8 @@ fn sift_file(dir: &Path, image: &Path) -> PathBuf {
             image_width: img.width as u32,
             image_height: img.height as u32,
             image: image.display().to_string(),
+            provenance: None,
+            content: None,
         },
     };
     write(

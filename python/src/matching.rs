@@ -233,6 +233,8 @@ fn positions_only(points: &[[f32; 2]], name: &str) -> Features {
             image_width: 0,
             image_height: 0,
             image: name.to_string(),
+            provenance: None,
+            content: None,
         },
     }
 }

@@ -364,9 +364,9 @@ impl IntrinsicsArgs {
 }
 
 /// The image a features input came from (for EXIF and drawing): the input itself for images,
-/// the recorded source for `.npz` features files.
+/// the recorded source for features files (`.npz`, or an image of a `features.h5`).
 pub fn image_of(input: &Path, f: &Features) -> PathBuf {
-    if is_npz(input) {
+    if is_features_input(input) {
         PathBuf::from(&f.meta.image)
     } else {
         input.to_path_buf()
@@ -376,6 +376,23 @@ pub fn image_of(input: &Path, f: &Features) -> PathBuf {
 pub fn is_npz(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+}
+
+/// An input that names image `NAME` of a `features.h5` (`FILE.h5/NAME`, as [`set_inputs`] lists
+/// them): the file and the name.
+pub fn h5_input(path: &Path) -> Option<(PathBuf, String)> {
+    let file = path
+        .ancestors()
+        .skip(1)
+        .find(|a| a.extension().is_some_and(|e| e.eq_ignore_ascii_case("h5")) && a.is_file())?;
+    let name = path.strip_prefix(file).ok()?.to_string_lossy().into_owned();
+    Some((file.to_path_buf(), name))
+}
+
+/// Whether an input is features already extracted (a `.npz` or an image of a `features.h5`)
+/// rather than an image.
+pub fn is_features_input(path: &Path) -> bool {
+    is_npz(path) || h5_input(path).is_some()
 }
 
 /// Camera knowledge for `descl match`: the flags' intrinsics, else EXIF of the image, else
@@ -427,7 +444,20 @@ impl Load for FeatureLoader<'_> {
         if is_npz(path) {
             return descl::io::features::read_features(path);
         }
+        if let Some((file, name)) = h5_input(path) {
+            return descl::io::hloc::read_features(&file, &name);
+        }
         self.extractor()?.extract(path)
+    }
+
+    /// A features file's recorded identity (its metadata alone is read).
+    fn identity(&self, path: &Path) -> Option<descl::provenance::FeaturesId> {
+        if let Some((file, name)) = h5_input(path) {
+            return descl::io::hloc::features_identity(&file, &name);
+        }
+        is_npz(path)
+            .then(|| descl::io::features::read_features_meta(path).ok()?.content)
+            .flatten()
     }
 
     /// Images go through the extractor's pipeline; features files (or a model that fails to
@@ -439,14 +469,26 @@ impl Load for FeatureLoader<'_> {
         each: &mut dyn FnMut(usize, descl::Result<Features>),
     ) {
         match self.extractor() {
-            Ok(x) if !paths.iter().any(|p| is_npz(p)) => x.load_each(paths, progress, each),
+            Ok(x) if !paths.iter().any(|p| is_features_input(p)) => {
+                x.load_each(paths, progress, each)
+            }
             _ => load_in_blocks(self, paths, progress, each),
         }
     }
 }
 
-/// The `.npz` features files of `dir` if it has any, else its images (sorted).
+/// The `.npz` features files of `dir` if it has any, else its images (sorted); for a
+/// `features.h5` file, its images' features (`FILE.h5/NAME`, read without extracting again).
 pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if dir.is_file()
+        && dir
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("h5"))
+    {
+        let names = descl::io::hloc::list_features(dir)?;
+        anyhow::ensure!(!names.is_empty(), "{}: no features", dir.display());
+        return Ok(names.iter().map(|n| dir.join(n)).collect());
+    }
     let npz = descl::io::output::npz_files(dir, false)?;
     if npz.is_empty() {
         return Ok(descl::image::list_images(dir)?);

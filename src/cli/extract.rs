@@ -8,6 +8,9 @@ use anyhow::Context;
 use descl::image::list_images;
 use descl::image_set::{extract_all, SetImage};
 use descl::io::output::{self, Format};
+use descl::io::plan::{write_plan, ExtractPlan, EXTRACT_PLAN_FILE};
+use descl::matching::pairs::file_names;
+use descl::provenance::Reuse;
 use descl::shard::Shard;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -26,12 +29,14 @@ pub struct Args {
     #[command(flatten)]
     describe: DescribeArgs,
     /// This process's share of the images: I/N (0 ≤ I < N), or slurm/N and k8s/N to take I
-    /// from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX (image k of the sorted inputs is shard
-    /// k mod N's).
+    /// from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX (image k of the inputs sorted by file
+    /// name is shard k mod N's, whatever order they are given in). Every shard records the
+    /// whole run's images in --out (descl-extract-plan.json) for `descl sfm merge`.
     #[arg(long, value_name = "I/N", value_parser = shard_parser)]
     shard: Option<Shard>,
-    /// Skip images whose features file is already in --out (complete, same model): a killed
-    /// or repeated run only does what is missing.
+    /// Skip images whose features file is already in --out, complete and made from the same
+    /// image bytes with the same model and settings (others are extracted again): a killed or
+    /// repeated run only does what is missing or stale.
     #[arg(long)]
     resume: bool,
     /// Print a JSON summary on stdout.
@@ -48,26 +53,55 @@ struct Summary {
     failed: usize,
     /// Inputs skipped by --resume (already in --out).
     skipped_existing: usize,
+    /// Stored features --resume did not reuse (made from other bytes or settings), and why.
+    redone_stale: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let images = args
-        .shard
-        .unwrap_or_default()
-        .select(&expand_inputs(&args.inputs)?);
+    let all = expand_inputs(&args.inputs)?;
+    let images = args.shard.unwrap_or_default().select(&all);
     // The describer first: a model that fails to load leaves no output folder behind.
     let extractor = args.describe.extractor()?;
     let writer = output::open(args.format, &args.out)
         .with_context(|| format!("output folder {}", args.out.display()))?;
     let total = images.len();
+    let mut redone_stale = Vec::new();
     let images: Vec<PathBuf> = images
         .into_iter()
-        .filter(|p| !(args.resume && writer.has_image(p)))
+        .filter(|p| {
+            if !args.resume {
+                return true;
+            }
+            // An image that cannot be hashed is extracted (and its error reported).
+            let Ok(expected) = extractor.provenance_of(p) else {
+                return true;
+            };
+            match writer.has_image(p, &expected) {
+                Reuse::Same => false,
+                Reuse::Missing => true,
+                Reuse::Stale(why) => {
+                    redone_stale.push(why);
+                    true
+                }
+            }
+        })
         .collect();
     let skipped_existing = total - images.len();
+    for why in redone_stale.iter().filter(|_| !args.json) {
+        eprintln!("extracting again: {why}");
+    }
     let bar = Bar::new(images.len() > 1);
     let (_, reports) = extract_all(&images, &extractor, writer, &bar)?;
     let failed = reports.iter().filter(|r| r.error.is_some()).count();
+    // The whole run's images (every shard writes the same), for `descl sfm merge` to tell a
+    // missing shard; not for a run that stored nothing (its folder stays as it was).
+    if failed < reports.len() || skipped_existing > 0 {
+        let plan = ExtractPlan {
+            images: file_names(&all),
+            settings: extractor.settings(),
+        };
+        write_plan(&args.out, EXTRACT_PLAN_FILE, &plan)?;
+    }
     if args.json {
         let summary = Summary {
             model: extractor.describer().provenance(),
@@ -76,6 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             images: reports,
             failed,
             skipped_existing,
+            redone_stale,
         };
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
@@ -101,8 +136,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Files as given, folders replaced by their images (sorted). Missing inputs stay in the list
-/// so that they are reported like any other bad image.
+/// Files as given, folders replaced by their images; sorted by file name (then path) and
+/// without repeats, so that shards given the inputs in different orders share the same list.
+/// Missing inputs stay in the list so that they are reported like any other bad image.
 fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut images = Vec::new();
     for input in inputs {
@@ -112,5 +148,7 @@ fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             images.push(input.clone());
         }
     }
+    images.sort_by(|a, b| (a.file_name(), a).cmp(&(b.file_name(), b)));
+    images.dedup();
     Ok(images)
 }

@@ -4,8 +4,8 @@
 //! one pair path ([`descl::matching::two_view::match_pair`]).
 
 use super::args::{
-    format_parser, image_of, is_npz, match_camera, set_inputs, shard_parser, DescribeArgs,
-    FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
+    format_parser, image_of, is_features_input, match_camera, set_inputs, shard_parser,
+    DescribeArgs, FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
 };
 use super::progress::Bar;
 use anyhow::{bail, Context};
@@ -40,8 +40,9 @@ pub struct Args {
     /// Draw every match in the --viz picture.
     #[arg(long, requires = "viz", conflicts_with = "viz_max")]
     viz_all: bool,
-    /// Match the images of a folder (or its .npz features files, if it has any); pairs from
-    /// --exhaustive, --sequential or --pairs (names as listed in the folder).
+    /// Match the images of a folder (or its .npz features files, if it has any), or the features
+    /// in a features.h5 of `descl extract --format h5` (not extracted again); pairs from
+    /// --exhaustive, --sequential, --pairs or --retrieval (names as listed in the folder).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "viz"])]
     images: Option<PathBuf>,
     #[command(flatten)]
@@ -209,7 +210,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         // Features files are read again where needed; extracted images are kept.
         max_resident_images: inputs
             .first()
-            .is_some_and(|p| is_npz(p))
+            .is_some_and(|p| is_features_input(p))
             .then_some(args.max_resident_images),
     };
     let writer = output::open(args.format, out_dir)
@@ -218,13 +219,14 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
     let summary = image_set::run(&inputs, &cfg, &loader, camera, writer, &bar)?;
-    let (failed, skipped, total) = (
+    let (failed, skipped, redone, total) = (
         summary.failed_pairs(),
         summary.skipped_pairs(),
+        summary.redone_pairs(),
         summary.pairs.len(),
     );
     if args.json {
-        let json = serde_json::json!({"pairs": summary.pairs, "failed": failed, "skipped_existing": skipped});
+        let json = serde_json::json!({"pairs": summary.pairs, "failed": failed, "skipped_existing": skipped, "redone_stale": redone});
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         summary
@@ -232,8 +234,12 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
             .iter()
             .filter(|r| r.error.is_none() && !r.skipped_existing)
             .for_each(print_human);
+        let stale = match redone {
+            0 => String::new(),
+            n => format!(" ({n} replacing stale results)"),
+        };
         eprintln!(
-            "{total} pairs: {} matched, {skipped} already done, {failed} failed",
+            "{total} pairs: {} matched{stale}, {skipped} already done, {failed} failed",
             total - skipped - failed
         );
     }

@@ -86,6 +86,10 @@ pub struct MergeArgs {
     /// One camera shared by all images (same camera and size).
     #[arg(long)]
     single_camera: bool,
+    /// Merge what is there when images or pairs that the runs' plans list are missing (a shard
+    /// that did not run or failed), reporting them; without it such a merge is refused.
+    #[arg(long)]
+    allow_partial: bool,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
@@ -97,6 +101,7 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         features: args.features,
         matches: args.matches,
         images: args.images,
+        allow_partial: args.allow_partial,
     };
     let options = ColmapOptions {
         camera_model: args.camera_model.into(),
@@ -121,6 +126,32 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
             "warning: {} pairs were matched without --planar-check: COLMAP would label the planar ones 6 (PLANAR_OR_PANORAMIC), here they keep their F/E label",
             s.pairs_without_planar_check
         );
+    }
+    if !s.missing_images.is_empty() || !s.missing_pairs.is_empty() || !s.without_plan.is_empty() {
+        eprintln!(
+            "warning (--allow-partial): merged without {} images and {} pairs that the plans list{}",
+            s.missing_images.len(),
+            s.missing_pairs.len(),
+            if s.without_plan.is_empty() {
+                String::new()
+            } else {
+                let dirs: Vec<String> =
+                    s.without_plan.iter().map(|d| d.display().to_string()).collect();
+                format!("; no plan in {}", dirs.join(", "))
+            }
+        );
+        const LISTED: usize = 20;
+        for name in s.missing_images.iter().take(LISTED) {
+            eprintln!("  missing image: {name}");
+        }
+        for [a, b] in s.missing_pairs.iter().take(LISTED) {
+            eprintln!("  missing pair: {a} – {b}");
+        }
+        let unlisted = (s.missing_images.len().saturating_sub(LISTED))
+            + s.missing_pairs.len().saturating_sub(LISTED);
+        if unlisted > 0 {
+            eprintln!("  … and {unlisted} more (--json lists them all)");
+        }
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);

@@ -14,6 +14,7 @@ use crate::features::{FeatureMeta, Features};
 use crate::frame::Frame;
 use crate::io::atomic::write_atomic;
 use crate::io::npz::{read_npz_members, write_npz, NpyArray, NpyData};
+use crate::provenance::FeaturesId;
 use ndarray::Array2;
 use std::path::Path;
 
@@ -56,7 +57,10 @@ pub fn write_features(path: &Path, features: &Features) -> Result<()> {
             ),
         },
     };
-    let meta_json = serde_json::to_string(&features.meta)
+    // The identity matches files record, stored so that it is read without the arrays.
+    let mut stored_meta = features.meta.clone();
+    stored_meta.content = Some(FeaturesId::of(features));
+    let meta_json = serde_json::to_string(&stored_meta)
         .map_err(|e| Error::format(path, format!("cannot serialise meta: {e}")))?;
     let meta = NpyArray::unicode_scalar(&meta_json);
     write_atomic(path, |w| {
@@ -164,12 +168,23 @@ pub fn read_features(path: &Path) -> Result<Features> {
     };
     let meta = parse_meta(meta, path)?;
     crate::features::check_frames(&frames, meta.image_width, meta.image_height).map_err(bad)?;
-    Ok(Features {
+    let mut f = Features {
         frames,
         scores,
         descriptors,
         meta,
-    })
+    };
+    // The recorded identity must be the arrays' (a file whose arrays were replaced is refused,
+    // so a recorded identity can be trusted without reading the arrays); older files get it.
+    let id = FeaturesId::of(&f);
+    if f.meta.content.as_ref().is_some_and(|c| *c != id) {
+        return Err(bad(
+            "the arrays are not the features the file's `meta` records (content identity differs)"
+                .into(),
+        ));
+    }
+    f.meta.content = Some(id);
+    Ok(f)
 }
 
 fn unpack_bytes(b: &[u8]) -> BinaryDescriptor {
@@ -204,6 +219,8 @@ pub(crate) mod tests {
             image_width: 640,
             image_height: 480,
             image: "a.png".into(),
+            provenance: None,
+            content: None,
         }
     }
 
@@ -236,8 +253,9 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (binary, n) in [(false, 5), (true, 3), (false, 0), (true, 0)] {
             let p = dir.path().join(format!("f{binary}{n}.npz"));
-            let f = features(binary, n);
+            let mut f = features(binary, n);
             write_features(&p, &f).unwrap();
+            f.meta.content = Some(FeaturesId::of(&f));
             assert_eq!(read_features(&p).unwrap(), f);
         }
     }

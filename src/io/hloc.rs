@@ -34,10 +34,12 @@ use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::io::atomic::{remove_stale_temporaries, temp_beside, tmp_tag, OutputLock};
 use crate::io::output::{ImageRecord, PairRecord, Writer};
+use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
+use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use half::f16;
 use hdf5_metno as hdf5;
 use ndarray::{Array1, Array2};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The features file in an output folder (hloc names it after its extractor's `output`).
@@ -50,6 +52,13 @@ pub const KEYPOINT_UNCERTAINTY_PX: f64 = 1.0;
 /// File attribute of `features.h5` naming the model of its features (hloc ignores it; descl
 /// refuses to add features of another model).
 pub const MODEL_ATTR: &str = "descl_model";
+/// Attribute of an image group in `features.h5`: the features' `meta` JSON
+/// ([`crate::features::FeatureMeta`], with its provenance and identity), which hloc ignores and
+/// descl's resumed runs compare.
+pub const FEATURES_META_ATTR: &str = "descl_meta";
+/// Attribute of a pair group in `matches.h5`: the pair's
+/// [`PairProvenance`] JSON (the identities of the two features, the settings).
+pub const PAIR_PROVENANCE_ATTR: &str = "descl_provenance";
 /// `matches0` value of a keypoint without a match.
 pub const UNMATCHED: i32 = -1;
 
@@ -149,8 +158,9 @@ pub struct HlocFolder {
     dir: PathBuf,
     features: H5Out,
     matches: Option<H5Out>,
-    /// Pair keys already in an existing `matches.h5` (a rerun skips them).
-    existing_pairs: HashSet<String>,
+    /// Pair keys already in an existing `matches.h5` and their recorded provenance (a rerun
+    /// skips those whose provenance is this run's).
+    existing_pairs: HashMap<String, Option<PairProvenance>>,
     /// The model of the features in the file, so one file never mixes models.
     model: Option<String>,
 }
@@ -166,6 +176,15 @@ impl HlocFolder {
             .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
             .ok()
             .map(|s| s.as_str().to_string());
+        // A file of another extractor (hloc's SuperPoint, a 256-d model): descl's features
+        // added to it would be matched against features of unknown provenance.
+        let holds_features = features.file.member_names().is_ok_and(|m| !m.is_empty());
+        if model.is_none() && holds_features {
+            return Err(Error::InvalidInput(format!(
+                "{}: the file holds features descl did not write (no `{MODEL_ATTR}` attribute); write into another folder",
+                features.target.display()
+            )));
+        }
         Ok(HlocFolder {
             dir: dir.to_path_buf(),
             features,
@@ -210,10 +229,10 @@ impl HlocFolder {
     }
 }
 
-/// The pair keys (`a/b`) of an existing matches file: its groups two levels down that hold
-/// `matches0`. Unreadable or absent: none.
-fn existing_pairs(path: &Path) -> HashSet<String> {
-    let mut pairs = HashSet::new();
+/// The pair keys (`a/b`) of an existing matches file — its groups two levels down that hold
+/// `matches0` — with their recorded provenance. Unreadable or absent: none.
+fn existing_pairs(path: &Path) -> HashMap<String, Option<PairProvenance>> {
+    let mut pairs = HashMap::new();
     let Ok(file) = hdf5::File::open(path) else {
         return pairs;
     };
@@ -221,11 +240,175 @@ fn existing_pairs(path: &Path) -> HashSet<String> {
         let Ok(ga) = file.group(&a) else { continue };
         for b in ga.member_names().unwrap_or_default() {
             if ga.link_exists(&format!("{b}/matches0")) {
-                pairs.insert(format!("{a}/{b}"));
+                let provenance = ga
+                    .group(&b)
+                    .ok()
+                    .and_then(|g| read_json_attr(&g, PAIR_PROVENANCE_ATTR));
+                pairs.insert(format!("{a}/{b}"), provenance);
             }
         }
     }
     pairs
+}
+
+/// The image names of a `features.h5` whose groups descl wrote (they record
+/// [`FEATURES_META_ATTR`]), sorted; nested names (`a/0000.jpg`) as paths. A file of another
+/// extractor (no group with descl's metadata) is refused: its features' provenance is unknown.
+pub fn list_features(path: &Path) -> Result<Vec<String>> {
+    fn walk(g: &hdf5::Group, prefix: &str, out: &mut Vec<String>, foreign: &mut usize) {
+        for name in g.member_names().unwrap_or_default() {
+            let Ok(child) = g.group(&name) else { continue };
+            let full = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            if child.link_exists("keypoints") {
+                if child.attr(FEATURES_META_ATTR).is_ok() {
+                    out.push(full);
+                } else {
+                    *foreign += 1;
+                }
+            } else {
+                walk(&child, &full, out, foreign);
+            }
+        }
+    }
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    let root = file.as_group().map_err(|e| h5_err(path, e))?;
+    let (mut names, mut foreign) = (Vec::new(), 0);
+    walk(&root, "", &mut names, &mut foreign);
+    if foreign > 0 {
+        return Err(Error::format(
+            path,
+            format!("{foreign} images' features were not written by descl (no `{FEATURES_META_ATTR}` attribute): their provenance is unknown"),
+        ));
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The features of image `name` in a `features.h5` descl wrote: keypoints, descriptors (columns
+/// back to rows), scores and the recorded metadata, checked against each other. Frames carry the
+/// positions only (hloc's files hold no shape): `a` is the identity.
+pub fn read_features(path: &Path, name: &str) -> Result<Features> {
+    let at = path.join(name);
+    let bad = |why: String| Error::format(&at, why);
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    let group = file
+        .group(name)
+        .map_err(|_| bad("no such image in the file".into()))?;
+    let meta: crate::features::FeatureMeta = read_json_attr(&group, FEATURES_META_ATTR)
+        .ok_or_else(|| bad(format!("no descl `{FEATURES_META_ATTR}` attribute")))?;
+    let h = |e: hdf5::Error| bad(format!("HDF5: {e}"));
+    let kp: Array2<f32> = group
+        .dataset("keypoints")
+        .and_then(|d| d.read_2d())
+        .map_err(h)?;
+    if kp.ncols() != 2 {
+        return Err(bad(format!("`keypoints` must be N×2, is {:?}", kp.shape())));
+    }
+    let n = kp.nrows();
+    let scores: Array1<f32> = group
+        .dataset("scores")
+        .and_then(|d| d.read_1d())
+        .map_err(h)?;
+    let d = group.dataset("descriptors").map_err(h)?;
+    let descriptors = match d.dtype().map_err(h)?.size() {
+        1 => {
+            let cols: Array2<u8> = d.read_2d().map_err(h)?;
+            if cols.shape() != [BINARY_BITS / 8, n] {
+                return Err(bad(format!(
+                    "binary `descriptors` must be 32×{n}, are {:?}",
+                    cols.shape()
+                )));
+            }
+            Descriptors::Binary(
+                (0..n)
+                    .map(|k| {
+                        let mut w = [0u64; 4];
+                        for (byte, v) in cols.column(k).iter().enumerate() {
+                            w[byte / 8] |= u64::from(*v) << (8 * (byte % 8));
+                        }
+                        w
+                    })
+                    .collect(),
+            )
+        }
+        _ => {
+            let cols: Array2<f32> = d.read_2d().map_err(h)?;
+            if cols.ncols() != n || cols.nrows() == 0 {
+                return Err(bad(format!(
+                    "`descriptors` must be D×{n}, are {:?}",
+                    cols.shape()
+                )));
+            }
+            Descriptors::Float(cols.t().as_standard_layout().into_owned())
+        }
+    };
+    if scores.len() != n {
+        return Err(bad(format!("{} scores for {n} keypoints", scores.len())));
+    }
+    let frames = kp
+        .rows()
+        .into_iter()
+        .map(|r| crate::frame::Frame {
+            x: r[0],
+            y: r[1],
+            a: [[1.0, 0.0], [0.0, 1.0]],
+        })
+        .collect();
+    let mut f = Features {
+        frames,
+        scores: scores.to_vec(),
+        descriptors,
+        meta,
+    };
+    let id = crate::provenance::FeaturesId::of(&f);
+    if f.meta.content.as_ref().is_some_and(|c| *c != id) {
+        return Err(bad("the datasets are not the features the group's metadata records (content identity differs)".into()));
+    }
+    f.meta.content = Some(id);
+    Ok(f)
+}
+
+/// The recorded identity of image `name`'s features in a `features.h5` (its metadata alone).
+pub fn features_identity(path: &Path, name: &str) -> Option<crate::provenance::FeaturesId> {
+    let file = hdf5::File::open(path).ok()?;
+    let group = file.group(name).ok()?;
+    read_json_attr::<crate::features::FeatureMeta>(&group, FEATURES_META_ATTR)?.content
+}
+
+/// Writes `value` as JSON into the string attribute `name` of `location`.
+fn write_json_attr<T: serde::Serialize>(
+    out: &H5Out,
+    location: &hdf5::Location,
+    name: &str,
+    value: &T,
+) -> Result<()> {
+    let json = serde_json::to_string(value)
+        .map_err(|e| Error::format(&out.target, format!("{name}: {e}")))?;
+    let value: hdf5::types::VarLenUnicode = json
+        .parse()
+        .map_err(|e| Error::format(&out.target, format!("{name}: {e}")))?;
+    location
+        .new_attr::<hdf5::types::VarLenUnicode>()
+        .shape(())
+        .create(name)
+        .and_then(|a| a.write_scalar(&value))
+        .map_err(|e| out.err(e))
+}
+
+/// The JSON string attribute `name` of `location`, parsed; None if absent or unreadable.
+fn read_json_attr<T: serde::de::DeserializeOwned>(
+    location: &hdf5::Location,
+    name: &str,
+) -> Option<T> {
+    let text = location
+        .attr(name)
+        .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
+        .ok()?;
+    serde_json::from_str(text.as_str()).ok()
 }
 
 fn write<T: hdf5::H5Type, D: ndarray::Dimension>(
@@ -265,7 +448,9 @@ fn write_image(out: &H5Out, group: &hdf5::Group, f: &Features) -> Result<()> {
         i64::from(f.meta.image_height),
     ]);
     write(out, group, "image_size", &size)?;
-    Ok(())
+    let mut meta = f.meta.clone();
+    meta.content = Some(f.id());
+    write_json_attr(out, group, FEATURES_META_ATTR, &meta)
 }
 
 /// Descriptors as hloc stores them: one column per keypoint.
@@ -298,22 +483,48 @@ impl Writer for HlocFolder {
         Ok(Some(out.target.clone()))
     }
 
-    fn has_image(&self, input: &Path) -> bool {
-        input
-            .file_name()
-            .is_some_and(|n| self.features.file.link_exists(&n.to_string_lossy()))
+    /// Done when the image's group exists and records the provenance this run would give it.
+    fn has_image(&self, input: &Path, expected: &FeatureProvenance) -> Reuse {
+        let Some(name) = input.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            return Reuse::Missing;
+        };
+        let Ok(group) = self.features.file.group(&name) else {
+            return Reuse::Missing;
+        };
+        let meta: Option<crate::features::FeatureMeta> = read_json_attr(&group, FEATURES_META_ATTR);
+        let at = self.features.target.join(&name);
+        compare(&at, meta.and_then(|m| m.provenance).as_ref(), expected)
     }
 
-    fn has_pair(&self, a: &Path, b: &Path) -> bool {
+    /// Done when `matches.h5` holds the pair (either order, as hloc's `find_pair`) recording
+    /// this run's features and settings.
+    fn has_pair(&self, a: &Path, b: &Path, expected: &PairProvenance) -> Reuse {
         let name = |p: &Path| {
             p.file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         };
         let (a, b) = (name(a), name(b));
-        // hloc's `find_pair`: either order.
-        self.existing_pairs.contains(&names_to_pair(&a, &b))
-            || self.existing_pairs.contains(&names_to_pair(&b, &a))
+        let (key, swapped) = (names_to_pair(&a, &b), names_to_pair(&b, &a));
+        let at = |k: &str| self.dir.join(MATCHES_FILE).join(k);
+        if let Some(recorded) = self.existing_pairs.get(&key) {
+            return compare(&at(&key), recorded.as_ref(), expected);
+        }
+        match self.existing_pairs.get(&swapped) {
+            Some(recorded) => {
+                let expected = PairProvenance {
+                    a: expected.b.clone(),
+                    b: expected.a.clone(),
+                    config: expected.config.clone(),
+                };
+                compare(&at(&swapped), recorded.as_ref(), &expected)
+            }
+            None => Reuse::Missing,
+        }
+    }
+
+    fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
+        write_plan(&self.dir, MATCH_PLAN_FILE, plan)
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
@@ -345,6 +556,14 @@ impl Writer for HlocFolder {
         .and_then(|_| {
             let s16 = Array1::from_iter(scores.into_iter().map(f16::from_f32));
             write(out, &group, "matching_scores0", &s16)
+        })
+        .and_then(|_| {
+            let provenance = PairProvenance {
+                a: fa.id(),
+                b: fb.id(),
+                config: pair.config.clone(),
+            };
+            write_json_attr(out, &group, PAIR_PROVENANCE_ATTR, &provenance)
         });
         if let Err(e) = written {
             let _ = out.file.unlink(&key);
@@ -440,10 +659,33 @@ mod tests {
         assert_eq!(s.to_vec()[..3], [1.0, 0.0, 0.75].map(f16::from_f32));
         drop((f, m));
 
-        // A rerun sees the pair (either order) and refuses features of another model.
+        // A rerun sees the pair (either order) made from these features with these settings,
+        // not one of other features or settings; it refuses features of another model.
         let mut again = HlocFolder::create(dir.path()).unwrap();
-        assert!(again.has_pair(Path::new("x/a.jpg"), Path::new("sub-b.jpg")));
-        assert!(again.has_pair(Path::new("sub-b.jpg"), Path::new("a.jpg")));
+        let made = PairProvenance {
+            a: fa.id(),
+            b: fb.id(),
+            config: cfg.clone(),
+        };
+        let (x, y) = (Path::new("x/a.jpg"), Path::new("sub-b.jpg"));
+        assert_eq!(again.has_pair(x, y, &made), Reuse::Same);
+        let swapped = PairProvenance {
+            a: fb.id(),
+            b: fa.id(),
+            config: cfg.clone(),
+        };
+        assert_eq!(again.has_pair(y, Path::new("a.jpg"), &swapped), Reuse::Same);
+        let fewer = PairProvenance {
+            b: features(false, 3).id(),
+            ..made.clone()
+        };
+        let Reuse::Stale(why) = again.has_pair(x, y, &fewer) else {
+            panic!("features of 3 keypoints taken for 4")
+        };
+        assert!(
+            why.contains("matches.h5") && why.contains("b.keypoints"),
+            "{why}"
+        );
         let mut other = features(false, 2);
         other.meta.model = "another-model".into();
         let e = again.add_image(&record("c.jpg", &other)).unwrap_err();
@@ -452,6 +694,29 @@ mod tests {
         drop(again);
         let f = hdf5::File::open(dir.path().join(FEATURES_FILE)).unwrap();
         assert!(!f.link_exists("c.jpg") && f.link_exists("a.jpg"));
+    }
+
+    #[test]
+    fn features_read_back_with_their_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fa, fb) = (features(false, 5), features(true, 3));
+        let mut w = Box::new(HlocFolder::create(dir.path()).unwrap());
+        w.add_image(&record("a.jpg", &fa)).unwrap();
+        w.add_image(&record("sub/b.jpg", &fb)).unwrap();
+        w.finish().unwrap();
+        let file = dir.path().join(FEATURES_FILE);
+        assert_eq!(list_features(&file).unwrap(), ["a.jpg", "sub/b.jpg"]);
+        for (name, f) in [("a.jpg", &fa), ("sub/b.jpg", &fb)] {
+            let back = read_features(&file, name).unwrap();
+            assert_eq!(back.id(), f.id());
+            assert_eq!(features_identity(&file, name), Some(f.id()));
+            assert_eq!(
+                (&back.descriptors, &back.scores),
+                (&f.descriptors, &f.scores)
+            );
+        }
+        let e = read_features(&file, "c.jpg").unwrap_err().to_string();
+        assert!(e.contains("c.jpg"), "{e}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::io::npz::{read_npz_members, write_npz, NpyArray, NpyData};
 use crate::matching::two_view::PairConfig;
 use crate::matching::two_view::PairResult;
 use crate::matching::Matches;
+use crate::provenance::{FeaturesId, PairProvenance};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -46,6 +47,23 @@ pub struct MatchesMeta {
     /// The relative pose of an essential matrix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pose: Option<Pose>,
+    /// The identities of the features of A and B the indices point into (None in files written
+    /// before they were recorded: resumed runs redo them, `descl sfm merge` refuses them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features_a: Option<FeaturesId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features_b: Option<FeaturesId>,
+}
+
+impl MatchesMeta {
+    /// What made the matches, when the file records it.
+    pub fn provenance(&self) -> Option<PairProvenance> {
+        Some(PairProvenance {
+            a: self.features_a.clone()?,
+            b: self.features_b.clone()?,
+            config: self.config.clone(),
+        })
+    }
 }
 
 /// The content of a matches file.
@@ -81,6 +99,8 @@ impl MatchesFile {
                 reason: v.and_then(|v| v.reason.clone()),
                 homography: v.and_then(|v| v.homography),
                 pose: v.and_then(|v| v.pose),
+                features_a: Some(fa.id()),
+                features_b: Some(fb.id()),
             },
         }
     }
@@ -260,6 +280,8 @@ mod tests {
                     threshold_px: 4.0,
                 }),
                 pose: None,
+                features_a: None,
+                features_b: None,
             },
         }
     }

@@ -19,6 +19,7 @@ pub mod npz;
 #[cfg(feature = "full")]
 pub mod output;
 #[cfg(feature = "full")]
+pub mod plan;
 pub mod strecha;
 #[cfg(feature = "full")]
 pub mod viz;

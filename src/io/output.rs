@@ -16,7 +16,9 @@ use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::colmap::{CameraModel, Database, TwoViewConfig, TwoViewModels};
 use crate::io::features::write_features;
 use crate::io::matches::{write_matches, MatchesFile};
+use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
 use crate::matching::two_view::{PairConfig, PairResult};
+use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -71,14 +73,21 @@ pub struct PairRecord<'a> {
 pub trait Writer: Send {
     /// Stores one image's features; returns the file written, if the format has one per image.
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>>;
-    /// Whether the features of `input` are already stored, whole (`descl extract --resume`
-    /// skips it).
-    fn has_image(&self, _input: &Path) -> bool {
-        false
+    /// Whether the features of `input` are already stored, whole, with the provenance this run
+    /// would give them (`descl extract --resume` skips them when [`Reuse::Same`], redoes them
+    /// when stale).
+    fn has_image(&self, _input: &Path, _expected: &FeatureProvenance) -> Reuse {
+        Reuse::Missing
     }
-    /// Whether the pair of the inputs `a` and `b` is already stored (a resumed run skips it).
-    fn has_pair(&self, _a: &Path, _b: &Path) -> bool {
-        false
+    /// Whether the pair of the inputs `a` and `b` is already stored, made from the features and
+    /// with the settings of `expected` (a resumed run skips it when [`Reuse::Same`]).
+    fn has_pair(&self, _a: &Path, _b: &Path, _expected: &PairProvenance) -> Reuse {
+        Reuse::Missing
+    }
+    /// Records what the whole run (all its shards) is meant to produce, for `descl sfm merge`
+    /// ([`crate::io::plan`]); formats without a folder of their own ignore it.
+    fn record_plan(&mut self, _plan: &MatchPlan) -> Result<()> {
+        Ok(())
     }
     /// Stores one pair's matches and verification; returns the file written, if any.
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>>;
@@ -168,10 +177,14 @@ impl NpzFolder {
 }
 
 impl Writer for NpzFolder {
+    /// Features of another model than the folder's are refused for a new image; an image's
+    /// existing file may be replaced (a resumed run redoing stale features; `descl sfm merge`
+    /// refuses a folder whose files disagree).
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
         let model = &image.features.meta.model;
+        let target = self.claim_features(image.path)?;
         match &self.model {
-            Some((m, example)) if m != model => {
+            Some((m, example)) if m != model && !target.is_file() => {
                 return Err(Error::InvalidInput(format!(
                     "{}: the folder already holds features of `{m}` ({}); features of `{model}` go into another folder",
                     self.dir.display(),
@@ -181,25 +194,40 @@ impl Writer for NpzFolder {
             Some(_) => {}
             None => self.model = Some((model.clone(), image.path.to_path_buf())),
         }
-        let target = self.claim_features(image.path)?;
         write_features(&target, image.features)?;
         Ok(Some(target))
     }
 
-    /// Done when `<stem>.npz` reads back whole, with this folder's model.
-    fn has_image(&self, input: &Path) -> bool {
+    /// Done when `<stem>.npz` reads back whole and records the provenance this run would
+    /// give it.
+    fn has_image(&self, input: &Path, expected: &FeatureProvenance) -> Reuse {
         let Ok(stem) = stem(input) else {
-            return false;
+            return Reuse::Missing;
         };
-        crate::io::features::read_features(&self.dir.join(format!("{stem}.npz")))
-            .is_ok_and(|f| self.model.as_ref().is_none_or(|(m, _)| *m == f.meta.model))
+        let file = self.dir.join(format!("{stem}.npz"));
+        match crate::io::features::read_features(&file) {
+            Ok(f) => compare(&file, f.meta.provenance.as_ref(), expected),
+            Err(_) => Reuse::Missing,
+        }
     }
 
     /// A pair counts as done only when its file reads back whole (a truncated or foreign file
-    /// is matched again and replaced).
-    fn has_pair(&self, a: &Path, b: &Path) -> bool {
-        self.pair_path(a, b)
-            .is_ok_and(|p| p.is_file() && crate::io::matches::read_matches(&p).is_ok())
+    /// is matched again and replaced) and records the features and settings of this run.
+    fn has_pair(&self, a: &Path, b: &Path, expected: &PairProvenance) -> Reuse {
+        let Ok(file) = self.pair_path(a, b) else {
+            return Reuse::Missing;
+        };
+        if !file.is_file() {
+            return Reuse::Missing;
+        }
+        match crate::io::matches::read_matches(&file) {
+            Ok(m) => compare(&file, m.meta.provenance().as_ref(), expected),
+            Err(_) => Reuse::Missing,
+        }
+    }
+
+    fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
+        write_plan(&self.dir, MATCH_PLAN_FILE, plan)
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {

@@ -145,12 +145,18 @@ pub fn gray_image(w: u32, h: u32, flat: bool) -> image::GrayImage {
     })
 }
 
-/// Files in `dir` (names), sorted.
+/// Files in `dir` (names), sorted; the run plans that `descl extract` and `descl match` record
+/// beside their outputs aside (tests/provenance_cli.rs checks them).
 pub fn files_in(dir: &std::path::Path) -> Vec<String> {
+    let plans = [
+        descl::io::plan::EXTRACT_PLAN_FILE,
+        descl::io::plan::MATCH_PLAN_FILE,
+    ];
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|r| {
             r.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !plans.contains(&n.as_str()))
                 .collect()
         })
         .unwrap_or_default();

@@ -1,0 +1,282 @@
+//! Provenance: what made each artifact, recorded in it and checked by every consumer, so that
+//! staged, sharded and resumed work never mixes results made under other settings (issue 24).
+//!
+//! - A features file records [`FeatureProvenance`]: the SHA-256 of the image file's bytes and
+//!   the [`ExtractSettings`] (model name and card SHA-256, detector and its settings, the
+//!   maximum image size), plus its content's [`FeaturesId`].
+//! - A matches file (or hloc pair group) records [`PairProvenance`]: the [`FeaturesId`] of the
+//!   two features it indexes and the pair settings.
+//!
+//! A result is reused (`descl extract --resume`, [`crate::io::output::Writer::has_pair`]) only
+//! when its recorded provenance equals what the current run would make ([`compare`]);
+//! `descl sfm merge` refuses what differs ([`check`]). Both go through [`differences`], so every
+//! message names the file and the differing field. Files written before provenance existed read
+//! as unknown provenance: resumed runs redo them, merge refuses them.
+
+use crate::describe::Descriptors;
+use crate::detect::DetectorConfig;
+use crate::error::{Error, Result};
+use crate::features::Features;
+use crate::matching::two_view::PairConfig;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// Everything besides the image that decides an image's features.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtractSettings {
+    /// Model name (its card's), `sift`, `rootsift`, or the ONNX file of an uncarded model.
+    pub model: String,
+    /// SHA-256 of the model's ONNX file as its card records it (None: SIFT, uncarded).
+    pub model_sha256: Option<String>,
+    /// Detector kind, keypoint budget, selection, contrast threshold and magnification.
+    pub detector: DetectorConfig,
+    /// Longer side images are shrunk to before detection (0: never).
+    pub max_image_size: usize,
+}
+
+/// What made one image's features.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeatureProvenance {
+    /// SHA-256 of the image file's bytes (None for an image handed over in memory).
+    pub image_sha256: Option<String>,
+    pub settings: ExtractSettings,
+}
+
+/// The identity of a set of features, as a matches file indexes them: the keypoint count and
+/// a SHA-256 over the keypoint positions and the descriptors (what every format stores: the
+/// same features read from a `.npz` or a `features.h5` have the same identity).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FeaturesId {
+    pub keypoints: usize,
+    pub sha256: String,
+}
+
+/// Domain tag of [`FeaturesId`]'s hash (a change of what is hashed changes the tag).
+const FEATURES_ID_TAG: &[u8] = b"descl-features-id-v1";
+
+impl FeaturesId {
+    /// The identity of `f`.
+    pub fn of(f: &Features) -> FeaturesId {
+        let mut h = Sha256::new();
+        h.update(FEATURES_ID_TAG);
+        h.update((f.frames.len() as u64).to_le_bytes());
+        for fr in &f.frames {
+            h.update(fr.x.to_le_bytes());
+            h.update(fr.y.to_le_bytes());
+        }
+        match &f.descriptors {
+            Descriptors::Float(d) => {
+                h.update(b"float");
+                h.update((d.ncols() as u64).to_le_bytes());
+                for v in d.iter() {
+                    h.update(v.to_le_bytes());
+                }
+            }
+            Descriptors::Binary(d) => {
+                h.update(b"binary");
+                for w in d.iter().flatten() {
+                    h.update(w.to_le_bytes());
+                }
+            }
+        }
+        FeaturesId {
+            keypoints: f.frames.len(),
+            sha256: hex(&h.finalize()),
+        }
+    }
+}
+
+/// What made one pair's matches: the features of its two sides (in the file's order) and the
+/// pair settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairProvenance {
+    pub a: FeaturesId,
+    pub b: FeaturesId,
+    pub config: PairConfig,
+}
+
+/// Whether a stored result can stand for what the current run would make.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reuse {
+    /// Nothing stored (or unreadable): make it.
+    Missing,
+    /// Stored with the same provenance: reuse it.
+    Same,
+    /// Stored under other settings or without provenance: make it again (the reason names the
+    /// file and the differing fields).
+    Stale(String),
+}
+
+/// The fields where `recorded` and `expected` differ, as `field X, wanted Y` (nested
+/// fields dotted, e.g. `settings.detector.max_keypoints`), sorted by field name.
+pub fn differences<T: Serialize>(recorded: &T, expected: &T) -> Vec<String> {
+    fn walk(path: &str, r: &serde_json::Value, e: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value;
+        match (r, e) {
+            (Value::Object(ro), Value::Object(eo)) => {
+                for (k, ev) in eo {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(&p, ro.get(k).unwrap_or(&Value::Null), ev, out);
+                }
+                for (k, rv) in ro.iter().filter(|(k, _)| !eo.contains_key(*k)) {
+                    walk(&format!("{path}.{k}"), rv, &Value::Null, out);
+                }
+            }
+            _ if r != e => out.push(format!("{path} {r}, wanted {e}")),
+            _ => {}
+        }
+    }
+    let (r, e) = (
+        serde_json::to_value(recorded).unwrap_or_default(),
+        serde_json::to_value(expected).unwrap_or_default(),
+    );
+    let mut out = Vec::new();
+    walk("", &r, &e, &mut out);
+    out
+}
+
+/// Whether the result in `file`, made with `recorded` (None: not recorded), can be reused by a
+/// run that would make `expected`.
+pub fn compare<T: Serialize + PartialEq>(file: &Path, recorded: Option<&T>, expected: &T) -> Reuse {
+    match recorded {
+        None => Reuse::Stale(format!(
+            "{}: no provenance recorded (written by an older descl or another tool)",
+            file.display()
+        )),
+        Some(r) if r == expected => Reuse::Same,
+        Some(r) => {
+            let mut d = differences(r, expected);
+            if d.is_empty() {
+                // Equal as JSON but not as values (a NaN setting): not provably the same.
+                d.push("settings not comparable".into());
+            }
+            Reuse::Stale(format!(
+                "{}: made under other settings ({})",
+                file.display(),
+                d.join("; ")
+            ))
+        }
+    }
+}
+
+/// [`compare`] for consumers that must refuse rather than redo (`descl sfm merge`): an error
+/// naming `file` and the difference unless the provenance is the same.
+pub fn check<T: Serialize + PartialEq>(
+    file: &Path,
+    recorded: Option<&T>,
+    expected: &T,
+) -> Result<()> {
+    match compare(file, recorded, expected) {
+        Reuse::Same => Ok(()),
+        Reuse::Stale(why) => Err(Error::InvalidInput(why)),
+        Reuse::Missing => Err(Error::InvalidInput(format!(
+            "{}: not found",
+            file.display()
+        ))),
+    }
+}
+
+/// SHA-256 of an image file's bytes, lowercase hex. Regular files only (a FIFO or a device
+/// would block or never end; the image reader refuses them too).
+pub fn image_sha256(path: &Path) -> Result<String> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidInput(format!(
+            "{}: not a regular file",
+            path.display()
+        )));
+    }
+    crate::model::card::sha256_file(path)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::features::tests::features;
+
+    #[test]
+    fn identity_follows_keypoints_and_descriptors_only() {
+        let f = features(false, 5);
+        let id = FeaturesId::of(&f);
+        assert_eq!(id.keypoints, 5);
+        assert_eq!(id, FeaturesId::of(&f.clone()));
+        let mut g = f.clone();
+        g.scores[0] = 9.0;
+        g.frames[1].a = [[3.0, 0.0], [0.0, 3.0]];
+        g.meta.image = "elsewhere.png".into();
+        assert_eq!(FeaturesId::of(&g), id, "shape and scores are not indexed");
+        g.frames[1].x += 0.5;
+        assert_ne!(FeaturesId::of(&g), id);
+        assert_ne!(FeaturesId::of(&features(false, 4)), id);
+        assert_ne!(FeaturesId::of(&features(true, 5)), id);
+    }
+
+    #[test]
+    fn differences_name_the_field() {
+        let s = ExtractSettings {
+            model: "m".into(),
+            model_sha256: None,
+            detector: DetectorConfig::default(),
+            max_image_size: 3200,
+        };
+        let p = FeatureProvenance {
+            image_sha256: Some("aa".into()),
+            settings: s.clone(),
+        };
+        let mut q = p.clone();
+        q.settings.detector.max_keypoints = 500;
+        q.settings.model = "rootsift".into();
+        let d = differences(&p, &q);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(
+            d[0], "settings.detector.max_keypoints 0, wanted 500",
+            "{d:?}"
+        );
+        assert_eq!(d[1], "settings.model \"m\", wanted \"rootsift\"", "{d:?}");
+        let file = Path::new("x.npz");
+        assert_eq!(compare(file, Some(&p), &p), Reuse::Same);
+        let Reuse::Stale(why) = compare(file, Some(&p), &q) else {
+            panic!("not stale")
+        };
+        assert!(
+            why.contains("x.npz") && why.contains("max_keypoints"),
+            "{why}"
+        );
+        let Reuse::Stale(why) = compare(file, None, &q) else {
+            panic!("not stale")
+        };
+        assert!(
+            why.contains("x.npz") && why.contains("no provenance"),
+            "{why}"
+        );
+        assert!(check(file, Some(&p), &q).is_err());
+        assert!(check(file, Some(&p), &p).is_ok());
+    }
+
+    #[test]
+    fn image_hash_reads_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.png");
+        std::fs::write(&f, b"abc").unwrap();
+        // FIPS 180-2's test vector.
+        assert_eq!(
+            image_sha256(&f).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let e = image_sha256(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = image_sha256(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/dev/zero"), "{e}");
+    }
+}

@@ -1,0 +1,439 @@
+//! Staged, sharded and resumed work never mixes stale results (issue 24): features and matches
+//! record what made them, `--resume` and a rerun of `descl match --out-dir` redo what differs,
+//! `descl sfm merge` refuses stale matches and incomplete runs, and shard membership does not
+//! depend on the order of the inputs.
+
+mod common;
+
+use common::{descl, files_in, run};
+use descl::io::features::read_features;
+use descl::io::matches::read_matches;
+use std::path::{Path, PathBuf};
+
+/// Small images keep these tests fast; every run of a test uses the same.
+const SIZE: [&str; 2] = ["--max-image-size", "640"];
+
+/// `n` fountain images linked into `dir/images`.
+fn images(data: &Path, dir: &Path, n: usize) -> PathBuf {
+    let src = data.join("strecha/fountain-P11/images");
+    let out = dir.join("images");
+    std::fs::create_dir(&out).unwrap();
+    for i in 0..n {
+        let name = format!("{i:04}.jpg");
+        std::os::unix::fs::symlink(src.join(&name), out.join(&name)).unwrap();
+    }
+    out
+}
+
+/// `descl extract IMGS --out OUT --max-image-size 640 ARGS... --json`: its JSON summary.
+fn extract(imgs: &Path, out: &Path, args: &[&str]) -> serde_json::Value {
+    let (ok, stdout, err) = run(descl()
+        .arg("extract")
+        .arg(imgs)
+        .arg("--out")
+        .arg(out)
+        .args(SIZE)
+        .args(args)
+        .arg("--json"));
+    assert!(ok, "{err}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// `descl match --images FEATS --exhaustive --planar-check --out-dir OUT ARGS... --json`.
+fn match_set(feats: &Path, out: &Path, args: &[&str]) -> serde_json::Value {
+    let (ok, stdout, err) = run(descl()
+        .args(["match", "--exhaustive", "--planar-check", "--images"])
+        .arg(feats)
+        .arg("--out-dir")
+        .arg(out)
+        .args(args)
+        .arg("--json"));
+    assert!(ok, "{err}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn merge(feats: &Path, matches: &Path, db: &Path, args: &[&str]) -> (bool, String, String) {
+    run(descl()
+        .args(["sfm", "merge", "--json", "--features"])
+        .arg(feats)
+        .arg("--matches")
+        .arg(matches)
+        .arg("--database")
+        .arg(db)
+        .args(args))
+}
+
+fn npz_in(dir: &Path) -> Vec<String> {
+    files_in(dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".npz"))
+        .collect()
+}
+
+/// Case 1: features extracted again with another budget; the same match must redo the pairs,
+/// and a merge of the stale matches must refuse, naming the file.
+#[test]
+fn matches_of_replaced_features_are_redone_and_never_merged() {
+    let Some(data) = common::data_root_or_skip("matches_of_replaced_features_are_redone") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["--max-keypoints", "1000"]);
+    let j = match_set(&feats, &m, &[]);
+    assert_eq!(j["pairs"].as_array().unwrap().len(), 3, "{j}");
+    let again = match_set(&feats, &m, &[]);
+    assert_eq!(again["skipped_existing"], 3, "{again}");
+
+    extract(&imgs, &feats, &["--max-keypoints", "500"]);
+    // The stale matches index up to 1000 keypoints of features that now have 500.
+    let (ok, _, err) = merge(&feats, &m, &dir.path().join("stale.db"), &[]);
+    assert!(
+        !ok && err.contains("__") && err.contains(".npz") && err.contains("match again"),
+        "{err}"
+    );
+    assert!(!dir.path().join("stale.db").exists());
+
+    let j = match_set(&feats, &m, &[]);
+    assert_eq!(j["skipped_existing"], 0, "{j}");
+    assert_eq!(j["redone_stale"], 3, "{j}");
+    for name in npz_in(&m) {
+        let f = read_matches(&m.join(&name)).unwrap();
+        assert!(f.pairs.iter().all(|p| p[0] < 500 && p[1] < 500), "{name}");
+    }
+    let (ok, out, err) = merge(&feats, &m, &dir.path().join("fresh.db"), &[]);
+    assert!(ok, "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (s["images"].as_u64(), s["pairs"].as_u64()),
+        (Some(3), Some(3))
+    );
+
+    // Other match settings are not the stored ones either.
+    let j = match_set(&feats, &m, &["--ratio", "0.7"]);
+    assert_eq!(j["redone_stale"], 3, "{j}");
+}
+
+/// Case 1 with hloc's files: the pair groups of matches.h5 record the features they index.
+#[test]
+fn h5_pairs_of_other_features_are_redone() {
+    let Some(data) = common::data_root_or_skip("h5_pairs_of_other_features_are_redone") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let out = dir.path().join("h5");
+    let run_h5 = |budget: &str| -> serde_json::Value {
+        let (ok, stdout, err) = run(descl()
+            .args(["match", "--exhaustive", "--format", "h5", "--images"])
+            .arg(&imgs)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(SIZE)
+            .args(["--max-keypoints", budget, "--json"]));
+        assert!(ok, "{err}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    run_h5("1000");
+    assert_eq!(run_h5("1000")["skipped_existing"], 3);
+    let j = run_h5("500");
+    assert_eq!(
+        (j["skipped_existing"].as_u64(), j["redone_stale"].as_u64()),
+        (Some(0), Some(3)),
+        "{j}"
+    );
+    let f = hdf5_metno::File::open(out.join("matches.h5")).unwrap();
+    let m0 = f.dataset("0000.jpg/0001.jpg/matches0").unwrap();
+    let kp = hdf5_metno::File::open(out.join("features.h5"))
+        .unwrap()
+        .dataset("0000.jpg/keypoints")
+        .unwrap()
+        .shape()[0];
+    assert_eq!(m0.shape()[0], kp);
+    assert!(kp <= 500);
+}
+
+/// Case 2: `--resume` reuses a features file only when the same image bytes went through the
+/// same model and settings.
+#[test]
+fn resume_redoes_features_of_other_settings_or_image() {
+    let Some(data) = common::data_root_or_skip("resume_redoes_features_of_other_settings") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let feats = dir.path().join("f");
+    let first = extract(&imgs, &feats, &["--max-keypoints", "300"]);
+    assert_eq!(first["images"].as_array().unwrap().len(), 3);
+    let same = extract(&imgs, &feats, &["--max-keypoints", "300", "--resume"]);
+    assert_eq!(same["skipped_existing"], 3, "{same}");
+
+    let redo = |args: &[&str], field: &str| {
+        let mut all = vec!["--resume"];
+        all.extend_from_slice(args);
+        let j = extract(&imgs, &feats, &all);
+        assert_eq!(j["skipped_existing"], 0, "{args:?}: {j}");
+        let why = j["redone_stale"].as_array().unwrap();
+        assert_eq!(why.len(), 3, "{args:?}: {j}");
+        assert!(
+            why.iter().all(|w| w.as_str().unwrap().contains(field)),
+            "{args:?}: {j}"
+        );
+    };
+    redo(&["--max-keypoints", "200"], "max_keypoints");
+    redo(
+        &["--max-keypoints", "200", "-m", "rootsift"],
+        "settings.model",
+    );
+    let f = read_features(&feats.join("0001.npz")).unwrap();
+    assert_eq!(f.meta.model, "rootsift");
+    redo(
+        &[
+            "--max-keypoints",
+            "200",
+            "-m",
+            "rootsift",
+            "--detector",
+            "harris-affine",
+        ],
+        "detector.kind",
+    );
+
+    // Another image under the same name: only that one is extracted again.
+    std::fs::remove_file(imgs.join("0001.jpg")).unwrap();
+    std::os::unix::fs::symlink(
+        data.join("strecha/fountain-P11/images/0005.jpg"),
+        imgs.join("0001.jpg"),
+    )
+    .unwrap();
+    let args = [
+        "--max-keypoints",
+        "200",
+        "-m",
+        "rootsift",
+        "--detector",
+        "harris-affine",
+        "--resume",
+    ];
+    let j = extract(&imgs, &feats, &args);
+    assert_eq!(j["skipped_existing"], 2, "{j}");
+    let why = j["redone_stale"].as_array().unwrap();
+    assert!(
+        why.len() == 1
+            && why[0].as_str().unwrap().contains("0001.npz")
+            && why[0].as_str().unwrap().contains("image_sha256"),
+        "{j}"
+    );
+}
+
+/// Case 3: 2 of 3 extract shards and 1 of 2 match shards: merge refuses, naming what is
+/// missing; with --allow-partial it merges what is there and says what is missing.
+#[test]
+fn merge_of_an_incomplete_run_is_refused_unless_allowed() {
+    let Some(data) = common::data_root_or_skip("merge_of_an_incomplete_run_is_refused") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 4);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    let sift = ["-m", "sift", "--max-keypoints", "500"];
+    // Shards 0 and 1 of 3: images 0000, 0003 and 0001; 0002 (shard 2) is missing.
+    for shard in ["0/3", "1/3"] {
+        let mut args = sift.to_vec();
+        args.extend(["--shard", shard]);
+        extract(&imgs, &feats, &args);
+    }
+    assert_eq!(npz_in(&feats), ["0000.npz", "0001.npz", "0003.npz"]);
+    // Shard 0 of 2 of the 3 pairs: pairs 0 and 2.
+    match_set(&feats, &m, &["--shard", "0/2"]);
+    assert_eq!(npz_in(&m).len(), 2);
+
+    let db = dir.path().join("db.db");
+    let (ok, _, err) = merge(&feats, &m, &db, &[]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("0002.jpg") && err.contains("1 images") && err.contains("1 pairs"),
+        "{err}"
+    );
+    assert!(err.contains("--allow-partial"), "{err}");
+    assert!(!db.exists());
+
+    let (ok, out, err) = merge(&feats, &m, &db, &["--allow-partial"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("missing image: 0002.jpg"), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        s["missing_images"],
+        serde_json::json!(["0002.jpg"]),
+        "{out}"
+    );
+    assert_eq!(s["missing_pairs"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(
+        (s["images"].as_u64(), s["pairs"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert!(db.is_file());
+
+    // The missing shards complete the run; the merge then needs no flag.
+    extract(&imgs, &feats, &[&sift[..], &["--shard", "2/3"]].concat());
+    match_set(&feats, &m, &["--shard", "0/2"]);
+    match_set(&feats, &m, &["--shard", "1/2"]);
+    let (ok, out, err) = merge(&feats, &m, &dir.path().join("whole.db"), &[]);
+    assert!(ok, "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (s["images"].as_u64(), s["pairs"].as_u64()),
+        (Some(4), Some(6)),
+        "{out}"
+    );
+
+    // Features of other settings in the folder (a run with another budget): refused, naming a
+    // file and the field.
+    extract(
+        &imgs.join("0002.jpg"),
+        &feats,
+        &["-m", "sift", "--max-keypoints", "400"],
+    );
+    let (ok, _, err) = merge(&feats, &m, &dir.path().join("mixed.db"), &[]);
+    assert!(
+        !ok && err.contains(".npz") && err.contains("max_keypoints 500, wanted 400"),
+        "{err}"
+    );
+}
+
+/// Case 4: shard membership is a function of the sorted set, not of the argument order.
+#[test]
+fn shards_partition_whatever_the_argument_order() {
+    let Some(data) = common::data_root_or_skip("shards_partition_whatever_the_argument_order")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 4);
+    let out = dir.path().join("f");
+    let list = |order: [usize; 4]| -> Vec<PathBuf> {
+        order
+            .iter()
+            .map(|i| imgs.join(format!("{i:04}.jpg")))
+            .collect()
+    };
+    let mut done = Vec::new();
+    for (order, shard) in [([0, 1, 2, 3], "0/2"), ([3, 2, 1, 0], "1/2")] {
+        let (ok, stdout, err) = run(descl()
+            .arg("extract")
+            .args(list(order))
+            .arg("--out")
+            .arg(&out)
+            .args([
+                "-m",
+                "sift",
+                "--max-keypoints",
+                "100",
+                "--json",
+                "--shard",
+                shard,
+            ])
+            .args(SIZE));
+        assert!(ok, "{err}");
+        let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        for i in j["images"].as_array().unwrap() {
+            done.push(i["name"].as_str().unwrap().to_string());
+        }
+    }
+    done.sort();
+    assert_eq!(done, ["0000.jpg", "0001.jpg", "0002.jpg", "0003.jpg"]);
+}
+
+/// Case 10: the hloc recipe extracts once — `descl match` starts from the features.h5 of
+/// `descl extract --format h5` (no describer is even opened: the model named here does not
+/// exist), keeps extract's settings, and resumes from it.
+#[test]
+fn match_starts_from_features_h5_without_extracting() {
+    let Some(data) = common::data_root_or_skip("match_starts_from_features_h5") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let out = dir.path().join("out");
+    extract(
+        &imgs,
+        &out,
+        &["-m", "sift", "--max-keypoints", "300", "--format", "h5"],
+    );
+    let features = out.join("features.h5");
+    let match_h5 = || -> serde_json::Value {
+        let (ok, stdout, err) = run(descl()
+            .args(["match", "--exhaustive", "--format", "h5", "--json"])
+            .arg("--images")
+            .arg(&features)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(["-m", "no-such-model-anywhere"]));
+        assert!(ok, "{err}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let j = match_h5();
+    assert_eq!(j["pairs"].as_array().unwrap().len(), 3, "{j}");
+    let f = hdf5_metno::File::open(&features).unwrap();
+    let m = hdf5_metno::File::open(out.join("matches.h5")).unwrap();
+    for (a, b) in [("0000.jpg", "0001.jpg"), ("0001.jpg", "0002.jpg")] {
+        let kp = f.dataset(&format!("{a}/keypoints")).unwrap().shape()[0];
+        assert!(kp <= 300, "extract's --max-keypoints kept: {kp}");
+        let m0 = m.dataset(&format!("{a}/{b}/matches0")).unwrap();
+        assert_eq!(m0.shape()[0], kp);
+    }
+    drop((f, m));
+    assert_eq!(match_h5()["skipped_existing"], 3);
+
+    // A folder of .npz features: the same, into .npz matches.
+    let feats = dir.path().join("npz");
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "300"]);
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(dir.path().join("npz-m"))
+        .args(["-m", "no-such-model-anywhere"]));
+    assert!(ok, "{err}");
+}
+
+/// Case 6: a features.h5 descl did not write (another extractor's) is neither appended to nor
+/// matched as descl's.
+#[test]
+fn foreign_features_h5_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    let file = hdf5_metno::File::create(foreign.join("features.h5")).unwrap();
+    let g = file.create_group("x.jpg").unwrap();
+    g.new_dataset_builder()
+        .with_data(&ndarray::Array2::<f32>::zeros((4, 2)))
+        .create("keypoints")
+        .unwrap();
+    g.new_dataset_builder()
+        .with_data(&ndarray::Array2::<f32>::zeros((256, 4)))
+        .create("descriptors")
+        .unwrap();
+    drop((g, file));
+    let before = std::fs::read(foreign.join("features.h5")).unwrap();
+
+    let img = dir.path().join("a.png");
+    common::gray_image(160, 120, false).save(&img).unwrap();
+    let (ok, _, err) = common::extract(&img, &foreign, &["-m", "sift", "--format", "h5"]);
+    assert!(
+        !ok && err.contains("features.h5") && err.contains("descl did not write"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(foreign.join("features.h5")).unwrap(), before);
+
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(foreign.join("features.h5"))
+        .arg("--out-dir")
+        .arg(dir.path().join("m")));
+    assert!(
+        !ok && err.contains("features.h5") && err.contains("not written by descl"),
+        "{err}"
+    );
+}
