@@ -16,15 +16,21 @@ use descl::io::matches::read_matches;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The base system the bundle relies on: glibc's loader and the glibc libraries descl and ONNX
-/// Runtime link (scripts/closure's GLIBC_RE), at the paths the loader looks for them.
-const GLIBC_FILES: [&str; 6] = [
+/// The base system the bundle relies on: glibc's loader and glibc's libraries (scripts/closure's
+/// GLIBC_RE, which the bundle does not carry), at the paths the loader looks for them. libresolv
+/// is linked by the `h5` build (HDF5 → libcurl, Kerberos); every glibc library of the list that
+/// the machine has is copied, as any glibc system has them all.
+const GLIBC_FILES: [&str; 10] = [
     "/lib64/ld-linux-x86-64.so.2",
     "/lib/x86_64-linux-gnu/libc.so.6",
     "/lib/x86_64-linux-gnu/libm.so.6",
+    "/lib/x86_64-linux-gnu/libmvec.so.1",
     "/lib/x86_64-linux-gnu/libdl.so.2",
     "/lib/x86_64-linux-gnu/librt.so.1",
     "/lib/x86_64-linux-gnu/libpthread.so.0",
+    "/lib/x86_64-linux-gnu/libresolv.so.2",
+    "/lib/x86_64-linux-gnu/libutil.so.1",
+    "/lib/x86_64-linux-gnu/libanl.so.1",
 ];
 
 /// The pair: two overlapping Strecha fountain views.
@@ -132,7 +138,7 @@ fn bundle_runs_in_a_chroot_without_system_libraries_and_matches_the_normal_build
             .arg(&tarball),
     );
     assert!(ok, "tar: {err}");
-    for f in GLIBC_FILES {
+    for f in GLIBC_FILES.iter().filter(|f| Path::new(f).exists()) {
         let dst = root.join(f.trim_start_matches('/'));
         std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
         std::fs::copy(f, &dst).unwrap_or_else(|e| panic!("{f}: {e}"));

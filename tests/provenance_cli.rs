@@ -415,7 +415,10 @@ fn foreign_features_h5_is_refused() {
         .with_data(&ndarray::Array2::<f32>::zeros((256, 4)))
         .create("descriptors")
         .unwrap();
-    drop((g, file));
+    drop(g);
+    // Closed for good (every handle of the file invalidated), so that HDF5's file lock is
+    // released before descl opens it.
+    file.close().unwrap();
     let before = std::fs::read(foreign.join("features.h5")).unwrap();
 
     let img = dir.path().join("a.png");
