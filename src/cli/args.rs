@@ -4,9 +4,7 @@
 
 use anyhow::Context;
 use descl::describe::Describer;
-use descl::detect::{
-    DetectorConfig, DetectorKind, Selection, DEFAULT_MAX_KEYPOINTS,
-};
+use descl::detect::{DetectorConfig, DetectorKind, Selection, DEFAULT_MAX_KEYPOINTS};
 use descl::features::Features;
 use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
 use descl::image_set::{load_in_blocks, CameraInfo, Load};
@@ -198,8 +196,10 @@ impl DescribeArgs {
         let describer = Describer::open(&self.model, self.device.into())
             .with_context(|| format!("describer `{}`", self.model))?;
         let defaults = self.preset.unwrap_or(fallback).detector();
-        Ok(Extractor::with_describer(describer, self.detector(&defaults))
-            .max_image_size(self.max_image_size))
+        Ok(
+            Extractor::with_describer(describer, self.detector(&defaults))
+                .max_image_size(self.max_image_size),
+        )
     }
 
     /// The detector settings: the flags given, the rest from `defaults`.
@@ -207,7 +207,9 @@ impl DescribeArgs {
         DetectorConfig {
             kind: self.detector,
             max_keypoints: self.max_keypoints.unwrap_or(defaults.max_keypoints),
-            contrast_threshold: self.contrast_threshold.unwrap_or(defaults.contrast_threshold),
+            contrast_threshold: self
+                .contrast_threshold
+                .unwrap_or(defaults.contrast_threshold),
             selection: self.selection.unwrap_or(defaults.selection),
             ..*defaults
         }
@@ -445,7 +447,7 @@ impl Load for FeatureLoader<'_> {
             return descl::io::features::read_features(path);
         }
         if let Some((file, name)) = h5_input(path) {
-            return descl::io::hloc::read_features(&file, &name);
+            return h5::read_features(&file, &name);
         }
         self.extractor()?.extract(path)
     }
@@ -453,7 +455,7 @@ impl Load for FeatureLoader<'_> {
     /// A features file's recorded identity (its metadata alone is read).
     fn identity(&self, path: &Path) -> Option<descl::provenance::FeaturesId> {
         if let Some((file, name)) = h5_input(path) {
-            return descl::io::hloc::features_identity(&file, &name);
+            return h5::features_identity(&file, &name);
         }
         is_npz(path)
             .then(|| descl::io::features::read_features_meta(path).ok()?.content)
@@ -485,7 +487,7 @@ pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("h5"))
     {
-        let names = descl::io::hloc::list_features(dir)?;
+        let names = h5::list_features(dir)?;
         anyhow::ensure!(!names.is_empty(), "{}: no features", dir.display());
         return Ok(names.iter().map(|n| dir.join(n)).collect());
     }
@@ -494,4 +496,38 @@ pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         return Ok(descl::image::list_images(dir)?);
     }
     Ok(npz)
+}
+
+/// Reading hloc's features.h5 back: with the cargo feature `h5`, descl's hloc reader; without
+/// it, an error naming the file and the feature (this build has no libhdf5).
+#[cfg(feature = "h5")]
+mod h5 {
+    pub use descl::io::hloc::{features_identity, list_features, read_features};
+}
+
+#[cfg(not(feature = "h5"))]
+mod h5 {
+    use descl::features::Features;
+    use descl::provenance::FeaturesId;
+    use std::path::Path;
+
+    fn unavailable(file: &Path) -> descl::Error {
+        descl::Error::InvalidInput(format!(
+            "{}: reading hloc's features.h5 needs descl built with the cargo feature `h5` \
+             (`cargo build --features h5`); this build leaves libhdf5 out",
+            file.display()
+        ))
+    }
+
+    pub fn read_features(file: &Path, _name: &str) -> descl::Result<Features> {
+        Err(unavailable(file))
+    }
+
+    pub fn features_identity(_file: &Path, _name: &str) -> Option<FeaturesId> {
+        None
+    }
+
+    pub fn list_features(file: &Path) -> descl::Result<Vec<String>> {
+        Err(unavailable(file))
+    }
 }

@@ -6,12 +6,12 @@ use super::progress::Bar;
 use anyhow::Context;
 use descl::describe::{Describer, ROOTSIFT, SIFT};
 use descl::eval::plot;
-use descl::sfm::SFM_MAX_KEYPOINTS;
 use descl::eval::runner::BENCH_MAX_KEYPOINTS;
 use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
 use descl::io::atomic::write_bytes_atomic;
 use descl::model::card::ModelCard;
 use descl::model::DEFAULT_MODEL;
+use descl::sfm::SFM_MAX_KEYPOINTS;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -106,7 +106,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let cfg = PairConfig {
         planar_check: args.planar_check,
-        ..args.matching.pair_config_with(default_threshold(args.planar_check))?
+        ..args
+            .matching
+            .pair_config_with(default_threshold(args.planar_check))?
     };
     for out in args.out.iter().chain(&args.viz) {
         descl::io::atomic::check_writable(out)?;
@@ -203,7 +205,9 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         pairs,
         pair: PairConfig {
             planar_check: args.planar_check,
-            ..args.matching.pair_config_with(default_threshold(args.planar_check))?
+            ..args
+                .matching
+                .pair_config_with(default_threshold(args.planar_check))?
         },
         store_images: false,
         shard: args.shard.unwrap_or_default(),

@@ -20,6 +20,7 @@ pub mod npz;
 pub mod output;
 #[cfg(feature = "full")]
 pub mod plan;
+#[cfg(feature = "full")]
 pub mod strecha;
 #[cfg(feature = "full")]
 pub mod viz;

@@ -793,7 +793,11 @@ pub fn training_and_validation(data: &DataConfig) -> Result<(TrackMix, Validatio
         }
     }
     let mut mix = TrackMix::new(train_sets, train_weights)?;
-    if let Some(set) = held.sets.iter().find(|s| s.header.magnification != mix.magnification()) {
+    if let Some(set) = held
+        .sets
+        .iter()
+        .find(|s| s.header.magnification != mix.magnification())
+    {
         bail!(
             "validation tracks cut at magnification {}, training tracks at {}",
             set.header.magnification,
@@ -919,12 +923,19 @@ pub fn fpr95(net: &Net, set: &TrackSet, device: Device) -> Result<Option<f64>> {
     }
     let views = set.header.views as i64;
     let desc = describe(net, &set.classes_f32(0..n), device)?.f_reshape([n as i64, views, -1])?;
-    let desc = if net.is_binary() { desc.f_sign()? } else { desc };
+    let desc = if net.is_binary() {
+        desc.f_sign()?
+    } else {
+        desc
+    };
     let a = desc.f_select(1, 0)?;
     let b = desc.f_select(1, 1)?;
     let shifted = b.f_roll([-1], [0])?;
     let pos: Vec<f32> = Vec::try_from(
-        (&a - &b).f_square()?.f_sum_dim_intlist([1i64].as_slice(), false, Kind::Float)?.f_sqrt()?,
+        (&a - &b)
+            .f_square()?
+            .f_sum_dim_intlist([1i64].as_slice(), false, Kind::Float)?
+            .f_sqrt()?,
     )?;
     let neg: Vec<f32> = Vec::try_from(
         (&a - &shifted)

@@ -282,9 +282,7 @@ fn held_out_scenes_validate_and_cards_list_scenes_with_licences() {
     let (train_tracks, held_tracks) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
     common::toy_tracks(&train_tracks, 100, NOISE);
     common::toy_tracks(&held_tracks, 30, NOISE);
-    let scene = |name: &str, class: &str| {
-        serde_json::json!({"scene": name, "licence": "test licence", "class": class})
-    };
+    let scene = |name: &str, class: &str| serde_json::json!({"scene": name, "licence": "test licence", "class": class});
     let cfg = common::tiny_config(
         dir.path(),
         "held",
@@ -324,7 +322,11 @@ fn held_out_scenes_validate_and_cards_list_scenes_with_licences() {
     let card: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&summary.card).unwrap()).unwrap();
     let data = &card["training"]["data"];
-    assert_eq!(data["scenes"], serde_json::json!([scene("alpha", "open")]), "{data}");
+    assert_eq!(
+        data["scenes"],
+        serde_json::json!([scene("alpha", "open")]),
+        "{data}"
+    );
     assert_eq!(
         data["validation_scenes"],
         serde_json::json!([scene("beta", "restricted")]),

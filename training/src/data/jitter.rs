@@ -35,8 +35,14 @@ impl FrameJitter {
         let s = (self.scale * n.sample(rng)).exp();
         let a = f.a.map(|r| r.map(f64::from));
         let rotated = [
-            [a[0][0] * cos + a[0][1] * sin, -a[0][0] * sin + a[0][1] * cos],
-            [a[1][0] * cos + a[1][1] * sin, -a[1][0] * sin + a[1][1] * cos],
+            [
+                a[0][0] * cos + a[0][1] * sin,
+                -a[0][0] * sin + a[0][1] * cos,
+            ],
+            [
+                a[1][0] * cos + a[1][1] * sin,
+                -a[1][0] * sin + a[1][1] * cos,
+            ],
         ];
         let radius = f64::from(f.scale());
         Ok(Frame {
@@ -60,9 +66,17 @@ mod tests {
             a: [[6.0, 0.0], [0.0, 6.0]],
         };
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let none = FrameJitter { rotation_deg: 0.0, scale: 0.0, shift: 0.0 };
+        let none = FrameJitter {
+            rotation_deg: 0.0,
+            scale: 0.0,
+            shift: 0.0,
+        };
         assert_eq!(none.apply(&mut rng, &f).unwrap(), f);
-        let turn = FrameJitter { rotation_deg: 15.0, scale: 0.0, shift: 0.0 };
+        let turn = FrameJitter {
+            rotation_deg: 15.0,
+            scale: 0.0,
+            shift: 0.0,
+        };
         let g = turn.apply(&mut rng, &f).unwrap();
         assert!((g.scale() - 6.0).abs() < 1e-4);
         assert_eq!((g.x, g.y), (10.0, 20.0));
@@ -72,8 +86,16 @@ mod tests {
 
     #[test]
     fn spread_follows_the_sigmas() {
-        let f = Frame { x: 0.0, y: 0.0, a: [[10.0, 0.0], [0.0, 10.0]] };
-        let j = FrameJitter { rotation_deg: 0.0, scale: 0.11, shift: 0.02 };
+        let f = Frame {
+            x: 0.0,
+            y: 0.0,
+            a: [[10.0, 0.0], [0.0, 10.0]],
+        };
+        let j = FrameJitter {
+            rotation_deg: 0.0,
+            scale: 0.11,
+            shift: 0.02,
+        };
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         let n = 4000;
         let (mut ls2, mut x2) = (0.0, 0.0);

@@ -91,7 +91,9 @@ impl Photometric {
         }
         let [q0, q1] = self.jpeg_quality;
         if q0 == 0 || q0 > q1 || q1 > 100 {
-            bail!("augment.photometric.jpeg_quality must be 1 ≤ low ≤ high ≤ 100, got [{q0}, {q1}]");
+            bail!(
+                "augment.photometric.jpeg_quality must be 1 ≤ low ≤ high ≤ 100, got [{q0}, {q1}]"
+            );
         }
         for (what, v) in [
             ("max_blur_sigma", self.max_blur_sigma),
@@ -107,7 +109,10 @@ impl Photometric {
             bail!("augment.photometric.gamma must be ≥ 1, got {}", self.gamma);
         }
         if self.contrast >= 1.0 {
-            bail!("augment.photometric.contrast must be < 1, got {}", self.contrast);
+            bail!(
+                "augment.photometric.contrast must be < 1, got {}",
+                self.contrast
+            );
         }
         Ok(())
     }
@@ -115,7 +120,11 @@ impl Photometric {
     /// Degrades one 32×32 patch in place (values in [0, 1]).
     pub fn apply<R: Rng>(&self, rng: &mut R, patch: &mut [f32]) -> Result<()> {
         if patch.len() != PATCH_SIDE * PATCH_SIDE {
-            bail!("a patch has {} pixels, not {}", patch.len(), PATCH_SIDE * PATCH_SIDE);
+            bail!(
+                "a patch has {} pixels, not {}",
+                patch.len(),
+                PATCH_SIDE * PATCH_SIDE
+            );
         }
         if self.is_off() {
             return Ok(());
@@ -126,7 +135,11 @@ impl Photometric {
         }
         if rng.gen_bool(self.exposure_prob) {
             let lg = self.gamma.ln();
-            let gamma = if lg > 0.0 { rng.gen_range(-lg..=lg).exp() } else { 1.0 };
+            let gamma = if lg > 0.0 {
+                rng.gen_range(-lg..=lg).exp()
+            } else {
+                1.0
+            };
             let contrast = 1.0 + rng.gen_range(-self.contrast..=self.contrast);
             let brightness = rng.gen_range(-self.brightness..=self.brightness);
             for v in patch.iter_mut() {
@@ -217,11 +230,16 @@ pub fn jpeg_round_trip(
         .context("JPEG augmentation: decoding a patch")?
         .into_luma8();
     if decoded.width() as usize != w || decoded.height() as usize != h {
-        bail!("JPEG augmentation: decoded {}×{}, encoded {w}×{h}", decoded.width(), decoded.height());
+        bail!(
+            "JPEG augmentation: decoded {}×{}, encoded {w}×{h}",
+            decoded.width(),
+            decoded.height()
+        );
     }
     for y in 0..side {
         for x in 0..side {
-            img[y * side + x] = f32::from(decoded.get_pixel((x + px) as u32, (y + py) as u32)[0]) / 255.0;
+            img[y * side + x] =
+                f32::from(decoded.get_pixel((x + px) as u32, (y + py) as u32)[0]) / 255.0;
         }
     }
     Ok(())

@@ -383,12 +383,18 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
     let photos: Vec<PathBuf> = list_images(&dir)?
         .into_iter()
         .filter(|p| {
-            let top = p.strip_prefix(&dir).ok().and_then(|r| r.components().next());
+            let top = p
+                .strip_prefix(&dir)
+                .ok()
+                .and_then(|r| r.components().next());
             !top.is_some_and(|c| cfg.exclude.iter().any(|e| c.as_os_str() == e.as_str()))
         })
         .collect();
     if let Some(missing) = cfg.exclude.iter().find(|e| !dir.join(e).is_dir()) {
-        bail!("{}: excluded folder {missing:?} does not exist", dir.display());
+        bail!(
+            "{}: excluded folder {missing:?} does not exist",
+            dir.display()
+        );
     }
     if photos.is_empty() {
         bail!("{}: no training photos", dir.display());
