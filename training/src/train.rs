@@ -911,6 +911,21 @@ pub fn validation_accuracy(
     Ok((total > 0.0).then(|| sum / total))
 }
 
+/// The descriptors of every class's views 0 and 1 (classes × d each), in evaluation mode.
+/// Binary nets are judged on their bits: L2 between ±1 vectors ranks as Hamming distance.
+fn first_two_views(net: &Net, set: &TrackSet, device: Device) -> Result<(Tensor, Tensor)> {
+    let n = set.header.classes as i64;
+    let views = set.header.views as i64;
+    let desc = describe(net, &set.classes_f32(0..set.header.classes), device)?
+        .f_reshape([n, views, -1])?;
+    let desc = if net.is_binary() {
+        desc.f_sign()?
+    } else {
+        desc
+    };
+    Ok((desc.f_select(1, 0)?, desc.f_select(1, 1)?))
+}
+
 /// HardNet's FPR95 on a track set: positives are (view 0, view 1) of each class, negatives
 /// (view 0 of class i, view 1 of class i+1 mod n) — as many as positives, as in the UBC
 /// PhotoTour 50/50 pairs; the false-positive rate at 95 % recall by descl's own
@@ -921,28 +936,16 @@ pub fn fpr95(net: &Net, set: &TrackSet, device: Device) -> Result<Option<f64>> {
     if n < 2 {
         return Ok(None);
     }
-    let views = set.header.views as i64;
-    let desc = describe(net, &set.classes_f32(0..n), device)?.f_reshape([n as i64, views, -1])?;
-    let desc = if net.is_binary() {
-        desc.f_sign()?
-    } else {
-        desc
-    };
-    let a = desc.f_select(1, 0)?;
-    let b = desc.f_select(1, 1)?;
+    let (a, b) = first_two_views(net, set, device)?;
     let shifted = b.f_roll([-1], [0])?;
-    let pos: Vec<f32> = Vec::try_from(
-        (&a - &b)
+    let row_l2 = |x: &Tensor, y: &Tensor| -> Result<Vec<f32>> {
+        let d = (x - y)
             .f_square()?
             .f_sum_dim_intlist([1i64].as_slice(), false, Kind::Float)?
-            .f_sqrt()?,
-    )?;
-    let neg: Vec<f32> = Vec::try_from(
-        (&a - &shifted)
-            .f_square()?
-            .f_sum_dim_intlist([1i64].as_slice(), false, Kind::Float)?
-            .f_sqrt()?,
-    )?;
+            .f_sqrt()?;
+        Ok(Vec::try_from(d)?)
+    };
+    let (pos, neg) = (row_l2(&a, &b)?, row_l2(&a, &shifted)?);
     let distances: Vec<f64> = pos.iter().chain(&neg).map(|&d| f64::from(d)).collect();
     let labels: Vec<bool> = (0..2 * n).map(|i| i < n).collect();
     Ok(Some(descl::eval::metrics::fpr_at_recall(
@@ -962,16 +965,7 @@ pub fn fpr95(_net: &Net, _set: &TrackSet, _device: Device) -> Result<Option<f64>
 /// neighbour among all view-1 descriptors (a cheap progress signal on held-out training tracks).
 pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
     let n = set.header.classes;
-    let views = set.header.views as i64;
-    let desc = describe(net, &set.classes_f32(0..n), device)?.f_reshape([n as i64, views, -1])?;
-    // Binary nets are judged on their bits: L2 between ±1 vectors ranks as Hamming distance.
-    let desc = if net.is_binary() {
-        desc.f_sign()?
-    } else {
-        desc
-    };
-    let a = desc.f_select(1, 0)?;
-    let b = desc.f_select(1, 1)?;
+    let (a, b) = first_two_views(net, set, device)?;
     let d = crate::loss::hardnet::distance_matrix(&a, &b);
     let nearest = d.f_argmin(1, false)?;
     let truth = Tensor::f_arange(n as i64, (Kind::Int64, Device::Cpu))?;
