@@ -84,8 +84,9 @@ def test_fundamental_matrices_hold_for_their_inliers_in_colmap_pixels(fountain_d
         raw = {tuple(m) for m in p["raw"]}
         assert all(tuple(m) in raw for m in inl), p["names"]
         d = epipolar_distances(p["tvg"].F, p["k1"][inl[:, 0]], p["k2"][inl[:, 1]])
-        # descl's RANSAC threshold is 1 px; a transposed F would be off by tens of pixels.
-        assert np.median(d) < 0.5, f"{p['names']}: median epipolar distance {np.median(d):.2f} px"
+        # descl sfm verifies at COLMAP's 4 px (SfmConfig::default); inliers of the right F sit
+        # well inside it, a transposed F would put them tens of pixels off.
+        assert np.median(d) < 2.0, f"{p['names']}: median epipolar distance {np.median(d):.2f} px"
 
 
 # COLMAP's RANSAC runs of one pair, seeded: near its 0.8 H/F threshold COLMAP itself labels a
