@@ -77,16 +77,22 @@ def test_fundamental_matrices_hold_for_their_inliers_in_colmap_pixels(fountain_d
     db, _, _ = fountain_db
     pairs = list(two_view_geometries(db))
     assert len(pairs) >= 45
+    checked = 0
     for p in pairs:
         inl = p["tvg"].inlier_matches
         assert len(p["raw"]) >= len(inl) >= 15, p["names"]
         # Every inlier is one of the raw matches.
         raw = {tuple(m) for m in p["raw"]}
         assert all(tuple(m) in raw for m in inl), p["names"]
-        d = epipolar_distances(p["tvg"].F, p["k1"][inl[:, 0]], p["k2"][inl[:, 1]])
-        # descl sfm verifies at COLMAP's 4 px (SfmConfig::default); inliers of the right F sit
-        # well inside it, a transposed F would put them tens of pixels off.
-        assert np.median(d) < 2.0, f"{p['names']}: median epipolar distance {np.median(d):.2f} px"
+        # The storage convention (COLMAP's pixels, not transposed) on pairs whose F is well
+        # determined: descl sfm verifies at COLMAP's 4 px (SfmConfig::default), so a wide pair
+        # of a few dozen inliers may spread over the whole band; with >= 100 inliers the right F
+        # holds them well inside it, a transposed or shifted F puts them tens of pixels off.
+        if len(inl) >= 100:
+            d = epipolar_distances(p["tvg"].F, p["k1"][inl[:, 0]], p["k2"][inl[:, 1]])
+            assert np.median(d) < 1.0, f"{p['names']}: median epipolar distance {np.median(d):.2f} px"
+            checked += 1
+    assert checked >= 20, checked
 
 
 # COLMAP's RANSAC runs of one pair, seeded: near its 0.8 H/F threshold COLMAP itself labels a
