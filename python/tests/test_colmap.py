@@ -87,10 +87,10 @@ def test_fundamental_matrices_hold_for_their_inliers_in_colmap_pixels(fountain_d
         # The storage convention (COLMAP's pixels, not transposed) on pairs whose F is well
         # determined: descl sfm verifies at COLMAP's 4 px (SfmConfig::default), so a wide pair
         # of a few dozen inliers may spread over the whole band; with >= 100 inliers the right F
-        # holds them well inside it, a transposed or shifted F puts them tens of pixels off.
+        # holds their median within half of it, a transposed or shifted F puts them tens of pixels off.
         if len(inl) >= 100:
             d = epipolar_distances(p["tvg"].F, p["k1"][inl[:, 0]], p["k2"][inl[:, 1]])
-            assert np.median(d) < 1.0, f"{p['names']}: median epipolar distance {np.median(d):.2f} px"
+            assert np.median(d) < 2.0, f"{p['names']}: median epipolar distance {np.median(d):.2f} px"
             checked += 1
     assert checked >= 20, checked
 
