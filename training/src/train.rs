@@ -746,24 +746,22 @@ pub struct ValidationScore {
 impl Validation {
     /// None when no set has 2 classes or more.
     pub fn evaluate(&self, net: &Net, device: Device) -> Result<Option<ValidationScore>> {
-        let Some(nn) = validation_accuracy(net, &self.sets, &self.weights, device)? else {
-            return Ok(None);
-        };
-        let (mut sum, mut total, mut any) = (0.0, 0.0, true);
+        // Each set is described once; both numbers come from the same descriptors.
+        let (mut nn, mut fpr, mut total, mut fpr_known) = (0.0, 0.0, 0.0, true);
         for (set, &w) in self.sets.iter().zip(&self.weights) {
             if set.header.classes >= 2 {
-                match fpr95(net, set, device)? {
-                    Some(f) => {
-                        sum += w * f;
-                        total += w;
-                    }
-                    None => any = false,
+                let (a, b) = first_two_views(net, set, device)?;
+                nn += w * nn_accuracy_of(&a, &b)?;
+                match fpr95_of(&a, &b)? {
+                    Some(f) => fpr += w * f,
+                    None => fpr_known = false,
                 }
+                total += w;
             }
         }
-        Ok(Some(ValidationScore {
-            nn_accuracy: nn,
-            fpr95: (any && total > 0.0).then(|| sum / total),
+        Ok((total > 0.0).then(|| ValidationScore {
+            nn_accuracy: nn / total,
+            fpr95: fpr_known.then(|| fpr / total),
         }))
     }
 }
@@ -926,17 +924,16 @@ fn first_two_views(net: &Net, set: &TrackSet, device: Device) -> Result<(Tensor,
     Ok((desc.f_select(1, 0)?, desc.f_select(1, 1)?))
 }
 
-/// HardNet's FPR95 on a track set: positives are (view 0, view 1) of each class, negatives
+/// HardNet's FPR95 on described views 0 (`a`) and 1 (`b`) of a track set: positives are (view 0, view 1) of each class, negatives
 /// (view 0 of class i, view 1 of class i+1 mod n) — as many as positives, as in the UBC
 /// PhotoTour 50/50 pairs; the false-positive rate at 95 % recall by descl's own
 /// `eval::metrics::fpr_at_recall` (the benchmark's definition).
 #[cfg(feature = "tracks")]
-pub fn fpr95(net: &Net, set: &TrackSet, device: Device) -> Result<Option<f64>> {
-    let n = set.header.classes;
+pub fn fpr95_of(a: &Tensor, b: &Tensor) -> Result<Option<f64>> {
+    let n = a.size().first().copied().unwrap_or(0) as usize;
     if n < 2 {
         return Ok(None);
     }
-    let (a, b) = first_two_views(net, set, device)?;
     let shifted = b.f_roll([-1], [0])?;
     let row_l2 = |x: &Tensor, y: &Tensor| -> Result<Vec<f32>> {
         let d = (x - y)
@@ -945,7 +942,7 @@ pub fn fpr95(net: &Net, set: &TrackSet, device: Device) -> Result<Option<f64>> {
             .f_sqrt()?;
         Ok(Vec::try_from(d)?)
     };
-    let (pos, neg) = (row_l2(&a, &b)?, row_l2(&a, &shifted)?);
+    let (pos, neg) = (row_l2(a, b)?, row_l2(a, &shifted)?);
     let distances: Vec<f64> = pos.iter().chain(&neg).map(|&d| f64::from(d)).collect();
     let labels: Vec<bool> = (0..2 * n).map(|i| i < n).collect();
     Ok(Some(descl::eval::metrics::fpr_at_recall(
@@ -957,18 +954,23 @@ pub fn fpr95(net: &Net, set: &TrackSet, device: Device) -> Result<Option<f64>> {
 
 /// Without descl's evaluation metrics (no feature `tracks`): no FPR95.
 #[cfg(not(feature = "tracks"))]
-pub fn fpr95(_net: &Net, _set: &TrackSet, _device: Device) -> Result<Option<f64>> {
+pub fn fpr95_of(_a: &Tensor, _b: &Tensor) -> Result<Option<f64>> {
     Ok(None)
 }
 
 /// Fraction of validation classes whose view-0 descriptor has its own view 1 as nearest
 /// neighbour among all view-1 descriptors (a cheap progress signal on held-out training tracks).
 pub fn nn_accuracy(net: &Net, set: &TrackSet, device: Device) -> Result<f64> {
-    let n = set.header.classes;
     let (a, b) = first_two_views(net, set, device)?;
-    let d = crate::loss::hardnet::distance_matrix(&a, &b);
+    nn_accuracy_of(&a, &b)
+}
+
+/// [`nn_accuracy`] on described views 0 (`a`) and 1 (`b`), classes × d each.
+fn nn_accuracy_of(a: &Tensor, b: &Tensor) -> Result<f64> {
+    let n = a.size().first().copied().unwrap_or(0);
+    let d = crate::loss::hardnet::distance_matrix(a, b);
     let nearest = d.f_argmin(1, false)?;
-    let truth = Tensor::f_arange(n as i64, (Kind::Int64, Device::Cpu))?;
+    let truth = Tensor::f_arange(n, (Kind::Int64, Device::Cpu))?;
     Ok(nearest
         .f_eq_tensor(&truth)?
         .f_to_kind(Kind::Float)?
