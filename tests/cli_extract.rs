@@ -350,7 +350,7 @@ fn extract_h5_continues_refuses_damage_and_mixed_models() {
         vec!["features.h5"],
         "temporaries or locks left"
     );
-    let file = hdf5_metno::File::open(out.join("features.h5")).unwrap();
+    let file = common::h5_open(&out.join("features.h5"));
     assert_eq!(file.member_names().unwrap(), vec!["a.png", "b.png"]);
     let kp = file.dataset("b.png/keypoints").unwrap();
     let d = file.dataset("b.png/descriptors").unwrap();

@@ -143,10 +143,9 @@ fn h5_pairs_of_other_features_are_redone() {
         (Some(0), Some(3)),
         "{j}"
     );
-    let f = hdf5_metno::File::open(out.join("matches.h5")).unwrap();
+    let f = common::h5_open(&out.join("matches.h5"));
     let m0 = f.dataset("0000.jpg/0001.jpg/matches0").unwrap();
-    let kp = hdf5_metno::File::open(out.join("features.h5"))
-        .unwrap()
+    let kp = common::h5_open(&out.join("features.h5"))
         .dataset("0000.jpg/keypoints")
         .unwrap()
         .shape()[0];
@@ -375,8 +374,8 @@ fn match_starts_from_features_h5_without_extracting() {
     };
     let j = match_h5();
     assert_eq!(j["pairs"].as_array().unwrap().len(), 3, "{j}");
-    let f = hdf5_metno::File::open(&features).unwrap();
-    let m = hdf5_metno::File::open(out.join("matches.h5")).unwrap();
+    let f = common::h5_open(&features);
+    let m = common::h5_open(&out.join("matches.h5"));
     for (a, b) in [("0000.jpg", "0001.jpg"), ("0001.jpg", "0002.jpg")] {
         let kp = f.dataset(&format!("{a}/keypoints")).unwrap().shape()[0];
         assert!(kp <= 300, "extract's --max-keypoints kept: {kp}");
@@ -405,7 +404,7 @@ fn foreign_features_h5_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let foreign = dir.path().join("foreign");
     std::fs::create_dir(&foreign).unwrap();
-    let file = hdf5_metno::File::create(foreign.join("features.h5")).unwrap();
+    let file = common::h5_create(&foreign.join("features.h5"));
     let g = file.create_group("x.jpg").unwrap();
     g.new_dataset_builder()
         .with_data(&ndarray::Array2::<f32>::zeros((4, 2)))

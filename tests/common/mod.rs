@@ -226,3 +226,26 @@ pub fn assert_same_databases(a: &std::path::Path, b: &std::path::Path) {
         }
     }
 }
+
+/// Opens an HDF5 file of a test's output for reading, without HDF5's file lock.
+///
+/// Why: HDF5 opens files without `O_CLOEXEC` and locks them with `flock`. A `descl` process that
+/// another test of the same binary spawns while this process holds the file open inherits the
+/// descriptor, and with it the lock, for its whole run; a later `descl` on the file then fails
+/// with "unable to lock file" (a flaky CI failure seen on `foreign_features_h5_is_refused`).
+#[cfg(feature = "h5")]
+pub fn h5_open(path: &std::path::Path) -> hdf5_metno::File {
+    hdf5_metno::File::with_options()
+        .with_fapl(|p| p.file_locking(false))
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Creates an HDF5 file in a test without HDF5's file lock (see [`h5_open`]).
+#[cfg(feature = "h5")]
+pub fn h5_create(path: &std::path::Path) -> hdf5_metno::File {
+    hdf5_metno::File::with_options()
+        .with_fapl(|p| p.file_locking(false))
+        .create(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
