@@ -439,3 +439,99 @@ fn foreign_features_h5_is_refused() {
         "{err}"
     );
 }
+
+/// Case 5 (names): an image whose name contains `__` (the pair-file separator) keeps its
+/// features in folder matching and merge; names that would give one file two meanings
+/// (`a__b.jpg` beside `a.jpg` and `b.jpg`) are refused before any pair is matched, and a
+/// features file never replaces a matches file of the same name.
+#[test]
+fn names_with_the_pair_separator_are_kept_or_refused() {
+    let Some(data) = common::data_root_or_skip("names_with_the_pair_separator") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = data.join("strecha/fountain-P11/images");
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    for (from, to) in [
+        ("0000.jpg", "left.jpg"),
+        ("0001.jpg", "my__photo.jpg"),
+        ("0002.jpg", "right.jpg"),
+    ] {
+        std::os::unix::fs::symlink(src.join(from), imgs.join(to)).unwrap();
+    }
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    let sift = ["-m", "sift", "--max-keypoints", "500"];
+    extract(&imgs, &feats, &sift);
+    assert_eq!(npz_in(&feats), ["left.npz", "my__photo.npz", "right.npz"]);
+    let j = match_set(&feats, &m, &[]);
+    assert_eq!(j["pairs"].as_array().map(Vec::len), Some(3), "{j}");
+    let (ok, out, err) = merge(&feats, &m, &dir.path().join("db.db"), &[]);
+    assert!(ok, "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (s["images"].as_u64(), s["pairs"].as_u64()),
+        (Some(3), Some(3)),
+        "{out}"
+    );
+
+    // `a__b` with `a` and `b`: the pair file of (a, b) is a__b.npz, a__b's features file too.
+    let clash = dir.path().join("clash");
+    std::fs::create_dir(&clash).unwrap();
+    for (from, to) in [
+        ("0000.jpg", "a.jpg"),
+        ("0001.jpg", "a__b.jpg"),
+        ("0002.jpg", "b.jpg"),
+    ] {
+        std::os::unix::fs::symlink(src.join(from), clash.join(to)).unwrap();
+    }
+    let out = dir.path().join("clash-out");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&clash)
+        .arg("--out-dir")
+        .arg(&out)
+        .args(SIZE)
+        .args(sift));
+    assert!(!ok, "a clash of names must be refused");
+    assert!(
+        err.contains("a__b.npz") && err.contains("would hold both"),
+        "{err}"
+    );
+    assert!(
+        npz_in(&out).iter().all(|n| n != "a__b.npz"),
+        "{:?}",
+        npz_in(&out)
+    );
+
+    // A features file of that name over an existing matches file: refused, the matches kept.
+    let (mf, ab) = (dir.path().join("mf"), dir.path().join("ab"));
+    std::fs::create_dir(&ab).unwrap();
+    for (from, to) in [("0000.jpg", "a.jpg"), ("0002.jpg", "b.jpg")] {
+        std::os::unix::fs::symlink(src.join(from), ab.join(to)).unwrap();
+    }
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&ab)
+        .arg("--out-dir")
+        .arg(&mf)
+        .args(SIZE)
+        .args(sift));
+    assert!(ok, "{err}");
+    let before = std::fs::read(mf.join("a__b.npz")).unwrap();
+    let lone = dir.path().join("lone");
+    std::fs::create_dir(&lone).unwrap();
+    std::os::unix::fs::symlink(src.join("0001.jpg"), lone.join("a__b.jpg")).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(lone.join("a__b.jpg"))
+        .arg("--out")
+        .arg(&mf)
+        .args(SIZE)
+        .args(sift));
+    assert!(
+        !ok && err.contains("would replace the matches file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(mf.join("a__b.npz")).unwrap(), before);
+}

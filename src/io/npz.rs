@@ -335,6 +335,23 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, NpyArray)>> {
     read_npz_members(path, None)
 }
 
+/// The array names (members without `.npy`) of an `.npz` file, from its zip directory alone
+/// (no member is read).
+pub fn npz_member_names(path: &Path) -> Result<Vec<String>> {
+    let file = crate::io::bounded::open_regular(path)?;
+    let zip = zip::ZipArchive::new(std::io::BufReader::new(file))
+        .map_err(|e| Error::format(path, format!("not a readable .npz (zip) file: {e}")))?;
+    zip.file_names()
+        .filter_map(|n| match n {
+            Ok(n) => n.strip_suffix(".npy").map(|s| Ok(s.to_string())),
+            Err(e) => Some(Err(Error::format(
+                path,
+                format!("bad .npz member name: {e}"),
+            ))),
+        })
+        .collect()
+}
+
 /// [`read_npz`] limited to the members named in `only` (others are skipped unread: the zip
 /// directory gives random access). Regular files only ([`crate::io::bounded::open_regular`]);
 /// each member decompresses to at most [`member_limit`] of its stored size and all of them

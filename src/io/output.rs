@@ -183,6 +183,14 @@ impl Writer for NpzFolder {
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
         let model = &image.features.meta.model;
         let target = self.claim_features(image.path)?;
+        if target.is_file() && is_pair_file(&target) {
+            return Err(Error::InvalidInput(format!(
+                "{}: its features file {} would replace the matches file of that name \
+                 (image names containing `{PAIR_FILE_SEPARATOR}`); extract into another folder",
+                image.path.display(),
+                target.display()
+            )));
+        }
         match &self.model {
             Some((m, example)) if m != model && !target.is_file() => {
                 return Err(Error::InvalidInput(format!(
@@ -226,7 +234,26 @@ impl Writer for NpzFolder {
         }
     }
 
+    /// Refuses, before any work, names that would give one file two meanings: a pair file
+    /// that is also an input's features file (`a__b.jpg` beside `a.jpg` and `b.jpg`), or one
+    /// file for two pairs (`a__b` + `c` and `a` + `b__c`).
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
+        let mut meaning: HashMap<PathBuf, String> = HashMap::new();
+        for name in &plan.inputs {
+            let file = self.dir.join(format!("{}.npz", stem(Path::new(name))?));
+            meaning.insert(file, format!("the features of {name}"));
+        }
+        for [a, b] in &plan.pairs {
+            let file = self.pair_path(Path::new(a), Path::new(b))?;
+            let this = format!("the matches of {a} and {b}");
+            if let Some(other) = meaning.insert(file.clone(), this.clone()) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: this file would hold both {other} and {this} (image names containing \
+                     `{PAIR_FILE_SEPARATOR}`); rename those images or use --format h5",
+                    file.display()
+                )));
+            }
+        }
         write_plan(&self.dir, MATCH_PLAN_FILE, plan)
     }
 
@@ -251,10 +278,30 @@ fn existing_model(dir: &Path) -> Option<(String, PathBuf)> {
 }
 
 /// Separates a pair file's stems (`<stemA>__<stemB>.npz`, [`NpzFolder::pair_path`]).
+///
+/// The name is for people; what a file holds is read from the file ([`is_pair_file`]), so an
+/// image called `a__b.jpg` keeps its features file `a__b.npz`, and names that would give one
+/// file two meanings are refused ([`NpzFolder::record_plan`]).
 pub const PAIR_FILE_SEPARATOR: &str = "__";
 
+/// The array a matches (pair) file holds and a features file does not
+/// ([`crate::io::matches::write_matches`]).
+const PAIR_FILE_MEMBER: &str = "matches";
+
+/// Whether the `.npz` file at `path` is a pair (matches) file: it holds a `matches` array. A file
+/// whose zip directory cannot be read is classified by its name (a damaged file is then
+/// reported by the reader of its kind).
+pub fn is_pair_file(path: &Path) -> bool {
+    match crate::io::npz::npz_member_names(path) {
+        Ok(names) => names.iter().any(|n| n == PAIR_FILE_MEMBER),
+        Err(_) => path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains(PAIR_FILE_SEPARATOR)),
+    }
+}
+
 /// The `.npz` files of `dir`, sorted: the pair (matches) files with `pairs`, else the others
-/// (features files).
+/// (features files), told apart by what they hold ([`is_pair_file`]).
 pub fn npz_files(dir: &Path, pairs: bool) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
@@ -262,8 +309,7 @@ pub fn npz_files(dir: &Path, pairs: bool) -> Result<Vec<PathBuf>> {
         .filter(|p| {
             p.is_file()
                 && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"))
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains(PAIR_FILE_SEPARATOR) == pairs)
+                && is_pair_file(p) == pairs
         })
         .collect();
     files.sort();
