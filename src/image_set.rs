@@ -15,7 +15,7 @@ use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::output::{ImageRecord, PairRecord, Writer};
 use crate::io::plan::MatchPlan;
 use crate::matching::pairs::{make_pairs, set_names, PairMode};
-use crate::matching::two_view::{match_pair, PairConfig, PairResult};
+use crate::matching::two_view::{match_pair, verify_matches, PairConfig, PairResult};
 use crate::pipeline::Extractor;
 use crate::progress::Progress;
 use crate::provenance::{FeaturesId, PairProvenance, Reuse};
@@ -474,8 +474,21 @@ where
                     let r = match (record(i), record(j)) {
                         (Some(a), Some(b)) => {
                             let kk = a.intrinsics.zip(b.intrinsics);
-                            match_pair(a.features, b.features, pair_cfg, kk)
-                                .map_err(|e| e.to_string())
+                            if a.features.frames.is_empty() || b.features.frames.is_empty() {
+                                // An image without keypoints (a flat or dark frame) is part of
+                                // the set; its pairs simply have no matches, like a pair
+                                // without overlap (a single pair refuses it: nothing to match).
+                                verify_matches(
+                                    a.features,
+                                    b.features,
+                                    crate::matching::Matches::default(),
+                                    pair_cfg,
+                                    kk,
+                                )
+                            } else {
+                                match_pair(a.features, b.features, pair_cfg, kk)
+                            }
+                            .map_err(|e| e.to_string())
                         }
                         (a, _) => Err(format!(
                             "no features for {}",

@@ -223,3 +223,62 @@ fn unusable_outputs_and_a_missing_colmap_fail_before_the_work() {
     // An I/O cause is told once (the library's message already holds it).
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
+
+/// An image without keypoints (a flat frame) is part of a set like any other: its pairs have
+/// no matches and `descl sfm` succeeds (it used to exit 1 after writing a good database, each
+/// of its pairs reported as an error).
+#[test]
+fn an_image_without_keypoints_is_a_set_member_not_a_failure() {
+    let Some(data) = common::data_root_or_skip("an_image_without_keypoints") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    common::gray_image(320, 240, true)
+        .save(images.join("flat.png"))
+        .unwrap();
+    let db = dir.path().join("p.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args([
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "500",
+            "--max-image-size",
+            "640",
+        ]));
+    assert!(ok, "{err}");
+    assert!(!err.contains("error"), "{err}");
+    assert_eq!(count(&db, "images"), 4);
+    assert_eq!(count(&db, "matches"), 6);
+    let c = Connection::open(&db).unwrap();
+    let flat: i64 = c
+        .query_row(
+            "SELECT image_id FROM images WHERE name = 'flat.png'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let keypoints: i64 = c
+        .query_row(
+            "SELECT rows FROM keypoints WHERE image_id = ?1",
+            [flat],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(keypoints, 0);
+    // Its three pairs hold no matches; the three others are verified.
+    let empty: i64 = c
+        .query_row("SELECT COUNT(*) FROM matches WHERE rows = 0", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(empty, 3);
+    assert_eq!(inliers(&db).len(), 3, "{:?}", inliers(&db));
+}
