@@ -267,3 +267,23 @@ fn missing_onnx_runtime_is_a_clear_error() {
         assert!(files_in(&out).is_empty());
     }
 }
+
+/// A reader that closes the pipe early (`descl models --json | head -1`) ends descl quietly
+/// with success: it used to panic ("failed printing to stdout: Broken pipe", exit 101).
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    for args in [&["models", "--json"][..], &["models"][..]] {
+        let mut child = common::descl()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before descl writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

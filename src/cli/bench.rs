@@ -168,7 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let report = suite::run(&cfg, &methods, &Bar::new(true))?;
     let md = report.markdown();
-    println!("{md}");
+    outln!("{md}");
     if let Some(p) = &args.md {
         write_bytes_atomic(p, md.as_bytes())?;
     }

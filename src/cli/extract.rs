@@ -112,7 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             skipped_existing,
             redone_stale,
         };
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         for r in reports.iter().filter(|r| r.error.is_none()) {
             let out = r.output.as_ref().map(|p| p.display().to_string());

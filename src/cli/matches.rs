@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let rep = PairOutcome::of(a, b, &r, args.out.clone());
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
+        outln!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
         print_human(&rep);
     }
@@ -231,7 +231,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     );
     if args.json {
         let json = serde_json::json!({"pairs": summary.pairs, "failed": failed, "skipped_existing": skipped, "redone_stale": redone});
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         summary
             .pairs

@@ -3,6 +3,15 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// `println!` that returns the write error instead of panicking: `descl ... --json | head`
+/// closes the pipe early, which is the reader's choice, not a failure ([`main`] ends quietly).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 mod args;
 mod bench;
 mod extract;
@@ -51,11 +60,20 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`| head`): what it wanted was written.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", message(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The error and its causes, each told once: the library's errors already include their

@@ -32,17 +32,17 @@ fn list(
 ) -> anyhow::Result<()> {
     if args.json {
         let list: Vec<_> = cards.iter().map(|(c, path)| c.listing(path)).collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        outln!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
     }
     if cards.is_empty() {
-        println!(
+        outln!(
             "no models in {} (DESCL_MODELS overrides the folder)",
             models_dir().display()
         );
         return Ok(());
     }
-    println!("models in {} (* = default):", models_dir().display());
+    outln!("models in {} (* = default):", models_dir().display());
     for (c, _) in cards {
         let metrics: Vec<String> = c
             .key_metrics()
@@ -50,7 +50,7 @@ fn list(
             .filter(|(k, _)| HEADLINE_METRICS.iter().any(|h| k.ends_with(h)))
             .map(|(k, v)| format!("{k}={v:.1}"))
             .collect();
-        println!(
+        outln!(
             "{} {:<28} {:<10} {:>6} {:>4}  trained: {:<12} {}",
             if c.name == DEFAULT_MODEL { "*" } else { " " },
             c.name,

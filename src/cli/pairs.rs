@@ -136,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
 }

@@ -154,7 +154,7 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?);
     }
     Ok(())
 }
@@ -229,7 +229,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         out["reconstruction"] = reconstruct(&args, summary.images.len())?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     }
     if !summary.skipped.is_empty() {
         bail!(
