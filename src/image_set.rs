@@ -12,8 +12,8 @@
 use crate::error::Result;
 use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
-use crate::io::output::{ImageRecord, PairRecord, Writer};
 use crate::io::plan::MatchPlan;
+use crate::io::writer::{ImageRecord, PairRecord, Writer};
 use crate::matching::pairs::{make_pairs, set_names, PairMode};
 use crate::matching::two_view::{match_pair, verify_matches, PairConfig, PairResult};
 use crate::pipeline::Extractor;

@@ -7,7 +7,7 @@
 //! - A matches file (or hloc pair group) records [`PairProvenance`]: the [`FeaturesId`] of the
 //!   two features it indexes and the pair settings.
 //!
-//! A result is reused (`descl extract --resume`, [`crate::io::output::Writer::has_pair`]) only
+//! A result is reused (`descl extract --resume`, [`crate::io::writer::Writer::has_pair`]) only
 //! when its recorded provenance equals what the current run would make ([`compare`]);
 //! `descl sfm merge` refuses what differs ([`check`]). Both go through [`differences`], so every
 //! message names the file and the differing field. Files written before provenance existed read

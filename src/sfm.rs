@@ -10,8 +10,9 @@ use crate::geometry::Intrinsics;
 use crate::image::list_images;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
-use crate::io::output::{ColmapOptions, ColmapWriter, Writer};
+use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{read_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
+use crate::io::writer::Writer;
 use crate::matching::pairs::{file_names, stem_key, PairMode};
 use crate::matching::two_view::PairConfig;
 use crate::progress::Progress;
@@ -214,7 +215,7 @@ fn merge_images(
     progress: &dyn Progress,
 ) -> Result<(Vec<MergeImage>, String)> {
     use rayon::prelude::*;
-    let files = crate::io::output::npz_files(&inputs.features, false)?;
+    let files = crate::io::npz_folder::npz_files(&inputs.features, false)?;
     if files.is_empty() {
         return Err(crate::Error::InvalidInput(format!(
             "{}: no features files (.npz from `descl extract`)",
@@ -314,7 +315,7 @@ fn store_matches(
     progress: &dyn Progress,
 ) -> Result<()> {
     use rayon::prelude::*;
-    let files = crate::io::output::npz_files(&set.inputs.matches, true)?;
+    let files = crate::io::npz_folder::npz_files(&set.inputs.matches, true)?;
     let plan: Option<MatchPlan> = read_plan(&set.inputs.matches, MATCH_PLAN_FILE)?;
     let mut seen: std::collections::HashMap<(usize, usize), PathBuf> = Default::default();
     progress.start("store matches", files.len() as u64);
@@ -497,7 +498,7 @@ pub fn merge_database(
         let f = crate::io::features::read_features(&image.file)?;
         ids.push(f.id());
         let (k_prior, known) = colmap_camera(&image.image, &f)?;
-        writer.add_image(&crate::io::output::ImageRecord {
+        writer.add_image(&crate::io::writer::ImageRecord {
             name: &image.name,
             path: &image.image,
             features: &f,

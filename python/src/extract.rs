@@ -10,7 +10,7 @@ use descl::detect::{
 };
 use descl::features::Features;
 use descl::image_set::extract_all;
-use descl::io::output::{ImageRecord, PairRecord, Writer};
+use descl::io::writer::{ImageRecord, PairRecord, Writer};
 use descl::model::{Device, DEFAULT_MODEL};
 use descl::pipeline::COLMAP_MAX_IMAGE_SIZE;
 use numpy::PyUntypedArray;

@@ -491,7 +491,7 @@ pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         anyhow::ensure!(!names.is_empty(), "{}: no features", dir.display());
         return Ok(names.iter().map(|n| dir.join(n)).collect());
     }
-    let npz = descl::io::output::npz_files(dir, false)?;
+    let npz = descl::io::npz_folder::npz_files(dir, false)?;
     if npz.is_empty() {
         return Ok(descl::image::list_images(dir)?);
     }

@@ -10,7 +10,7 @@ use anyhow::Context;
 use descl::image_set::Load;
 use descl::io::features::read_features_meta;
 use descl::io::matches::read_matches;
-use descl::io::output::npz_files;
+use descl::io::npz_folder::npz_files;
 use descl::matching::pairs::{file_names, find_input, make_pairs, pairs_file_name_ok};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};

@@ -78,7 +78,7 @@ pub struct MatchesFile {
 
 impl MatchesFile {
     /// The file of one matched pair (A and B recorded by their input paths).
-    pub fn from_pair(pair: &crate::io::output::PairRecord<'_>) -> MatchesFile {
+    pub fn from_pair(pair: &crate::io::writer::PairRecord<'_>) -> MatchesFile {
         let (r, fa, fb) = (pair.result, pair.a.features, pair.b.features);
         let v = r.verification.as_ref();
         MatchesFile {

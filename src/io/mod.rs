@@ -17,6 +17,8 @@ pub mod matches;
 #[cfg(feature = "full")]
 pub mod npz;
 #[cfg(feature = "full")]
+pub mod npz_folder;
+#[cfg(feature = "full")]
 pub mod output;
 #[cfg(feature = "full")]
 pub mod plan;
@@ -24,3 +26,44 @@ pub mod plan;
 pub mod strecha;
 #[cfg(feature = "full")]
 pub mod viz;
+#[cfg(feature = "full")]
+pub mod writer;
+
+/// Imports among the output modules go one way: the registry (`output`) imports the formats,
+/// the formats and file layouts import the writer interface (`writer`), never the registry.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formats_never_import_the_registry() {
+        let sources = [
+            ("writer.rs", include_str!("writer.rs")),
+            ("npz_folder.rs", include_str!("npz_folder.rs")),
+            ("hloc.rs", include_str!("hloc.rs")),
+            ("matches.rs", include_str!("matches.rs")),
+            ("features.rs", include_str!("features.rs")),
+            ("plan.rs", include_str!("plan.rs")),
+        ];
+        for (file, src) in sources {
+            let code = src
+                .lines()
+                .map(str::trim_start)
+                .filter(|l| !l.starts_with("//"));
+            for line in code {
+                assert!(
+                    !line.contains("io::output"),
+                    "src/io/{file} imports the registry: {line}"
+                );
+            }
+        }
+        let writer = include_str!("writer.rs");
+        for format in ["io::npz_folder", "io::hloc", "io::matches", "io::colmap"] {
+            assert!(
+                !writer
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .any(|l| l.contains(format)),
+                "the writer interface imports {format}"
+            );
+        }
+    }
+}

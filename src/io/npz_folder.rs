@@ -1,0 +1,212 @@
+//! A folder of `.npz` files ([`crate::io::output::Format::Npz`]): `<stem>.npz` per image
+//! ([`crate::io::features`]) and `<stemA>__<stemB>.npz` per pair ([`crate::io::matches`]), told
+//! apart by what they hold, with the run's match plan beside them ([`crate::io::plan`]).
+
+use crate::error::{Error, Result};
+use crate::io::features::write_features;
+use crate::io::matches::{write_matches, MatchesFile};
+use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
+use crate::io::writer::{ImageRecord, PairRecord, Writer};
+use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A folder of `.npz` files.
+#[derive(Debug)]
+pub struct NpzFolder {
+    dir: PathBuf,
+    /// The model of the features files already in the folder (the first one found), so one
+    /// folder never mixes models.
+    model: Option<(String, PathBuf)>,
+    /// Output file → the input that claimed it, so two images with one stem are an error
+    /// rather than a silent overwrite.
+    claimed: HashMap<PathBuf, PathBuf>,
+}
+
+fn stem(path: &Path) -> Result<String> {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .ok_or_else(|| Error::InvalidInput(format!("{}: not a file name", path.display())))
+}
+
+impl NpzFolder {
+    /// Creates `dir` if needed.
+    pub fn create(dir: &Path) -> Result<NpzFolder> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        if !dir.is_dir() {
+            return Err(Error::InvalidInput(format!(
+                "{}: not a folder",
+                dir.display()
+            )));
+        }
+        Ok(NpzFolder {
+            dir: dir.to_path_buf(),
+            model: existing_model(dir),
+            claimed: HashMap::new(),
+        })
+    }
+
+    /// `<dir>/<stem>.npz`, claimed for `input` (an error if another input claimed it).
+    pub fn claim_features(&mut self, input: &Path) -> Result<PathBuf> {
+        let target = self.dir.join(format!("{}.npz", stem(input)?));
+        if let Some(first) = self.claimed.get(&target) {
+            if first != input {
+                return Err(Error::InvalidInput(format!(
+                    "{}: its output {} is already written for {}; extract images with the same name into different folders",
+                    input.display(),
+                    target.display(),
+                    first.display()
+                )));
+            }
+        }
+        self.claimed.insert(target.clone(), input.to_path_buf());
+        Ok(target)
+    }
+
+    /// `<dir>/<stemA>__<stemB>.npz`.
+    pub fn pair_path(&self, a: &Path, b: &Path) -> Result<PathBuf> {
+        Ok(self
+            .dir
+            .join(format!("{}{PAIR_FILE_SEPARATOR}{}.npz", stem(a)?, stem(b)?)))
+    }
+}
+
+impl Writer for NpzFolder {
+    /// Features of another model than the folder's are refused for a new image; an image's
+    /// existing file may be replaced (a resumed run redoing stale features; `descl sfm merge`
+    /// refuses a folder whose files disagree).
+    fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
+        let model = &image.features.meta.model;
+        let target = self.claim_features(image.path)?;
+        if target.is_file() && is_pair_file(&target) {
+            return Err(Error::InvalidInput(format!(
+                "{}: its features file {} would replace the matches file of that name \
+                 (image names containing `{PAIR_FILE_SEPARATOR}`); extract into another folder",
+                image.path.display(),
+                target.display()
+            )));
+        }
+        match &self.model {
+            Some((m, example)) if m != model && !target.is_file() => {
+                return Err(Error::InvalidInput(format!(
+                    "{}: the folder already holds features of `{m}` ({}); features of `{model}` go into another folder",
+                    self.dir.display(),
+                    example.display()
+                )))
+            }
+            Some(_) => {}
+            None => self.model = Some((model.clone(), image.path.to_path_buf())),
+        }
+        write_features(&target, image.features)?;
+        Ok(Some(target))
+    }
+
+    /// Done when `<stem>.npz` reads back whole and records the provenance this run would
+    /// give it.
+    fn has_image(&self, input: &Path, expected: &FeatureProvenance) -> Reuse {
+        let Ok(stem) = stem(input) else {
+            return Reuse::Missing;
+        };
+        let file = self.dir.join(format!("{stem}.npz"));
+        match crate::io::features::read_features(&file) {
+            Ok(f) => compare(&file, f.meta.provenance.as_ref(), expected),
+            Err(_) => Reuse::Missing,
+        }
+    }
+
+    /// A pair counts as done only when its file reads back whole (a truncated or foreign file
+    /// is matched again and replaced) and records the features and settings of this run.
+    fn has_pair(&self, a: &Path, b: &Path, expected: &PairProvenance) -> Reuse {
+        let Ok(file) = self.pair_path(a, b) else {
+            return Reuse::Missing;
+        };
+        if !file.is_file() {
+            return Reuse::Missing;
+        }
+        match crate::io::matches::read_matches(&file) {
+            Ok(m) => compare(&file, m.meta.provenance().as_ref(), expected),
+            Err(_) => Reuse::Missing,
+        }
+    }
+
+    /// Refuses, before any work, names that would give one file two meanings: a pair file
+    /// that is also an input's features file (`a__b.jpg` beside `a.jpg` and `b.jpg`), or one
+    /// file for two pairs (`a__b` + `c` and `a` + `b__c`).
+    fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
+        let mut meaning: HashMap<PathBuf, String> = HashMap::new();
+        for name in &plan.inputs {
+            let file = self.dir.join(format!("{}.npz", stem(Path::new(name))?));
+            meaning.insert(file, format!("the features of {name}"));
+        }
+        for [a, b] in &plan.pairs {
+            let file = self.pair_path(Path::new(a), Path::new(b))?;
+            let this = format!("the matches of {a} and {b}");
+            if let Some(other) = meaning.insert(file.clone(), this.clone()) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: this file would hold both {other} and {this} (image names containing \
+                     `{PAIR_FILE_SEPARATOR}`); rename those images or use --format h5",
+                    file.display()
+                )));
+            }
+        }
+        write_plan(&self.dir, MATCH_PLAN_FILE, plan)
+    }
+
+    fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
+        let target = self.pair_path(pair.a.path, pair.b.path)?;
+        write_matches(&target, &MatchesFile::from_pair(pair))?;
+        Ok(Some(target))
+    }
+
+    fn finish(self: Box<Self>) -> Result<PathBuf> {
+        Ok(self.dir)
+    }
+}
+
+/// The model of the first features file (`*.npz` that is not a `A__B.npz` pair file) in `dir`.
+fn existing_model(dir: &Path) -> Option<(String, PathBuf)> {
+    npz_files(dir, false).ok()?.iter().find_map(|p| {
+        crate::io::features::read_features(p)
+            .ok()
+            .map(|f| (f.meta.model, p.clone()))
+    })
+}
+
+/// Separates a pair file's stems (`<stemA>__<stemB>.npz`, [`NpzFolder::pair_path`]).
+///
+/// The name is for people; what a file holds is read from the file ([`is_pair_file`]), so an
+/// image called `a__b.jpg` keeps its features file `a__b.npz`, and names that would give one
+/// file two meanings are refused ([`NpzFolder::record_plan`]).
+pub const PAIR_FILE_SEPARATOR: &str = "__";
+
+/// The array a matches (pair) file holds and a features file does not
+/// ([`crate::io::matches::write_matches`]).
+const PAIR_FILE_MEMBER: &str = "matches";
+
+/// Whether the `.npz` file at `path` is a pair (matches) file: it holds a `matches` array. A file
+/// whose zip directory cannot be read is classified by its name (a damaged file is then
+/// reported by the reader of its kind).
+pub fn is_pair_file(path: &Path) -> bool {
+    match crate::io::npz::npz_member_names(path) {
+        Ok(names) => names.iter().any(|n| n == PAIR_FILE_MEMBER),
+        Err(_) => path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains(PAIR_FILE_SEPARATOR)),
+    }
+}
+
+/// The `.npz` files of `dir`, sorted: the pair (matches) files with `pairs`, else the others
+/// (features files), told apart by what they hold ([`is_pair_file`]).
+pub fn npz_files(dir: &Path, pairs: bool) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+                && is_pair_file(p) == pairs
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}

@@ -1,0 +1,68 @@
+//! The writer interface every output format implements: the records a command hands over
+//! ([`ImageRecord`], [`PairRecord`]) and [`Writer`]. It imports no format, so that formats
+//! (`io::npz_folder`, `io::hloc`, the COLMAP writer in `io::output`) and the file layouts they
+//! use (`io::matches`) depend on it and never on each other or on the registry
+//! ([`crate::io::output::open`]).
+
+use crate::error::Result;
+use crate::features::Features;
+use crate::geometry::Intrinsics;
+use crate::io::plan::MatchPlan;
+use crate::matching::two_view::{PairConfig, PairResult};
+use crate::provenance::{FeatureProvenance, PairProvenance, Reuse};
+use std::path::{Path, PathBuf};
+
+/// One image of a set, as handed to a writer.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageRecord<'a> {
+    /// The image's name in the set (its file name; COLMAP's `images.name`).
+    pub name: &'a str,
+    /// The image (or features) file it came from.
+    pub path: &'a Path,
+    pub features: &'a Features,
+    /// Camera intrinsics when known (flag, file, EXIF or a prior).
+    pub intrinsics: Option<&'a Intrinsics>,
+    /// Whether the focal length was measured (EXIF, flag) rather than a prior.
+    pub focal_known: bool,
+}
+
+/// One matched pair, as handed to a writer.
+#[derive(Debug, Clone, Copy)]
+pub struct PairRecord<'a> {
+    pub a: ImageRecord<'a>,
+    pub b: ImageRecord<'a>,
+    pub result: &'a PairResult,
+    pub config: &'a PairConfig,
+}
+
+/// A destination for features and matches. Writes are atomic per item (a killed run leaves
+/// whole files or none); `finish` completes the output.
+pub trait Writer: Send {
+    /// Stores one image's features; returns the file written, if the format has one per image.
+    fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>>;
+    /// Whether the features of `input` are already stored, whole, with the provenance this run
+    /// would give them (`descl extract --resume` skips them when [`Reuse::Same`], redoes them
+    /// when stale).
+    fn has_image(&self, _input: &Path, _expected: &FeatureProvenance) -> Reuse {
+        Reuse::Missing
+    }
+    /// Whether the pair of the inputs `a` and `b` is already stored, made from the features and
+    /// with the settings of `expected` (a resumed run skips it when [`Reuse::Same`]).
+    fn has_pair(&self, _a: &Path, _b: &Path, _expected: &PairProvenance) -> Reuse {
+        Reuse::Missing
+    }
+    /// Records what the whole run (all its shards) is meant to produce, for `descl sfm merge`
+    /// ([`crate::io::plan`]); formats without a folder of their own ignore it.
+    fn record_plan(&mut self, _plan: &MatchPlan) -> Result<()> {
+        Ok(())
+    }
+    /// Stores one pair's matches and verification; returns the file written, if any.
+    fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>>;
+    /// Completes the output (e.g. renames a database into place); returns its path.
+    fn finish(self: Box<Self>) -> Result<PathBuf>;
+    /// Whether every image's features must be stored even when only pairs were asked for
+    /// (pair files that index keypoints stored elsewhere in the same output, like hloc's).
+    fn needs_images(&self) -> bool {
+        false
+    }
+}
