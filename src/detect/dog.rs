@@ -25,6 +25,16 @@ pub const SIFT_EDGE_THRESHOLD: f64 = 10.0;
 pub const SIFT_SIGMA: f64 = 1.6;
 /// Smallest side of the coarsest octave that a provided keypoint may be assigned to.
 const MIN_OCTAVE_SIDE: f64 = 8.0;
+/// How far OpenCV 4.6's SIFT positions sit right of and below descl's (the pixel centre at
+/// integer coordinates, as hloc; COLMAP's files add ½). SIFT doubles the image for its first
+/// octave (o = −1) with a centre-aligned bilinear resize, so doubled pixel i lies at
+/// (i − ½)/2 of the input, but OpenCV maps positions back as i/2: +¼ px on both axes for every
+/// keypoint of a doubled pyramid (the "upscale offset" OpenCV ≥ 4.8 removes with
+/// `enable_precise_upscale`; VLFeat's, hence COLMAP's, doubling has none). Subtracted when
+/// OpenCV's keypoints become frames ([`frame_from_keypoint`]) and added back when frames go to
+/// OpenCV ([`keypoint_from_frame`]), so positions in descl's files follow their convention and
+/// OpenCV still computes SIFT descriptors at the points it detected.
+pub const OPENCV_SIFT_UPSCALE_OFFSET_PX: f32 = 0.25;
 
 fn sift(contrast_threshold: f32) -> Result<opencv::core::Ptr<opencv::features2d::SIFT>> {
     Ok(opencv::features2d::SIFT::create(
@@ -67,19 +77,21 @@ pub fn detect_dog(
     Ok(out)
 }
 
-/// The frame of an OpenCV keypoint: centre = `pt`, `a = m·(size/2)·R(angle)`.
+/// The frame of a keypoint of OpenCV's SIFT detector (a doubled pyramid): centre = `pt` less
+/// [`OPENCV_SIFT_UPSCALE_OFFSET_PX`] on both axes, `a = m·(size/2)·R(angle)`.
 pub fn frame_from_keypoint(kp: &KeyPoint, magnification: f32) -> Frame {
     let p = kp.pt();
     let s = magnification * kp.size() / 2.0;
     let (sin, cos) = kp.angle().to_radians().sin_cos();
     Frame {
-        x: p.x,
-        y: p.y,
+        x: p.x - OPENCV_SIFT_UPSCALE_OFFSET_PX,
+        y: p.y - OPENCV_SIFT_UPSCALE_OFFSET_PX,
         a: [[s * cos, -s * sin], [s * sin, s * cos]],
     }
 }
 
 /// The OpenCV keypoint of a frame (inverse of [`frame_from_keypoint`] for similarity frames):
+/// position in OpenCV's doubled-pyramid convention (+[`OPENCV_SIFT_UPSCALE_OFFSET_PX`]),
 /// size = 2·scale/m with scale = √|det a|, angle = direction of a's first column in degrees
 /// [0, 360). The octave field is packed as SIFT would have for that size (octave, layer,
 /// sub-layer offset), so OpenCV computes the descriptor at the right pyramid level.
@@ -97,8 +109,8 @@ pub fn keypoint_from_frame(f: &Frame, magnification: f32) -> Result<KeyPoint> {
         angle -= 360.0;
     }
     Ok(KeyPoint::new_coords(
-        f.x,
-        f.y,
+        f.x + OPENCV_SIFT_UPSCALE_OFFSET_PX,
+        f.y + OPENCV_SIFT_UPSCALE_OFFSET_PX,
         size,
         angle,
         0.0,
@@ -138,9 +150,23 @@ pub fn sift_descriptors(
         .floor() as i32)
         .max(0);
     let mut kps = Vector::<KeyPoint>::with_capacity(frames.len());
+    let mut packed = Vec::with_capacity(frames.len());
     for f in frames {
         let mut kp = keypoint_from_frame(f, magnification)?;
         kp.set_octave(pack_octave(kp.size(), max_octave));
+        packed.push(kp);
+    }
+    // OpenCV doubles the image only when a keypoint lies in octave −1; without one its
+    // positions carry no upscale offset.
+    let doubled = packed.iter().any(|k| (k.octave() & 255) == 255);
+    for mut kp in packed {
+        if !doubled {
+            let p = kp.pt();
+            kp.set_pt(opencv::core::Point2f::new(
+                p.x - OPENCV_SIFT_UPSCALE_OFFSET_PX,
+                p.y - OPENCV_SIFT_UPSCALE_OFFSET_PX,
+            ));
+        }
         kps.push(kp);
     }
     let mat = img.to_mat_u8()?;
