@@ -812,7 +812,9 @@ pub fn training_and_validation(data: &DataConfig) -> Result<(TrackMix, Validatio
 fn load_or_generate_source(source: &TrackSource) -> Result<TrackSet> {
     let path = &source.tracks;
     if path.exists() {
-        return TrackSet::load(path);
+        let set = TrackSet::load(path)?;
+        check_made_as_configured(path, &set.header.source, source)?;
+        return Ok(set);
     }
     let set = match (&source.synthetic, &source.colmap) {
         (Some(synthetic), None) => crate::data::synthetic::generate(synthetic)
@@ -831,6 +833,64 @@ fn load_or_generate_source(source: &TrackSource) -> Result<TrackSet> {
     }
     set.save(path)?;
     Ok(set)
+}
+
+/// A track file is reused only when it records the generator and settings its source
+/// configures and, when descl's generators cut it, the frames of today's detector
+/// ([`crate::data::TRACK_FRAMES`]); otherwise
+/// an error naming the file and what differs (cutting again can take long and replaces the
+/// file: the user decides).
+fn check_made_as_configured(
+    path: &Path,
+    recorded: &serde_json::Value,
+    source: &TrackSource,
+) -> Result<()> {
+    let expected = match (&source.synthetic, &source.colmap) {
+        (Some(s), None) => Some(("synthetic", serde_json::to_value(s)?)),
+        (None, Some(c)) => Some(("colmap", serde_json::to_value(c)?)),
+        // A track file without a generator (made elsewhere): what it records is all there is.
+        _ => None,
+    };
+    let mut why = Vec::new();
+    if let Some((generator, config)) = expected {
+        if recorded["generator"] != generator {
+            why.push(format!(
+                "generator {} (configured: {generator})",
+                recorded["generator"]
+            ));
+        }
+        let keys: std::collections::BTreeSet<&String> = config
+            .as_object()
+            .into_iter()
+            .chain(recorded["config"].as_object())
+            .flat_map(|o| o.keys())
+            .collect();
+        for key in keys {
+            let (r, c) = (&recorded["config"][key], &config[key]);
+            if r != c {
+                why.push(format!("`{key}` {r} (configured: {c})"));
+            }
+        }
+    }
+    // Cut by descl's generators (not a file of patches made some other way): from DoG frames.
+    let cut_by_descl = ["colmap", "synthetic"]
+        .iter()
+        .any(|g| recorded["generator"] == *g);
+    if cut_by_descl && recorded["frames"] != crate::data::TRACK_FRAMES {
+        why.push(format!(
+            "frames {} (today's: \"{}\"; a file without it was cut from DoG positions 1/4 px off)",
+            recorded["frames"],
+            crate::data::TRACK_FRAMES
+        ));
+    }
+    if why.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{}: the track file was not made as its source is configured: {}; delete it to cut it again, or name another `tracks` file",
+        path.display(),
+        why.join("; ")
+    )
 }
 
 fn save_checkpoint(
@@ -1130,6 +1190,61 @@ fn install(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn track_files_made_otherwise_are_refused() {
+        let source: TrackSource = serde_json::from_value(serde_json::json!({
+            "tracks": "t.bin",
+            "colmap": {"sparse": "s/0", "database": "d.db", "images": "im", "seed": 1}
+        }))
+        .unwrap();
+        let config = serde_json::to_value(source.colmap.as_ref().unwrap()).unwrap();
+        let made = |config: serde_json::Value, frames: Option<&str>| {
+            let mut v = serde_json::json!({"generator": "colmap", "config": config, "stats": {}});
+            if let Some(f) = frames {
+                v["frames"] = f.into();
+            }
+            v
+        };
+        let path = Path::new("t.bin");
+        check_made_as_configured(
+            path,
+            &made(config.clone(), Some(crate::data::TRACK_FRAMES)),
+            &source,
+        )
+        .unwrap();
+        // Another seed: named, with both values.
+        let mut other = config.clone();
+        other["seed"] = 2.into();
+        let e =
+            check_made_as_configured(path, &made(other, Some(crate::data::TRACK_FRAMES)), &source)
+                .unwrap_err()
+                .to_string();
+        assert!(
+            e.contains("t.bin") && e.contains("`seed` 2 (configured: 1)"),
+            "{e}"
+        );
+        // Cut before DoG positions lost OpenCV's upscale offset.
+        let e = check_made_as_configured(path, &made(config.clone(), None), &source)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("frames null") && e.contains("1/4 px"), "{e}");
+        // Jitter configured, none recorded.
+        let mut jittered = source.clone();
+        jittered.colmap.as_mut().unwrap().jitter = Some(crate::data::jitter::FrameJitter {
+            rotation_deg: 7.5,
+            scale: 0.11,
+            shift: 0.02,
+        });
+        let e = check_made_as_configured(
+            path,
+            &made(config, Some(crate::data::TRACK_FRAMES)),
+            &jittered,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`jitter` null"), "{e}");
+    }
 
     #[test]
     fn schedules_hit_their_end_points() {

@@ -232,6 +232,7 @@ pub fn generate(cfg: &ColmapTracksConfig) -> Result<TrackSet> {
         serde_json::json!({
             "generator": "colmap",
             "config": cfg,
+            "frames": crate::data::TRACK_FRAMES,
             "stats": stats,
             "images": names,
         }),

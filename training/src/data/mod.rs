@@ -29,6 +29,12 @@ pub const PATCH_SIDE: usize = descl::patch::PATCH_SIZE;
 /// Pixels per stored patch.
 pub const PATCH_PIXELS: usize = PATCH_SIDE * PATCH_SIDE;
 
+/// The frames newly cut tracks follow, recorded in every track file's `source.frames`: DoG
+/// positions in descl's frame convention since OpenCV's upscale offset is removed
+/// (`descl::detect::dog::OPENCV_SIFT_UPSCALE_OFFSET_PX`). A file without it was cut from
+/// positions ¼ px off and is not reused (`train::load_or_generate_source`).
+pub const TRACK_FRAMES: &str = "dog-pixel-centre";
+
 /// What a track file holds and how it was made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrackHeader {

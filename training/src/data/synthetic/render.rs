@@ -447,7 +447,12 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<TrackSet> {
     let mut set = TrackSet::new(
         cfg.views,
         cfg.magnification,
-        serde_json::json!({"generator": "synthetic", "config": cfg, "photos": names}),
+        serde_json::json!({
+            "generator": "synthetic",
+            "config": cfg,
+            "frames": crate::data::TRACK_FRAMES,
+            "photos": names,
+        }),
     );
     for group in groups {
         set.header.classes += group.header.classes;
