@@ -535,3 +535,39 @@ fn names_with_the_pair_separator_are_kept_or_refused() {
     );
     assert_eq!(std::fs::read(mf.join("a__b.npz")).unwrap(), before);
 }
+
+/// One model per features folder: a run of another model is refused while a file of the old
+/// model would remain (an image that is not the run's), and proceeds when the run replaces
+/// them all (found by the property test: a whole `--resume` with a new model over a folder
+/// whose every file it redoes was refused half-way).
+#[test]
+fn a_folder_changes_model_only_by_a_run_that_replaces_every_file() {
+    let Some(data) = common::data_root_or_skip("a_folder_changes_model") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let feats = dir.path().join("f");
+    let first = imgs.join("0000.jpg");
+    let (ok, _, err) = common::extract(&first, &feats, &[&SIZE[..], &["-m", "rootsift"]].concat());
+    assert!(ok, "{err}");
+    // Another image with another model: 0000.npz (rootsift) would stay beside it.
+    let (ok, _, err) = common::extract(
+        &imgs.join("0001.jpg"),
+        &feats,
+        &[&SIZE[..], &["-m", "sift"]].concat(),
+    );
+    assert!(
+        !ok && err.contains("0000.npz") && err.contains("rootsift"),
+        "{err}"
+    );
+    assert_eq!(npz_in(&feats), ["0000.npz"]);
+    // The whole set with the new model replaces 0000.npz too: allowed, and one model after.
+    let j = extract(&imgs, &feats, &["-m", "sift", "--resume"]);
+    assert_eq!(j["failed"].as_u64(), Some(0), "{j}");
+    assert_eq!(npz_in(&feats), ["0000.npz", "0001.npz", "0002.npz"]);
+    for f in npz_in(&feats) {
+        let meta = descl::io::features::read_features_meta(&feats.join(&f)).unwrap();
+        assert_eq!(meta.model, "sift", "{f}");
+    }
+}

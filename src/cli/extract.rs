@@ -62,8 +62,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let images = args.shard.unwrap_or_default().select(&all);
     // The describer first: a model that fails to load leaves no output folder behind.
     let extractor = args.describe.extractor()?;
-    let writer = output::open(args.format, &args.out)
+    let mut writer = output::open(args.format, &args.out)
         .with_context(|| format!("output folder {}", args.out.display()))?;
+    writer.expect_images(&all)?;
     let total = images.len();
     let mut redone_stale = Vec::new();
     let images: Vec<PathBuf> = images

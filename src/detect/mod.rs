@@ -6,6 +6,8 @@
 #[cfg(feature = "full")]
 pub mod dog;
 pub mod harris_affine;
+#[cfg(feature = "full")]
+pub mod vlfeat;
 
 #[cfg(feature = "full")]
 use crate::error::{Error, Result};
@@ -86,17 +88,39 @@ pub enum DetectorKind {
     Dog,
     /// Harris-Affine (Mikolajczyk & Schmid 2004).
     HarrisAffine,
+    /// VLFeat's DoG (`vl_covdet`, [`vlfeat`]): a reference implementation; needs the cargo
+    /// feature `vlfeat`.
+    VlfeatDog,
+    /// VLFeat's Harris-Affine (`vl_covdet` Harris-Laplace + affine shape, [`vlfeat`]): the
+    /// reference for descl's own; needs the cargo feature `vlfeat`.
+    VlfeatHarrisAffine,
 }
 
 impl DetectorKind {
     /// Every detector, in the order the command line lists them.
-    pub const ALL: &'static [DetectorKind] = &[DetectorKind::Dog, DetectorKind::HarrisAffine];
+    pub const ALL: &'static [DetectorKind] = &[
+        DetectorKind::Dog,
+        DetectorKind::HarrisAffine,
+        DetectorKind::VlfeatDog,
+        DetectorKind::VlfeatHarrisAffine,
+    ];
+
+    /// VLFeat's implementation of the same detector, the reference for descl's own.
+    pub fn vlfeat_reference(self) -> Option<DetectorKind> {
+        match self {
+            DetectorKind::Dog => Some(DetectorKind::VlfeatDog),
+            DetectorKind::HarrisAffine => Some(DetectorKind::VlfeatHarrisAffine),
+            DetectorKind::VlfeatDog | DetectorKind::VlfeatHarrisAffine => None,
+        }
+    }
 
     /// The name on the command line and in features files.
     pub fn name(self) -> &'static str {
         match self {
             DetectorKind::Dog => "dog",
             DetectorKind::HarrisAffine => "harris-affine",
+            DetectorKind::VlfeatDog => "vlfeat-dog",
+            DetectorKind::VlfeatHarrisAffine => "vlfeat-harris-affine",
         }
     }
 }
@@ -155,6 +179,12 @@ pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
         DetectorKind::Dog => dog::detect_dog(img, cfg.contrast_threshold, cfg.magnification)?,
         DetectorKind::HarrisAffine => {
             harris_affine::detect_harris_affine(img, cfg.magnification, cfg.max_keypoints)
+        }
+        DetectorKind::VlfeatDog => {
+            vlfeat::detect_vlfeat(img, vlfeat::Method::Dog, cfg.magnification)?
+        }
+        DetectorKind::VlfeatHarrisAffine => {
+            vlfeat::detect_vlfeat(img, vlfeat::Method::HarrisAffine, cfg.magnification)?
         }
     };
     match cfg.selection {

@@ -81,24 +81,45 @@ pub fn score_pair(
     })
 }
 
-/// Means over pairs (%).
+/// Means over pairs (%), with the detector's cost.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScoreSummary {
     pub pairs: usize,
     pub repeatability: f64,
     pub matching_score: f64,
+    /// Mean one-to-one correspondences per pair (reports before 2026-11-25 lack it: 0).
+    #[serde(default)]
+    pub correspondences: f64,
+    /// Mean detection time per image in milliseconds, the detector alone (0 in older reports).
+    #[serde(default)]
+    pub detect_ms_per_image: f64,
     pub details: Vec<ScorePair>,
 }
 
-/// Averages pair scores.
-pub fn summarise(pairs: Vec<ScorePair>) -> ScoreSummary {
-    let n = pairs.len().max(1) as f64;
+/// Averages pair scores; `detect_ms_per_image` is the detector's mean time per image.
+pub fn summarise(pairs: Vec<ScorePair>, detect_ms_per_image: f64) -> ScoreSummary {
+    let (repeatability, matching_score, correspondences) = means(&pairs);
     ScoreSummary {
         pairs: pairs.len(),
-        repeatability: pairs.iter().map(|p| p.repeatability).sum::<f64>() / n,
-        matching_score: pairs.iter().map(|p| p.matching_score).sum::<f64>() / n,
+        repeatability,
+        matching_score,
+        correspondences,
+        detect_ms_per_image,
         details: pairs,
     }
+}
+
+/// Mean repeatability (%), matching score (%) and correspondences over `pairs` (0 for none).
+pub fn means<'a>(pairs: impl IntoIterator<Item = &'a ScorePair>) -> (f64, f64, f64) {
+    let (mut n, mut r, mut m, mut c) = (0usize, 0.0, 0.0, 0.0);
+    for p in pairs {
+        n += 1;
+        r += p.repeatability;
+        m += p.matching_score;
+        c += p.correspondences as f64;
+    }
+    let n = n.max(1) as f64;
+    (r / n, m / n, c / n)
 }
 
 #[cfg(test)]

@@ -312,8 +312,11 @@ impl BenchReport {
         s.push('\n');
     }
 
-    /// Oxford matching score and repeatability per detector and method.
+    /// Oxford matching score and repeatability per detector and method: the means over all
+    /// pairs (with correspondences and the detector's time per image), then one table per
+    /// sequence.
     fn md_matching_score(&self, s: &mut String) {
+        use crate::eval::oxford::means;
         if self.matching_score.is_empty() {
             return;
         }
@@ -329,19 +332,42 @@ impl BenchReport {
         );
         let _ = writeln!(
             s,
-            "| detector | method | repeatability (%) | matching score (%) |\n|---|---|---|---|"
+            "| detector | method | repeatability (%) | correspondences | matching score (%) | detection ms / image |\n|---|---|---|---|---|---|"
         );
         for (d, by_method) in &self.matching_score {
             for (m, x) in by_method {
                 let _ = writeln!(
                     s,
-                    "| {d} | {m} | {} | {} |",
+                    "| {d} | {m} | {} | {:.0} | {} | {:.0} |",
                     f1(x.repeatability),
-                    f1(x.matching_score)
+                    x.correspondences,
+                    f1(x.matching_score),
+                    x.detect_ms_per_image
                 );
             }
         }
         s.push('\n');
+        let mut sequences: Vec<&str> = self
+            .matching_score
+            .values()
+            .flat_map(|m| m.values())
+            .flat_map(|x| x.details.iter().map(|p| p.sequence.as_str()))
+            .collect();
+        sequences.sort_unstable();
+        sequences.dedup();
+        for seq in sequences {
+            let _ = writeln!(
+                s,
+                "#### {seq}\n\n| detector | method | repeatability (%) | correspondences | matching score (%) |\n|---|---|---|---|---|"
+            );
+            for (d, by_method) in &self.matching_score {
+                for (m, x) in by_method {
+                    let (r, ms, c) = means(x.details.iter().filter(|p| p.sequence == seq));
+                    let _ = writeln!(s, "| {d} | {m} | {} | {c:.0} | {} |", f1(r), f1(ms));
+                }
+            }
+            s.push('\n');
+        }
     }
 
     /// HPatches patch tasks per method.

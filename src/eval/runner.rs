@@ -414,6 +414,7 @@ pub fn run_matching_score(
     let ex = extractors(methods, det)?;
     let mcfg = mutual_nn();
     let mut pairs: BTreeMap<String, Vec<crate::eval::oxford::ScorePair>> = BTreeMap::new();
+    let (detect_s, images) = (timing.detect_s, timing.images);
     for seq in seqs {
         progress.message(&format!("{} {}", det.kind, seq.name));
         let first = extract(&seq.images[0], &ex, det, timing)?;
@@ -443,5 +444,9 @@ pub fn run_matching_score(
             }
         }
     }
-    Ok(pairs.into_iter().map(|(m, p)| (m, summarise(p))).collect())
+    let ms_per_image = 1e3 * (timing.detect_s - detect_s) / (timing.images - images).max(1) as f64;
+    Ok(pairs
+        .into_iter()
+        .map(|(m, p)| (m, summarise(p, ms_per_image)))
+        .collect())
 }

@@ -269,7 +269,13 @@ impl Run<'_> {
             return self.missing("Oxford Affine", self.cfg.data.oxford.as_deref());
         };
         let seqs = load_sequences(root)?;
-        for kind in [DetectorKind::Dog, DetectorKind::HarrisAffine] {
+        // descl's detectors, each beside VLFeat's implementation of it (the reference).
+        for kind in [
+            DetectorKind::Dog,
+            DetectorKind::VlfeatDog,
+            DetectorKind::HarrisAffine,
+            DetectorKind::VlfeatHarrisAffine,
+        ] {
             self.progress.start("match score", 0);
             let d = DetectorConfig { kind, ..*self.det };
             match runner::run_matching_score(&seqs, self.methods, &d, self.timing, self.progress) {
@@ -277,7 +283,7 @@ impl Run<'_> {
                     self.report.matching_score.insert(kind.to_string(), r);
                 }
                 // A detector this build cannot run is reported, not fatal.
-                Err(Error::InvalidInput(why)) if kind == DetectorKind::HarrisAffine => self
+                Err(Error::InvalidInput(why)) if kind != DetectorKind::Dog => self
                     .progress
                     .note(&format!("matching score: skipping {kind}: {why}")),
                 Err(e) => return Err(e),

@@ -8,7 +8,7 @@ use crate::io::matches::{write_matches, MatchesFile};
 use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
 use crate::io::writer::{ImageRecord, PairRecord, Writer};
 use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// A folder of `.npz` files.
@@ -21,6 +21,11 @@ pub struct NpzFolder {
     /// Output file → the input that claimed it, so two images with one stem are an error
     /// rather than a silent overwrite.
     claimed: HashMap<PathBuf, PathBuf>,
+    /// The stems of the whole run's images, all shards ([`Writer::expect_images`]): files of
+    /// another model that are all the run's own will be replaced, so the run may proceed.
+    run_stems: Option<HashSet<String>>,
+    /// A model checked to leave no other model's files behind once the run is complete.
+    allowed_model: Option<String>,
 }
 
 fn stem(path: &Path) -> Result<String> {
@@ -43,6 +48,8 @@ impl NpzFolder {
             dir: dir.to_path_buf(),
             model: existing_model(dir),
             claimed: HashMap::new(),
+            run_stems: None,
+            allowed_model: None,
         })
     }
 
@@ -61,6 +68,24 @@ impl NpzFolder {
         }
         self.claimed.insert(target.clone(), input.to_path_buf());
         Ok(target)
+    }
+
+    /// A features file in the folder of a model other than `model` whose image is not one of
+    /// the run's ([`Writer::expect_images`]; without them, any such file), with its model.
+    fn stray_of_other_model(&self, model: &str) -> Result<Option<(PathBuf, String)>> {
+        for file in npz_files(&self.dir, false)? {
+            let Ok(meta) = crate::io::features::read_features_meta(&file) else {
+                continue;
+            };
+            let own = self
+                .run_stems
+                .as_ref()
+                .is_some_and(|s| stem(&file).is_ok_and(|f| s.contains(&f)));
+            if meta.model != model && !own {
+                return Ok(Some((file, meta.model)));
+            }
+        }
+        Ok(None)
     }
 
     /// `<dir>/<stemA>__<stemB>.npz`.
@@ -87,18 +112,33 @@ impl Writer for NpzFolder {
             )));
         }
         match &self.model {
-            Some((m, example)) if m != model && !target.is_file() => {
-                return Err(Error::InvalidInput(format!(
-                    "{}: the folder already holds features of `{m}` ({}); features of `{model}` go into another folder",
-                    self.dir.display(),
-                    example.display()
-                )))
+            Some((m, _))
+                if m != model
+                    && !target.is_file()
+                    && self.allowed_model.as_deref() != Some(model.as_str()) =>
+            {
+                // Refused when a file of another model would remain after the whole run (an
+                // image that is not the run's); files of the run's own images are replaced
+                // by it (their shard), and `descl sfm merge` refuses the folder until then.
+                if let Some((stray, other)) = self.stray_of_other_model(model)? {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: the folder holds features of `{other}` ({}) that this run does not replace; features of `{model}` go into another folder",
+                        self.dir.display(),
+                        stray.display()
+                    )));
+                }
+                self.allowed_model = Some(model.clone());
             }
             Some(_) => {}
             None => self.model = Some((model.clone(), image.path.to_path_buf())),
         }
         write_features(&target, image.features)?;
         Ok(Some(target))
+    }
+
+    fn expect_images(&mut self, images: &[PathBuf]) -> Result<()> {
+        self.run_stems = Some(images.iter().map(|p| stem(p)).collect::<Result<_>>()?);
+        Ok(())
     }
 
     /// Done when `<stem>.npz` reads back whole and records the provenance this run would

@@ -51,6 +51,12 @@ pub trait Writer: Send {
     fn has_pair(&self, _a: &Path, _b: &Path, _expected: &PairProvenance) -> Reuse {
         Reuse::Missing
     }
+    /// The images of the whole run (all its shards), before any is stored: a format that keeps
+    /// one model per folder lets the run replace files of another model that are all the
+    /// run's own images.
+    fn expect_images(&mut self, _images: &[PathBuf]) -> Result<()> {
+        Ok(())
+    }
     /// Records what the whole run (all its shards) is meant to produce, for `descl sfm merge`
     /// ([`crate::io::plan`]); formats without a folder of their own ignore it.
     fn record_plan(&mut self, _plan: &MatchPlan) -> Result<()> {
