@@ -571,3 +571,108 @@ fn a_folder_changes_model_only_by_a_run_that_replaces_every_file() {
         assert_eq!(meta.model, "sift", "{f}");
     }
 }
+
+/// A killed `--format h5` run keeps what it had at its last checkpoint (issue 24, case 6: a
+/// killed run kept nothing and the whole run was redone): features.h5 is a whole HDF5 file
+/// holding whole image groups, and `--resume` reuses them and extracts only the rest.
+#[cfg(feature = "h5")]
+#[test]
+fn a_killed_h5_run_resumes_from_its_last_checkpoint() {
+    let Some(data) = common::data_root_or_skip("a_killed_h5_run_resumes") else {
+        return;
+    };
+    const N: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), N);
+    let out = dir.path().join("h5");
+    let target = out.join("features.h5");
+    // Full-size images (a second or more each) and a checkpoint after every image.
+    let mut child = descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&out)
+        .args(["--format", "h5"])
+        .env(descl::io::hloc::CHECKPOINT_ENV, "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !target.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(300),
+            "no checkpoint written"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let kept = descl::io::hloc::list_features(&target).unwrap();
+    assert!(
+        !kept.is_empty() && kept.len() < N,
+        "{} images at the kill",
+        kept.len()
+    );
+    // Every kept group is whole: it reads back with its recorded identity.
+    for name in &kept {
+        descl::io::hloc::read_features(&target, name).unwrap();
+    }
+    let (ok, stdout, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&out)
+        .args(["--format", "h5", "--resume", "--json"]));
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        j["skipped_existing"].as_u64(),
+        Some(kept.len() as u64),
+        "{j}"
+    );
+    assert_eq!(descl::io::hloc::list_features(&target).unwrap().len(), N);
+    // The killed run's temporary is gone; only the files and the plan stay.
+    let left: Vec<String> = files_in(&out)
+        .into_iter()
+        .filter(|f| f.contains("tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// `--format h5` with `--shard` is refused before any work, naming the npz route.
+#[test]
+fn h5_shards_are_refused_before_work_with_the_route_that_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("a.png");
+    common::gray_image(64, 48, false).save(&img).unwrap();
+    let out = dir.path().join("h5");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&img)
+        .arg("--out")
+        .arg(&out)
+        .args(["--format", "h5", "--shard", "0/2"]));
+    assert!(
+        !ok && err.contains("cannot be sharded") && err.contains("npz"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let (ok, _, err) = run(descl()
+        .args([
+            "match",
+            "--exhaustive",
+            "--format",
+            "h5",
+            "--shard",
+            "1/2",
+            "--images",
+        ])
+        .arg(dir.path())
+        .arg("--out-dir")
+        .arg(&out));
+    assert!(!ok && err.contains("cannot be sharded"), "{err}");
+    assert!(!out.exists());
+}

@@ -102,6 +102,21 @@ pub fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
     choice(Format::ALL, Format::name)
 }
 
+/// `--format h5` is one `features.h5` / `matches.h5` per folder, written by one process under a
+/// lock: shards running in parallel cannot share it (the second would fail on the lock after
+/// its model loaded). Refused before any work, with the route that does shard: npz shards in
+/// one folder (checked and merged by provenance), then one `descl match --format h5` from them.
+pub fn refuse_h5_shards(format: Format, shard: Option<&descl::shard::Shard>) -> anyhow::Result<()> {
+    if format == Format::H5 && shard.is_some() {
+        anyhow::bail!(
+            "--format h5 cannot be sharded: features.h5 and matches.h5 are one file each, written by one process. \
+             Run the shards in the npz format (the default) into one folder, then \
+             `descl match --images FOLDER --pairs pairs.txt --format h5 --out-dir OUT` writes features.h5 and matches.h5 from them"
+        );
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CameraModelArg {
     #[value(name = "SIMPLE_PINHOLE")]

@@ -58,6 +58,7 @@ struct Summary {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    super::args::refuse_h5_shards(args.format, args.shard.as_ref())?;
     let all = expand_inputs(&args.inputs)?;
     let images = args.shard.unwrap_or_default().select(&all);
     // The describer first: a model that fails to load leaves no output folder behind.

@@ -195,6 +195,7 @@ fn draw(
 }
 
 fn run_set(args: &Args) -> anyhow::Result<()> {
+    super::args::refuse_h5_shards(args.format, args.shard.as_ref())?;
     let dir = args.images.as_deref().context("--images")?;
     let out_dir = args
         .out_dir

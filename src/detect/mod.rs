@@ -105,15 +105,6 @@ impl DetectorKind {
         DetectorKind::VlfeatHarrisAffine,
     ];
 
-    /// VLFeat's implementation of the same detector, the reference for descl's own.
-    pub fn vlfeat_reference(self) -> Option<DetectorKind> {
-        match self {
-            DetectorKind::Dog => Some(DetectorKind::VlfeatDog),
-            DetectorKind::HarrisAffine => Some(DetectorKind::VlfeatHarrisAffine),
-            DetectorKind::VlfeatDog | DetectorKind::VlfeatHarrisAffine => None,
-        }
-    }
-
     /// The name on the command line and in features files.
     pub fn name(self) -> &'static str {
         match self {

@@ -27,7 +27,12 @@
 //!
 //! Both files are built in temporaries beside the targets (an existing file is copied first,
 //! so a rerun adds to it and skips pairs it has) under a lock, and renamed into place by
-//! [`Writer::finish`]: a killed run leaves the previous files as they were.
+//! [`Writer::finish`] and at checkpoints during the run: every
+//! [`CHECKPOINT_MIN_INTERVAL`] at least, and never more often than the copy that reopens the
+//! file allows ([`CHECKPOINT_COPY_SHARE`] of the time), the temporary is closed, renamed into
+//! place and copied again to go on. A killed run leaves the files of its last checkpoint —
+//! whole HDF5 files holding whole groups — and the next run (`--resume`, or a rerun of the
+//! pairs) reuses what they hold with this run's provenance instead of starting over.
 
 use crate::describe::{Descriptors, BINARY_BITS};
 use crate::error::{Error, Result};
@@ -80,32 +85,111 @@ fn h5_err(path: &Path, e: hdf5::Error) -> Error {
     Error::format(path, format!("HDF5: {e}"))
 }
 
+/// The longest a run writes into its temporaries without putting what it has in place (see
+/// the module doc): a killed run loses at most this much work, plus one image or pair.
+pub const CHECKPOINT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// A checkpoint copies the whole file to go on; checkpoints are spaced so that the copies take
+/// at most this share of the run's time (a 4 GB features.h5 that copies in 8 s is put in place
+/// every 80 s, not every minute).
+pub const CHECKPOINT_COPY_SHARE: f64 = 0.1;
+/// Environment variable overriding [`CHECKPOINT_MIN_INTERVAL`], in seconds (0: after every
+/// image or pair; for tests and for users who prefer safety to speed).
+pub const CHECKPOINT_ENV: &str = "DESCL_H5_CHECKPOINT_SECONDS";
+
+/// The interval of [`CHECKPOINT_ENV`], else [`CHECKPOINT_MIN_INTERVAL`].
+fn checkpoint_interval() -> std::time::Duration {
+    std::env::var(CHECKPOINT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(CHECKPOINT_MIN_INTERVAL, std::time::Duration::from_secs_f64)
+}
+
 /// One HDF5 file being written: a temporary beside `target` (a copy of `target` if it exists).
 struct H5Out {
-    file: hdf5::File,
-    tmp: tempfile::TempPath,
+    /// None only between closing and reopening at a checkpoint.
+    file: Option<hdf5::File>,
+    tmp: Option<tempfile::TempPath>,
     target: PathBuf,
     lock: OutputLock,
+    /// When the file was last put in place (or opened), and what the copy that reopened it cost.
+    last_checkpoint: std::time::Instant,
+    copy_cost: std::time::Duration,
+    interval: std::time::Duration,
+}
+
+/// A temporary beside `target` holding a copy of `target` (or a new file), open for writing;
+/// with the time the copy took.
+fn open_copy(target: &Path) -> Result<(hdf5::File, tempfile::TempPath, std::time::Duration)> {
+    let tmp = temp_beside(target, &tmp_tag(target), ".h5")?.into_temp_path();
+    let t = std::time::Instant::now();
+    let file = if target.is_file() {
+        std::fs::copy(target, &tmp).map_err(|e| Error::io(target, e))?;
+        hdf5::File::append(&tmp)
+    } else {
+        hdf5::File::create(&tmp)
+    }
+    .map_err(|e| h5_err(target, e))?;
+    Ok((file, tmp, t.elapsed()))
 }
 
 impl H5Out {
     fn open(target: &Path) -> Result<H5Out> {
         let lock = OutputLock::acquire(target, "write into another folder")?;
         remove_stale_temporaries(target);
-        let tmp = temp_beside(target, &tmp_tag(target), ".h5")?.into_temp_path();
-        let file = if target.is_file() {
-            std::fs::copy(target, &tmp).map_err(|e| Error::io(target, e))?;
-            hdf5::File::append(&tmp)
-        } else {
-            hdf5::File::create(&tmp)
-        }
-        .map_err(|e| h5_err(target, e))?;
+        let (file, tmp, copy_cost) = open_copy(target)?;
         Ok(H5Out {
-            file,
-            tmp,
+            file: Some(file),
+            tmp: Some(tmp),
             target: target.to_path_buf(),
             lock,
+            last_checkpoint: std::time::Instant::now(),
+            copy_cost,
+            interval: checkpoint_interval(),
         })
+    }
+
+    /// The open file.
+    fn file(&self) -> Result<&hdf5::File> {
+        self.file.as_ref().ok_or_else(|| {
+            Error::format(
+                &self.target,
+                "the HDF5 file is not open (a checkpoint failed)",
+            )
+        })
+    }
+
+    /// Closes the temporary and renames it into place.
+    fn put_in_place(&mut self) -> Result<()> {
+        if let Some(file) = self.file.take() {
+            file.flush().map_err(|e| h5_err(&self.target, e))?;
+            file.close().map_err(|e| h5_err(&self.target, e))?;
+        }
+        if let Some(tmp) = self.tmp.take() {
+            tmp.persist(&self.target)
+                .map_err(|e| Error::io(&self.target, e.error))?;
+        }
+        Ok(())
+    }
+
+    /// After a whole image or pair: puts the file in place when the interval has passed (and the
+    /// copy to go on would take at most [`CHECKPOINT_COPY_SHARE`] of the time since the last
+    /// one), then reopens a copy.
+    fn checkpoint_if_due(&mut self) -> Result<()> {
+        let since = self.last_checkpoint.elapsed();
+        let spacing = self
+            .interval
+            .max(self.copy_cost.mul_f64(1.0 / CHECKPOINT_COPY_SHARE));
+        if since < spacing {
+            return Ok(());
+        }
+        self.put_in_place()?;
+        let (file, tmp, copy_cost) = open_copy(&self.target)?;
+        self.file = Some(file);
+        self.tmp = Some(tmp);
+        self.copy_cost = copy_cost;
+        self.last_checkpoint = std::time::Instant::now();
+        Ok(())
     }
 
     fn err(&self, e: hdf5::Error) -> Error {
@@ -125,7 +209,7 @@ impl H5Out {
                 self.target.display()
             )));
         }
-        let mut group = self.file.as_group().map_err(|e| self.err(e))?;
+        let mut group = self.file()?.as_group().map_err(|e| self.err(e))?;
         let (last, parents) = parts.split_last().unwrap_or((&"", &[]));
         for part in parents {
             group = if group.link_exists(part) {
@@ -142,12 +226,8 @@ impl H5Out {
     }
 
     /// Closes the file and renames it into place, then releases the lock.
-    fn finish(self) -> Result<PathBuf> {
-        self.file.flush().map_err(|e| h5_err(&self.target, e))?;
-        self.file.close().map_err(|e| h5_err(&self.target, e))?;
-        self.tmp
-            .persist(&self.target)
-            .map_err(|e| Error::io(&self.target, e.error))?;
+    fn finish(mut self) -> Result<PathBuf> {
+        self.put_in_place()?;
         drop(self.lock);
         Ok(self.target)
     }
@@ -171,14 +251,14 @@ impl HlocFolder {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let features = H5Out::open(&dir.join(FEATURES_FILE))?;
         let model = features
-            .file
+            .file()?
             .attr(MODEL_ATTR)
             .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
             .ok()
             .map(|s| s.as_str().to_string());
         // A file of another extractor (hloc's SuperPoint, a 256-d model): descl's features
         // added to it would be matched against features of unknown provenance.
-        let holds_features = features.file.member_names().is_ok_and(|m| !m.is_empty());
+        let holds_features = features.file()?.member_names().is_ok_and(|m| !m.is_empty());
         if model.is_none() && holds_features {
             return Err(Error::InvalidInput(format!(
                 "{}: the file holds features descl did not write (no `{MODEL_ATTR}` attribute); write into another folder",
@@ -216,7 +296,7 @@ impl HlocFolder {
                 let value: hdf5::types::VarLenUnicode = f.meta.model.parse().map_err(|e| {
                     Error::InvalidInput(format!("model name {:?}: {e}", f.meta.model))
                 })?;
-                let file = &self.features.file;
+                let file = self.features.file()?;
                 file.new_attr::<hdf5::types::VarLenUnicode>()
                     .shape(())
                     .create(MODEL_ATTR)
@@ -477,10 +557,14 @@ impl Writer for HlocFolder {
         let group = out.fresh_group(image.name)?;
         // A group is whole or absent: what failed half-way is removed.
         if let Err(e) = write_image(out, &group, image.features) {
-            let _ = out.file.unlink(image.name);
+            if let Ok(file) = out.file() {
+                let _ = file.unlink(image.name);
+            }
             return Err(e);
         }
-        Ok(Some(out.target.clone()))
+        drop(group);
+        self.features.checkpoint_if_due()?;
+        Ok(Some(self.features.target.clone()))
     }
 
     /// Done when the image's group exists and records the provenance this run would give it.
@@ -488,7 +572,7 @@ impl Writer for HlocFolder {
         let Some(name) = input.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             return Reuse::Missing;
         };
-        let Ok(group) = self.features.file.group(&name) else {
+        let Some(group) = self.features.file().ok().and_then(|f| f.group(&name).ok()) else {
             return Reuse::Missing;
         };
         let meta: Option<crate::features::FeatureMeta> = read_json_attr(&group, FEATURES_META_ATTR);
@@ -566,9 +650,13 @@ impl Writer for HlocFolder {
             write_json_attr(out, &group, PAIR_PROVENANCE_ATTR, &provenance)
         });
         if let Err(e) = written {
-            let _ = out.file.unlink(&key);
+            if let Ok(file) = out.file() {
+                let _ = file.unlink(&key);
+            }
             return Err(e);
         }
+        drop(group);
+        out.checkpoint_if_due()?;
         Ok(Some(out.target.clone()))
     }
 
