@@ -221,33 +221,23 @@ impl SlurmCluster {
             conf: conf.clone(),
             daemons: Vec::new(),
         };
-        let spawn = |program: &str, args: &[&std::ffi::OsStr]| {
-            Command::new(program)
-                .args(args)
-                .env("SLURM_CONF", &conf)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("{program}: {e}"))
-        };
-        let arg = |s: String| std::ffi::OsString::from(s);
-        let munged_args = [
-            arg("--foreground".into()),
-            arg("--force".into()),
-            arg(format!("--key-file={}", key.display())),
-            arg(format!("--socket={}", socket.display())),
-            arg(format!("--pid-file={}", munge.join("pid").display())),
-            arg(format!("--log-file={}", munge.join("log").display())),
-            arg(format!("--seed-file={}", munge.join("seed").display())),
-        ];
-        let refs: Vec<&std::ffi::OsStr> = munged_args.iter().map(|a| a.as_os_str()).collect();
-        cluster.daemons.push(spawn("munged", &refs));
+        let at = |flag: &str, p: &Path| format!("--{flag}={}", p.display());
+        cluster.spawn(
+            "munged",
+            &[
+                "--foreground".into(),
+                "--force".into(),
+                at("key-file", &key),
+                at("socket", &socket),
+                at("pid-file", &munge.join("pid")),
+                at("log-file", &munge.join("log")),
+                at("seed-file", &munge.join("seed")),
+            ],
+        );
         cluster.wait_for("munge's socket", || socket.exists());
-        let c = conf.as_os_str();
-        let fg = std::ffi::OsStr::new("-D");
-        let f = std::ffi::OsStr::new("-f");
-        cluster.daemons.push(spawn("slurmctld", &[fg, f, c]));
-        cluster.daemons.push(spawn("slurmd", &[fg, f, c]));
+        let daemon_args = ["-D".into(), "-f".into(), conf.display().to_string()];
+        cluster.spawn("slurmctld", &daemon_args);
+        cluster.spawn("slurmd", &daemon_args);
         cluster.wait_for("the node to be idle", || {
             cluster
                 .command("sinfo")
@@ -256,6 +246,18 @@ impl SlurmCluster {
                 .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "idle")
         });
         cluster
+    }
+
+    /// Starts a daemon of this cluster in the foreground, a child killed on drop.
+    fn spawn(&mut self, program: &str, args: &[String]) {
+        let child = self
+            .command(program)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        self.daemons.push(child);
     }
 
     /// A client command of this cluster (`SLURM_CONF` set).
