@@ -22,6 +22,11 @@ pub struct FeatureMeta {
     pub image_height: u32,
     /// The image file the features were extracted from.
     pub image: String,
+    /// The image's name in the set it was extracted with (its path under the image folder,
+    /// `a/0000.jpg`, [`crate::names`]); absent in files written before it was recorded, whose
+    /// name is the file name of `image` ([`FeatureMeta::set_name`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// What made them (image content hash and every extraction setting); None in files written
     /// before it was recorded, which resumed runs redo and `descl sfm merge` refuses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -30,6 +35,17 @@ pub struct FeatureMeta {
     /// always store it, so that it can be read without the arrays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<FeaturesId>,
+}
+
+impl FeatureMeta {
+    /// The image's name in its set: the recorded one, else the file name of `image`.
+    pub fn set_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            std::path::Path::new(&self.image)
+                .file_name()
+                .map_or_else(|| self.image.clone(), |n| n.to_string_lossy().into_owned())
+        })
+    }
 }
 
 /// Features of one image. `frames`, `scores` and `descriptors` have the same length.

@@ -51,21 +51,20 @@ pub fn has_image_extension(path: &Path) -> bool {
         .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
-/// The image files of `dir` (by extension, not recursive), sorted by name; an error naming the
-/// folder when it has none.
+/// The image files of `dir` and its folders (by extension; recursive as hloc reads an image
+/// folder, hidden entries skipped: [`crate::names::folder_inputs`]), sorted by their names under
+/// `dir`; an error naming the folder when it has none.
 pub fn list_images(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    let mut out = Vec::new();
-    for e in entries {
-        let p = e.map_err(|e| Error::io(dir, e))?.path();
-        if p.is_file() && has_image_extension(&p) {
-            out.push(p);
-        }
-    }
-    out.sort();
+    Ok(image_inputs(dir)?.into_iter().map(|i| i.path).collect())
+}
+
+/// The images of `dir` as a set's inputs, named by their paths under `dir` (`a/0000.jpg`,
+/// [`crate::names`]), sorted by name; an error naming the folder when it has none.
+pub fn image_inputs(dir: &Path) -> Result<Vec<crate::names::SetInput>> {
+    let out = crate::names::folder_inputs(dir, &has_image_extension)?;
     if out.is_empty() {
         return Err(Error::InvalidInput(format!(
-            "{}: no images ({}) in this folder",
+            "{}: no images ({}) in this folder or its folders",
             dir.display(),
             IMAGE_EXTENSIONS.join(", ")
         )));

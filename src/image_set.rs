@@ -14,8 +14,9 @@ use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::plan::MatchPlan;
 use crate::io::writer::{ImageRecord, PairRecord, Writer};
-use crate::matching::pairs::{make_pairs, set_names, PairMode};
+use crate::matching::pairs::{make_pairs, PairMode};
 use crate::matching::two_view::{match_pair, verify_matches, PairConfig, PairResult};
+use crate::names::{check_unique, SetInput};
 use crate::pipeline::Extractor;
 use crate::progress::Progress;
 use crate::provenance::{FeaturesId, PairProvenance, Reuse};
@@ -170,18 +171,20 @@ impl Load for Extractor {
 /// image is reported in its entry and the others go on; once `progress` says cancelled, the
 /// images not started yet are reported as not extracted.
 pub fn extract_all(
-    inputs: &[PathBuf],
+    inputs: &[SetInput],
     extractor: &Extractor,
     mut writer: Box<dyn Writer>,
     progress: &dyn Progress,
 ) -> Result<(PathBuf, Vec<SetImage>)> {
-    let names = set_names(inputs)?;
+    check_unique(inputs)?;
+    let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
     progress.start("extract", inputs.len() as u64);
     let mut images = Vec::with_capacity(inputs.len());
-    extractor.extract_each(inputs, progress, |i, r, seconds| {
-        let (path, name) = (&inputs[i], &names[i]);
+    extractor.extract_each(&paths, progress, |i, r, seconds| {
+        let (path, name) = (&inputs[i].path, &inputs[i].name);
         let mut image = SetImage::new(name, path);
-        let stored = r.and_then(|f| {
+        let stored = r.and_then(|mut f| {
+            f.meta.name = Some(name.clone());
             let record = ImageRecord {
                 name,
                 path,
@@ -332,7 +335,12 @@ where
         let i = wanted[k];
         progress.inc(1);
         let r = r
-            .and_then(|f| camera(&paths[i], &f).map(|c| (f, c)))
+            .and_then(|mut f| {
+                // Features carry their name in this set (a features input's recorded one is
+                // the same name, or none in an older file).
+                f.meta.name = Some(names[i].clone());
+                camera(&paths[i], &f).map(|c| (f, c))
+            })
             .map_err(|e| e.to_string());
         let mut image = SetImage::new(&names[i], &paths[i]);
         match r {
@@ -554,11 +562,11 @@ fn store_pair(
     }
 }
 
-/// Runs the set `paths` (images or features files): `load` gives an input's features and
-/// `camera` its camera knowledge; pairs per `cfg`, results into `writer`, which is finished
-/// at the end.
+/// Runs the set `inputs` (images or features files, by name): `load` gives an input's
+/// features and `camera` its camera knowledge; pairs per `cfg`, results into `writer`, which
+/// is finished at the end.
 pub fn run<L, C>(
-    paths: &[PathBuf],
+    inputs: &[SetInput],
     cfg: &SetConfig,
     load: &L,
     camera: C,
@@ -570,7 +578,10 @@ where
     C: Fn(&Path, &Features) -> Result<CameraInfo> + Sync,
 {
     cfg.pair.check()?;
-    let names = set_names(paths)?;
+    check_unique(inputs)?;
+    let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
+    let paths = &paths[..];
+    let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
     let plan = |pairs: &[(usize, usize)]| MatchPlan {
         inputs: names.clone(),
         pairs: pairs
@@ -607,8 +618,8 @@ where
         &ids[i], &ids[j],
     ) {
         (Some(a), Some(b)) => writer.has_pair(
-            &paths[i],
-            &paths[j],
+            &names[i],
+            &names[j],
             &PairProvenance {
                 a: a.clone(),
                 b: b.clone(),
@@ -748,6 +759,7 @@ mod tests {
     #[test]
     fn bounded_memory_reloads_per_tile_and_gives_the_same_pairs() {
         let paths: Vec<PathBuf> = (0..6).map(|i| PathBuf::from(format!("{i}.npz"))).collect();
+        let paths = SetInput::files(&paths).unwrap();
         let run_with = |bound: Option<usize>| {
             let loads = AtomicUsize::new(0);
             let load = |p: &Path| -> Result<Features> {

@@ -30,6 +30,7 @@ pub mod io;
 #[cfg(feature = "full")]
 pub mod matching;
 pub mod model;
+pub mod names;
 pub mod patch;
 #[cfg(feature = "full")]
 pub mod pipeline;

@@ -236,6 +236,7 @@ impl Extractor {
             image_width: detected.original_size.0 as u32,
             image_height: detected.original_size.1 as u32,
             image: source.to_string(),
+            name: None,
             provenance: Some(FeatureProvenance {
                 image_sha256: None,
                 settings: self.settings(),

@@ -7,7 +7,7 @@ use crate::detect::{DetectorConfig, Selection, COLMAP_PEAK_CONTRAST_THRESHOLD};
 use crate::error::Result;
 use crate::features::Features;
 use crate::geometry::Intrinsics;
-use crate::image::list_images;
+use crate::image::image_inputs;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
 use crate::io::output::{ColmapOptions, ColmapWriter};
@@ -18,6 +18,7 @@ use crate::matching::two_view::PairConfig;
 use crate::progress::Progress;
 use crate::provenance::{FeaturesId, PairProvenance};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use crate::matching::two_view::{COLMAP_MAX_ERROR_PX, COLMAP_MIN_NUM_INLIERS};
@@ -117,7 +118,7 @@ where
             single_camera: cfg.single_camera,
         },
     )?;
-    let paths = list_images(image_dir)?;
+    let inputs = image_inputs(image_dir)?;
     let set = SetConfig {
         pairs: cfg.pairs.clone(),
         // COLMAP labels planar and panoramic pairs from a homography fit (`TwoViewConfig::of`).
@@ -131,7 +132,7 @@ where
         max_resident_images: None,
     };
     let run = image_set::run(
-        &paths,
+        &inputs,
         &set,
         extract,
         colmap_camera,
@@ -259,11 +260,15 @@ fn merge_images(
                 ))
             },
         )?;
-        let source = PathBuf::from(&meta.image);
-        let name = file_names(std::slice::from_ref(&source)).remove(0);
+        // The image's name in its set (its path under the image folder), checked before it
+        // names a database row or a file under --images.
+        let name = meta.set_name();
+        crate::names::check_name(&name).map_err(|why| {
+            crate::Error::format(&file, format!("recorded image name {name:?}: {why}"))
+        })?;
         let image = match &inputs.images {
             Some(dir) => dir.join(&name),
-            None => source,
+            None => PathBuf::from(&meta.image),
         };
         images.push(MergeImage { name, image, file });
     }
@@ -278,14 +283,12 @@ fn merge_images(
     }
     match plan {
         Some(plan) => {
-            let stems: std::collections::HashSet<String> = images
-                .iter()
-                .map(|i| stem_key(&i.file.to_string_lossy()))
-                .collect();
+            let names: std::collections::HashSet<&str> =
+                images.iter().map(|i| i.name.as_str()).collect();
             summary.missing_images = plan
                 .images
                 .into_iter()
-                .filter(|n| !stems.contains(&stem_key(n)))
+                .filter(|n| !names.contains(n.as_str()))
                 .collect();
         }
         None => summary.without_plan.push(inputs.features.clone()),
@@ -293,14 +296,26 @@ fn merge_images(
     Ok((images, reference.model))
 }
 
-/// The images of a merge, indexed by their features files' stems, and their model.
+/// The images of a merge, indexed by their names (and the names' stems), and their model.
 struct MergeSet<'a> {
     inputs: &'a MergeInputs,
     images: &'a [MergeImage],
+    by_name: &'a std::collections::HashMap<String, usize>,
     by_stem: &'a std::collections::HashMap<String, usize>,
     /// The identity of each image's features (indexed like `images`).
     ids: &'a [FeaturesId],
     model: &'a str,
+}
+
+impl MergeSet<'_> {
+    /// The image called `name`, or whose name has the stem of `name` (plans and matches files
+    /// of older runs name features files, `x.npz`, where the set names `x.jpg`).
+    fn find(&self, name: &str) -> Option<usize> {
+        self.by_name
+            .get(name)
+            .or_else(|| self.by_stem.get(&stem_key(name)))
+            .copied()
+    }
 }
 
 /// Stores every matches file of `set.inputs.matches` (read in parallel blocks): a pair matched
@@ -325,8 +340,13 @@ fn store_matches(
             .map(|p| crate::io::matches::read_matches(p))
             .collect::<Result<_>>()?;
         for (file, m) in block.iter().zip(read) {
+            // The sides by name; a file of an older run records only the paths it was made
+            // from, known by their file names.
+            let names = m.meta.names.clone().unwrap_or_else(|| {
+                [&m.meta.a, &m.meta.b].map(|p| file_names(&[PathBuf::from(p)]).remove(0))
+            });
             let side = |p: &str| {
-                set.by_stem.get(&stem_key(p)).copied().ok_or_else(|| {
+                set.find(p).ok_or_else(|| {
                     crate::Error::format(
                         file,
                         format!(
@@ -336,7 +356,7 @@ fn store_matches(
                     )
                 })
             };
-            let (a, b) = (side(&m.meta.a)?, side(&m.meta.b)?);
+            let (a, b) = (side(&names[0])?, side(&names[1])?);
             if m.meta.model != set.model {
                 return Err(crate::Error::format(
                     file,
@@ -392,7 +412,7 @@ fn store_matches(
     progress.finish();
     match plan {
         Some(plan) => {
-            let index = |n: &str| set.by_stem.get(&stem_key(n)).copied();
+            let index = |n: &str| set.find(n);
             summary.missing_pairs = plan
                 .pairs
                 .into_iter()
@@ -492,7 +512,7 @@ pub fn merge_database(
     let (images, model) = merge_images(inputs, &mut summary, progress)?;
     summary.images = images.len();
     progress.start("store features", images.len() as u64);
-    let mut by_stem = std::collections::HashMap::new();
+    let (mut by_name, mut by_stem) = (HashMap::new(), HashMap::new());
     let mut ids = Vec::with_capacity(images.len());
     for (k, image) in images.iter().enumerate() {
         let f = crate::io::features::read_features(&image.file)?;
@@ -505,7 +525,8 @@ pub fn merge_database(
             intrinsics: k_prior.as_ref(),
             focal_known: known,
         })?;
-        by_stem.insert(stem_key(&image.file.to_string_lossy()), k);
+        by_name.insert(image.name.clone(), k);
+        by_stem.insert(stem_key(&image.name), k);
         progress.inc(1);
     }
     progress.finish();
@@ -513,6 +534,7 @@ pub fn merge_database(
     let set = MergeSet {
         inputs,
         images: &images,
+        by_name: &by_name,
         by_stem: &by_stem,
         ids: &ids,
         model: &model,

@@ -30,6 +30,7 @@ fn valid_features_npz(dir: &Path) -> Vec<u8> {
             image_width: 64,
             image_height: 48,
             image: "x.png".into(),
+            name: None,
             provenance: None,
             content: None,
         },

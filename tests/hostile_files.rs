@@ -102,6 +102,7 @@ fn small_features() -> Features {
             image_width: 64,
             image_height: 48,
             image: "a.png".into(),
+            name: None,
             provenance: None,
             content: None,
         },

@@ -24,6 +24,7 @@ fn meta(image: &str) -> FeatureMeta {
         image_width: 640,
         image_height: 480,
         image: image.into(),
+        name: None,
         provenance: None,
         content: None,
     }
@@ -45,7 +46,9 @@ fn float_features(n: usize, dim: usize, seed: u64) -> Features {
         frames: frames(n),
         scores: vec![1.0; n],
         descriptors: Descriptors::Float(d),
-        meta: meta("x.png"),
+        // One image per seed: the image a features file records names it in a set, and two
+        // files of one image name are refused.
+        meta: meta(&format!("x{seed}.png")),
     }
 }
 
@@ -79,6 +82,7 @@ fn sift_file(dir: &Path, image: &Path) -> PathBuf {
             image_width: img.width as u32,
             image_height: img.height as u32,
             image: image.display().to_string(),
+            name: None,
             provenance: None,
             content: None,
         },

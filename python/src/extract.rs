@@ -163,6 +163,7 @@ impl Extractor {
             .try_iter()?
             .map(|p| image_path(&p?))
             .collect::<PyResult<Vec<PathBuf>>>()?;
+        let inputs = descl::names::SetInput::files(&paths).map_err(|e| to_py(e, ""))?;
         let progress = match progress {
             ProgressArg::Flag(false) => None,
             ProgressArg::Flag(true) => {
@@ -176,8 +177,8 @@ impl Extractor {
         let collected = Arc::new(Mutex::new(Vec::new()));
         let writer = Box::new(Collect(Arc::clone(&collected)));
         let result = py.detach(|| match &progress {
-            Some(pr) => extract_all(&paths, &self.inner, writer, pr),
-            None => extract_all(&paths, &self.inner, writer, &descl::progress::Silent),
+            Some(pr) => extract_all(&inputs, &self.inner, writer, pr),
+            None => extract_all(&inputs, &self.inner, writer, &descl::progress::Silent),
         });
         if let Some(e) = progress.as_ref().and_then(|p| p.take_error()) {
             return Err(e);

@@ -233,6 +233,7 @@ fn positions_only(points: &[[f32; 2]], name: &str) -> Features {
             image_width: 0,
             image_height: 0,
             image: name.to_string(),
+            name: None,
             provenance: None,
             content: None,
         },

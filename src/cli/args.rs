@@ -15,6 +15,7 @@ use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUIDED_RADIUS_PX};
 use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL};
+use descl::names::SetInput;
 use descl::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};
@@ -494,9 +495,12 @@ impl Load for FeatureLoader<'_> {
     }
 }
 
-/// The `.npz` features files of `dir` if it has any, else its images (sorted); for a
-/// `features.h5` file, its images' features (`FILE.h5/NAME`, read without extracting again).
-pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// The `.npz` features files of `dir` if it has any (in its folders too), else its images;
+/// for a `features.h5` file, its images' features (`FILE.h5/NAME`, read without extracting
+/// again). Each input carries its image's name in the set (`a/0000.jpg`, [`descl::names`]): an
+/// image's path under `dir`, a features file's recorded name, a `features.h5` group's; sorted
+/// by name.
+pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<SetInput>> {
     if dir.is_file()
         && dir
             .extension()
@@ -504,13 +508,27 @@ pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     {
         let names = h5::list_features(dir)?;
         anyhow::ensure!(!names.is_empty(), "{}: no features", dir.display());
-        return Ok(names.iter().map(|n| dir.join(n)).collect());
+        return names
+            .into_iter()
+            .map(|n| {
+                let path = dir.join(&n);
+                Ok(SetInput::new(n, path)?)
+            })
+            .collect();
     }
     let npz = descl::io::npz_folder::npz_files(dir, false)?;
     if npz.is_empty() {
-        return Ok(descl::image::list_images(dir)?);
+        return Ok(descl::image::image_inputs(dir)?);
     }
-    Ok(npz)
+    let mut inputs: Vec<SetInput> = npz
+        .into_iter()
+        .map(|p| {
+            let name = descl::io::features::read_features_meta(&p)?.set_name();
+            Ok(SetInput::new(name, p)?)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    inputs.sort();
+    Ok(inputs)
 }
 
 /// Reading hloc's features.h5 back: with the cargo feature `h5`, descl's hloc reader; without

@@ -5,11 +5,11 @@
 use super::args::{format_parser, shard_parser, DescribeArgs};
 use super::progress::Bar;
 use anyhow::Context;
-use descl::image::list_images;
+use descl::image::image_inputs;
 use descl::image_set::{extract_all, SetImage};
 use descl::io::output::{self, Format};
 use descl::io::plan::{write_plan, ExtractPlan, EXTRACT_PLAN_FILE};
-use descl::matching::pairs::file_names;
+use descl::names::SetInput;
 use descl::provenance::Reuse;
 use descl::shard::Shard;
 use serde::Serialize;
@@ -17,7 +17,9 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Image files, or folders whose images (by extension, not recursive) are all extracted.
+    /// Image files, or folders whose images (by extension, in their folders too) are all
+    /// extracted. An image of a folder is named by its path under the folder (`a/0000.jpg`,
+    /// as hloc names it; its features file is `a/0000.npz` in --out), a file by its file name.
     #[arg(required = true, value_name = "IMAGES_OR_DIRS")]
     inputs: Vec<PathBuf>,
     /// Output folder (created if missing).
@@ -29,8 +31,8 @@ pub struct Args {
     #[command(flatten)]
     describe: DescribeArgs,
     /// This process's share of the images: I/N (0 ≤ I < N), or slurm/N and k8s/N to take I
-    /// from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX (image k of the inputs sorted by file
-    /// name is shard k mod N's, whatever order they are given in). Every shard records the
+    /// from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX (image k of the inputs sorted by name
+    /// is shard k mod N's, whatever order they are given in). Every shard records the
     /// whole run's images in --out (descl-extract-plan.json) for `descl sfm merge`.
     #[arg(long, value_name = "I/N", value_parser = shard_parser)]
     shard: Option<Shard>,
@@ -65,20 +67,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let extractor = args.describe.extractor()?;
     let mut writer = output::open(args.format, &args.out)
         .with_context(|| format!("output folder {}", args.out.display()))?;
-    writer.expect_images(&all)?;
+    let names: Vec<String> = all.iter().map(|i| i.name.clone()).collect();
+    writer.expect_images(&names)?;
     let total = images.len();
     let mut redone_stale = Vec::new();
-    let images: Vec<PathBuf> = images
+    let images: Vec<SetInput> = images
         .into_iter()
-        .filter(|p| {
+        .filter(|i| {
             if !args.resume {
                 return true;
             }
             // An image that cannot be hashed is extracted (and its error reported).
-            let Ok(expected) = extractor.provenance_of(p) else {
+            let Ok(expected) = extractor.provenance_of(&i.path) else {
                 return true;
             };
-            match writer.has_image(p, &expected) {
+            match writer.has_image(&i.name, &expected) {
                 Reuse::Same => false,
                 Reuse::Missing => true,
                 Reuse::Stale(why) => {
@@ -99,7 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // missing shard; not for a run that stored nothing (its folder stays as it was).
     if failed < reports.len() || skipped_existing > 0 {
         let plan = ExtractPlan {
-            images: file_names(&all),
+            images: names,
             settings: extractor.settings(),
         };
         write_plan(&args.out, EXTRACT_PLAN_FILE, &plan)?;
@@ -138,19 +141,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Files as given, folders replaced by their images; sorted by file name (then path) and
-/// without repeats, so that shards given the inputs in different orders share the same list.
-/// Missing inputs stay in the list so that they are reported like any other bad image.
-fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+/// Files as given (named by their file names), folders replaced by their images (named by
+/// their paths under the folder); sorted by name (then path) and without repeats, so that
+/// shards given the inputs in different orders share the same list. Missing inputs stay in the
+/// list so that they are reported like any other bad image; two inputs of one name are refused
+/// by the set path.
+fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<SetInput>> {
     let mut images = Vec::new();
     for input in inputs {
         if input.is_dir() {
-            images.extend(list_images(input)?);
+            images.extend(image_inputs(input)?);
         } else {
-            images.push(input.clone());
+            images.push(SetInput::file(input)?);
         }
     }
-    images.sort_by(|a, b| (a.file_name(), a).cmp(&(b.file_name(), b)));
+    images.sort();
     images.dedup();
     Ok(images)
 }

@@ -216,7 +216,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         // Features files are read again where needed; extracted images are kept.
         max_resident_images: inputs
             .first()
-            .is_some_and(|p| is_features_input(p))
+            .is_some_and(|i| is_features_input(&i.path))
             .then_some(args.max_resident_images),
     };
     let writer = output::open(args.format, out_dir)

@@ -4,11 +4,10 @@
 //! shard then reads the same list. With `--reference MATCHES_DIR` it also measures pair recall:
 //! the share of the pairs that an (exhaustive) run verified which these pairs keep.
 
-use super::args::{is_npz, set_inputs, DescribeArgs, FeatureLoader, PairArgs};
+use super::args::{set_inputs, DescribeArgs, FeatureLoader, PairArgs};
 use super::progress::Bar;
 use anyhow::Context;
 use descl::image_set::Load;
-use descl::io::features::read_features_meta;
 use descl::io::matches::read_matches;
 use descl::io::npz_folder::npz_files;
 use descl::matching::pairs::{file_names, find_input, make_pairs, pairs_file_name_ok};
@@ -35,21 +34,6 @@ pub struct Args {
     describe: DescribeArgs,
 }
 
-/// The image name of each input: its own file name, or for a features file the name of the
-/// image it was extracted from.
-fn image_names(inputs: &[PathBuf]) -> anyhow::Result<Vec<String>> {
-    inputs
-        .iter()
-        .map(|p| {
-            if !is_npz(p) {
-                return Ok(file_names(std::slice::from_ref(p)).remove(0));
-            }
-            let image = PathBuf::from(read_features_meta(p)?.image);
-            Ok(file_names(&[image]).remove(0))
-        })
-        .collect()
-}
-
 /// The verified pairs of a reference run, as indices into `names`.
 fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(usize, usize)>)> {
     let files = npz_files(dir, true)?;
@@ -64,7 +48,11 @@ fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(u
             find_input(names, side)
                 .with_context(|| format!("{}: {side} is not in the set", f.display()))
         };
-        let (a, b) = (index(&m.meta.a)?, index(&m.meta.b)?);
+        // By name; a file of an older run records the paths it was made from.
+        let sides = m.meta.names.clone().unwrap_or_else(|| {
+            [&m.meta.a, &m.meta.b].map(|p| file_names(&[PathBuf::from(p)]).remove(0))
+        });
+        let (a, b) = (index(&sides[0])?, index(&sides[1])?);
         verified.push((a.min(b), a.max(b)));
     }
     verified.sort_unstable();
@@ -76,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mode = args.pairs.mode(None)?;
     descl::io::atomic::check_writable(&args.out)?;
     let inputs = set_inputs(&args.dir)?;
-    let names = image_names(&inputs)?;
+    let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
     // Checked before any work: the file must read back as the same names in descl and hloc.
     if let Some(bad) = names.iter().find(|n| !pairs_file_name_ok(n)) {
         anyhow::bail!(
@@ -88,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Retrieval reads every image's features twice (codebook sample, then aggregation).
     bar.start("features", 2 * inputs.len() as u64);
     let descriptors = |i: usize| {
-        let d = loader.load(&inputs[i]).map(|f| f.descriptors);
+        let d = loader.load(&inputs[i].path).map(|f| f.descriptors);
         bar.inc(1);
         d
     };

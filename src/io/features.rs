@@ -219,6 +219,7 @@ pub(crate) mod tests {
             image_width: 640,
             image_height: 480,
             image: "a.png".into(),
+            name: None,
             provenance: None,
             content: None,
         }

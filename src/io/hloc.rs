@@ -568,28 +568,22 @@ impl Writer for HlocFolder {
     }
 
     /// Done when the image's group exists and records the provenance this run would give it.
-    fn has_image(&self, input: &Path, expected: &FeatureProvenance) -> Reuse {
-        let Some(name) = input.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+    fn has_image(&self, name: &str, expected: &FeatureProvenance) -> Reuse {
+        if crate::names::check_name(name).is_err() {
             return Reuse::Missing;
-        };
-        let Some(group) = self.features.file().ok().and_then(|f| f.group(&name).ok()) else {
+        }
+        let Some(group) = self.features.file().ok().and_then(|f| f.group(name).ok()) else {
             return Reuse::Missing;
         };
         let meta: Option<crate::features::FeatureMeta> = read_json_attr(&group, FEATURES_META_ATTR);
-        let at = self.features.target.join(&name);
+        let at = self.features.target.join(name);
         compare(&at, meta.and_then(|m| m.provenance).as_ref(), expected)
     }
 
     /// Done when `matches.h5` holds the pair (either order, as hloc's `find_pair`) recording
     /// this run's features and settings.
-    fn has_pair(&self, a: &Path, b: &Path, expected: &PairProvenance) -> Reuse {
-        let name = |p: &Path| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        };
-        let (a, b) = (name(a), name(b));
-        let (key, swapped) = (names_to_pair(&a, &b), names_to_pair(&b, &a));
+    fn has_pair(&self, a: &str, b: &str, expected: &PairProvenance) -> Reuse {
+        let (key, swapped) = (names_to_pair(a, b), names_to_pair(b, a));
         let at = |k: &str| self.dir.join(MATCHES_FILE).join(k);
         if let Some(recorded) = self.existing_pairs.get(&key) {
             return compare(&at(&key), recorded.as_ref(), expected);
@@ -755,14 +749,16 @@ mod tests {
             b: fb.id(),
             config: cfg.clone(),
         };
-        let (x, y) = (Path::new("x/a.jpg"), Path::new("sub-b.jpg"));
+        let (x, y) = ("a.jpg", "sub/b.jpg");
         assert_eq!(again.has_pair(x, y, &made), Reuse::Same);
+        // Names, not file names: `b.jpg` of another folder is another image.
+        assert_eq!(again.has_pair(x, "b.jpg", &made), Reuse::Missing);
         let swapped = PairProvenance {
             a: fb.id(),
             b: fa.id(),
             config: cfg.clone(),
         };
-        assert_eq!(again.has_pair(y, Path::new("a.jpg"), &swapped), Reuse::Same);
+        assert_eq!(again.has_pair(y, x, &swapped), Reuse::Same);
         let fewer = PairProvenance {
             b: features(false, 3).id(),
             ..made.clone()

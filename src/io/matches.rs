@@ -30,6 +30,10 @@ pub struct MatchesMeta {
     /// The images (or features files) of side A and B.
     pub a: String,
     pub b: String,
+    /// The images' names in the set ([`crate::names`]: `a/0000.jpg`), A then B; absent in files
+    /// written before they were recorded (the sides are then known by the stems of `a` and `b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<[String; 2]>,
     /// Image sizes (for drawing).
     pub size_a: [u32; 2],
     pub size_b: [u32; 2],
@@ -89,6 +93,7 @@ impl MatchesFile {
             meta: MatchesMeta {
                 a: pair.a.path.display().to_string(),
                 b: pair.b.path.display().to_string(),
+                names: Some([pair.a.name.to_string(), pair.b.name.to_string()]),
                 size_a: [fa.meta.image_width, fa.meta.image_height],
                 size_b: [fb.meta.image_width, fb.meta.image_height],
                 model: fa.meta.model.clone(),
@@ -260,6 +265,7 @@ mod tests {
             meta: MatchesMeta {
                 a: "a.jpg".into(),
                 b: "b.jpg".into(),
+                names: Some(["a.jpg".into(), "sub/b.jpg".into()]),
                 size_a: [640, 480],
                 size_b: [800, 600],
                 model: "m".into(),

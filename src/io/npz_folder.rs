@@ -1,6 +1,9 @@
 //! A folder of `.npz` files ([`crate::io::output::Format::Npz`]): `<stem>.npz` per image
-//! ([`crate::io::features`]) and `<stemA>__<stemB>.npz` per pair ([`crate::io::matches`]), told
-//! apart by what they hold, with the run's match plan beside them ([`crate::io::plan`]).
+//! ([`crate::io::features`]; the image `a/0000.jpg` of a nested folder has `a/0000.npz`, the
+//! image folder's tree mirrored) and `<stemA>__<stemB>.npz` per pair at the top
+//! ([`crate::io::matches`]; `/` and `%` inside a stem written `%2F` and `%25`, so the file name
+//! stays one name and two stems never give one), told apart by what they hold, with the run's
+//! match plan beside them ([`crate::io::plan`]).
 
 use crate::error::{Error, Result};
 use crate::io::features::write_features;
@@ -28,10 +31,25 @@ pub struct NpzFolder {
     allowed_model: Option<String>,
 }
 
-fn stem(path: &Path) -> Result<String> {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .ok_or_else(|| Error::InvalidInput(format!("{}: not a file name", path.display())))
+/// The stem of an image name, folders kept (`a/0000.jpg` → `a/0000`), checked to stay inside
+/// the folder.
+fn stem(name: &str) -> Result<&str> {
+    crate::names::check_name(name)
+        .map_err(|why| Error::InvalidInput(format!("image name {name:?}: {why}")))?;
+    Ok(crate::names::name_stem(name))
+}
+
+/// A stem as one file name in a pair file's name: `%` → `%25`, `/` → `%2F` (an injective
+/// encoding, so two pairs of different images never share a file name through it).
+fn pair_part(stem: &str) -> String {
+    stem.replace('%', "%25").replace('/', "%2F")
+}
+
+/// A features file's stem relative to the folder (`a/0000` for `dir/a/0000.npz`).
+fn file_stem_in(dir: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(dir).ok()?.with_extension("");
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    Some(parts?.join("/"))
 }
 
 impl NpzFolder {
@@ -53,9 +71,15 @@ impl NpzFolder {
         })
     }
 
-    /// `<dir>/<stem>.npz`, claimed for `input` (an error if another input claimed it).
-    pub fn claim_features(&mut self, input: &Path) -> Result<PathBuf> {
-        let target = self.dir.join(format!("{}.npz", stem(input)?));
+    /// `<dir>/<stem>.npz` of the image `name`.
+    pub fn features_path(&self, name: &str) -> Result<PathBuf> {
+        Ok(self.dir.join(format!("{}.npz", stem(name)?)))
+    }
+
+    /// `<dir>/<stem>.npz`, claimed for the image `name` read from `input` (an error if another
+    /// image claimed it: `a.jpg` and `a.png`).
+    pub fn claim_features(&mut self, name: &str, input: &Path) -> Result<PathBuf> {
+        let target = self.features_path(name)?;
         if let Some(first) = self.claimed.get(&target) {
             if first != input {
                 return Err(Error::InvalidInput(format!(
@@ -80,7 +104,7 @@ impl NpzFolder {
             let own = self
                 .run_stems
                 .as_ref()
-                .is_some_and(|s| stem(&file).is_ok_and(|f| s.contains(&f)));
+                .is_some_and(|s| file_stem_in(&self.dir, &file).is_some_and(|f| s.contains(&f)));
             if meta.model != model && !own {
                 return Ok(Some((file, meta.model)));
             }
@@ -88,11 +112,13 @@ impl NpzFolder {
         Ok(None)
     }
 
-    /// `<dir>/<stemA>__<stemB>.npz`.
-    pub fn pair_path(&self, a: &Path, b: &Path) -> Result<PathBuf> {
-        Ok(self
-            .dir
-            .join(format!("{}{PAIR_FILE_SEPARATOR}{}.npz", stem(a)?, stem(b)?)))
+    /// `<dir>/<stemA>__<stemB>.npz` of the images `a` and `b` (by name; see the module doc).
+    pub fn pair_path(&self, a: &str, b: &str) -> Result<PathBuf> {
+        Ok(self.dir.join(format!(
+            "{}{PAIR_FILE_SEPARATOR}{}.npz",
+            pair_part(stem(a)?),
+            pair_part(stem(b)?)
+        )))
     }
 }
 
@@ -102,7 +128,7 @@ impl Writer for NpzFolder {
     /// refuses a folder whose files disagree).
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
         let model = &image.features.meta.model;
-        let target = self.claim_features(image.path)?;
+        let target = self.claim_features(image.name, image.path)?;
         if target.is_file() && is_pair_file(&target) {
             return Err(Error::InvalidInput(format!(
                 "{}: its features file {} would replace the matches file of that name \
@@ -132,22 +158,29 @@ impl Writer for NpzFolder {
             Some(_) => {}
             None => self.model = Some((model.clone(), image.path.to_path_buf())),
         }
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
         write_features(&target, image.features)?;
         Ok(Some(target))
     }
 
-    fn expect_images(&mut self, images: &[PathBuf]) -> Result<()> {
-        self.run_stems = Some(images.iter().map(|p| stem(p)).collect::<Result<_>>()?);
+    fn expect_images(&mut self, names: &[String]) -> Result<()> {
+        self.run_stems = Some(
+            names
+                .iter()
+                .map(|n| stem(n).map(str::to_string))
+                .collect::<Result<_>>()?,
+        );
         Ok(())
     }
 
     /// Done when `<stem>.npz` reads back whole and records the provenance this run would
     /// give it.
-    fn has_image(&self, input: &Path, expected: &FeatureProvenance) -> Reuse {
-        let Ok(stem) = stem(input) else {
+    fn has_image(&self, name: &str, expected: &FeatureProvenance) -> Reuse {
+        let Ok(file) = self.features_path(name) else {
             return Reuse::Missing;
         };
-        let file = self.dir.join(format!("{stem}.npz"));
         match crate::io::features::read_features(&file) {
             Ok(f) => compare(&file, f.meta.provenance.as_ref(), expected),
             Err(_) => Reuse::Missing,
@@ -156,7 +189,7 @@ impl Writer for NpzFolder {
 
     /// A pair counts as done only when its file reads back whole (a truncated or foreign file
     /// is matched again and replaced) and records the features and settings of this run.
-    fn has_pair(&self, a: &Path, b: &Path, expected: &PairProvenance) -> Reuse {
+    fn has_pair(&self, a: &str, b: &str, expected: &PairProvenance) -> Reuse {
         let Ok(file) = self.pair_path(a, b) else {
             return Reuse::Missing;
         };
@@ -175,11 +208,11 @@ impl Writer for NpzFolder {
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         let mut meaning: HashMap<PathBuf, String> = HashMap::new();
         for name in &plan.inputs {
-            let file = self.dir.join(format!("{}.npz", stem(Path::new(name))?));
+            let file = self.features_path(name)?;
             meaning.insert(file, format!("the features of {name}"));
         }
         for [a, b] in &plan.pairs {
-            let file = self.pair_path(Path::new(a), Path::new(b))?;
+            let file = self.pair_path(a, b)?;
             let this = format!("the matches of {a} and {b}");
             if let Some(other) = meaning.insert(file.clone(), this.clone()) {
                 return Err(Error::InvalidInput(format!(
@@ -193,7 +226,7 @@ impl Writer for NpzFolder {
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
-        let target = self.pair_path(pair.a.path, pair.b.path)?;
+        let target = self.pair_path(pair.a.name, pair.b.name)?;
         write_matches(&target, &MatchesFile::from_pair(pair))?;
         Ok(Some(target))
     }
@@ -236,16 +269,17 @@ pub fn is_pair_file(path: &Path) -> bool {
 }
 
 /// The `.npz` files of `dir`, sorted: the pair (matches) files with `pairs`, else the others
-/// (features files), told apart by what they hold ([`is_pair_file`]).
+/// (features files), told apart by what they hold ([`is_pair_file`]); features files of nested
+/// image folders are found in the folders below (`a/0000.npz`), hidden entries skipped as
+/// [`crate::names::folder_inputs`] skips them.
 pub fn npz_files(dir: &Path, pairs: bool) -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"))
-                && is_pair_file(p) == pairs
-        })
+    let is_npz = |p: &Path| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    let mut files: Vec<PathBuf> = crate::names::folder_inputs(dir, &is_npz)?
+        .into_iter()
+        .map(|i| i.path)
+        // Pair files are written at the top only.
+        .filter(|p| !pairs || p.parent() == Some(dir))
+        .filter(|p| is_pair_file(p) == pairs)
         .collect();
     files.sort();
     Ok(files)

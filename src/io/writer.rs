@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 /// One image of a set, as handed to a writer.
 #[derive(Debug, Clone, Copy)]
 pub struct ImageRecord<'a> {
-    /// The image's name in the set (its file name; COLMAP's `images.name`).
+    /// The image's name in the set (its path under the image folder, `a/0000.jpg`, or the
+    /// file name of an image given as a file: [`crate::names`]; COLMAP's `images.name`).
     pub name: &'a str,
     /// The image (or features) file it came from.
     pub path: &'a Path,
@@ -40,21 +41,22 @@ pub struct PairRecord<'a> {
 pub trait Writer: Send {
     /// Stores one image's features; returns the file written, if the format has one per image.
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>>;
-    /// Whether the features of `input` are already stored, whole, with the provenance this run
-    /// would give them (`descl extract --resume` skips them when [`Reuse::Same`], redoes them
-    /// when stale).
-    fn has_image(&self, _input: &Path, _expected: &FeatureProvenance) -> Reuse {
+    /// Whether the features of the image `name` are already stored, whole, with the
+    /// provenance this run would give them (`descl extract --resume` skips them when
+    /// [`Reuse::Same`], redoes them when stale).
+    fn has_image(&self, _name: &str, _expected: &FeatureProvenance) -> Reuse {
         Reuse::Missing
     }
-    /// Whether the pair of the inputs `a` and `b` is already stored, made from the features and
-    /// with the settings of `expected` (a resumed run skips it when [`Reuse::Same`]).
-    fn has_pair(&self, _a: &Path, _b: &Path, _expected: &PairProvenance) -> Reuse {
+    /// Whether the pair of the images `a` and `b` (by name) is already stored, made from the
+    /// features and with the settings of `expected` (a resumed run skips it when
+    /// [`Reuse::Same`]).
+    fn has_pair(&self, _a: &str, _b: &str, _expected: &PairProvenance) -> Reuse {
         Reuse::Missing
     }
-    /// The images of the whole run (all its shards), before any is stored: a format that keeps
-    /// one model per folder lets the run replace files of another model that are all the
-    /// run's own images.
-    fn expect_images(&mut self, _images: &[PathBuf]) -> Result<()> {
+    /// The names of the whole run's images (all its shards), before any is stored: a format
+    /// that keeps one model per folder lets the run replace files of another model that are
+    /// all the run's own images.
+    fn expect_images(&mut self, _names: &[String]) -> Result<()> {
         Ok(())
     }
     /// Records what the whole run (all its shards) is meant to produce, for `descl sfm merge`

@@ -96,43 +96,11 @@ pub fn make_pairs(
     }
 }
 
-/// The stem of a file name or path: how an image, its features file `<stem>.npz` and the sides
-/// of a matches file are known as one.
+/// A name without its file's extension, folders kept ([`crate::names::name_stem`]): how an
+/// image (`a/0000.jpg`), its features file (`a/0000.npz`) and the sides of a matches file are
+/// known as one.
 pub fn stem_key(name: &str) -> String {
-    Path::new(name)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// The names of a set's inputs (their file names), checked: each must be UTF-8 (hloc's files,
-/// COLMAP's database and JSON summaries hold text; a lossy conversion would give two
-/// undecodable names one name) and no two inputs may share one (two `x.png` from different
-/// folders would overwrite each other's features in any output keyed by name).
-pub fn set_names(paths: &[PathBuf]) -> Result<Vec<String>> {
-    let mut seen: std::collections::HashMap<&str, &Path> = std::collections::HashMap::new();
-    let mut names = Vec::with_capacity(paths.len());
-    for p in paths {
-        let name = p
-            .file_name()
-            .ok_or_else(|| Error::InvalidInput(format!("{}: not a file name", p.display())))?
-            .to_str()
-            .ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "{}: the file name is not UTF-8; rename it (outputs name images by their file names, as text)",
-                    p.display()
-                ))
-            })?;
-        if let Some(first) = seen.insert(name, p) {
-            return Err(Error::InvalidInput(format!(
-                "{} and {}: two inputs named {name:?}; outputs name images by file name, so give them different names or process the folders separately",
-                first.display(),
-                p.display()
-            )));
-        }
-        names.push(name.to_string());
-    }
-    Ok(names)
+    crate::names::name_stem(name).to_string()
 }
 
 /// Whether `name` can be written in a pairs file so that hloc (`parse_retrieval`: `q, r =
@@ -309,20 +277,31 @@ mod tests {
     }
 
     #[test]
-    fn set_names_are_unique_utf8_file_names() {
-        let ok = set_names(&[PathBuf::from("d/a.png"), PathBuf::from("d/b.png")]).unwrap();
-        assert_eq!(ok, vec!["a.png", "b.png"]);
-        let e = set_names(&[PathBuf::from("d1/x.png"), PathBuf::from("d2/x.png")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("d1/x.png") && e.contains("d2/x.png"), "{e}");
-        #[cfg(unix)]
-        {
-            use std::os::unix::ffi::OsStrExt;
-            let bad = PathBuf::from(std::ffi::OsStr::from_bytes(b"d/\xff.png"));
-            let e = set_names(&[bad]).unwrap_err().to_string();
-            assert!(e.contains("not UTF-8"), "{e}");
-        }
+    fn nested_names_in_pairs_files() {
+        // hloc's names are paths under the image folder; a features file `a/0000.npz` is the
+        // image `a/0000.jpg`'s, and `b/0000.jpg` is another image.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pairs.txt");
+        let set: Vec<String> = ["a/0000.jpg", "a/0001.jpg", "b/0000.jpg"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        std::fs::write(&p, "b/0000.jpg a/0000.jpg\na/0000.jpg a/0001.jpg\n").unwrap();
+        assert_eq!(
+            make_pairs(&PairMode::File(p.clone()), &set, None).unwrap(),
+            vec![(0, 1), (0, 2)]
+        );
+        let npz: Vec<String> = ["a/0000.npz", "a/0001.npz", "b/0000.npz"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            make_pairs(&PairMode::File(p.clone()), &npz, None).unwrap(),
+            vec![(0, 1), (0, 2)]
+        );
+        std::fs::write(&p, "0000.jpg a/0001.jpg\n").unwrap();
+        assert!(make_pairs(&PairMode::File(p), &set, None).is_err());
+        assert!(pairs_file_name_ok("a/0000.jpg"));
         assert!(pairs_file_name_ok("a#1.png"));
         assert!(!pairs_file_name_ok("#a.png"));
         assert!(!pairs_file_name_ok("a b.png"));
