@@ -183,7 +183,8 @@ pub struct MergeInputs {
 /// What `descl sfm merge` wrote.
 #[derive(Debug, Clone, Serialize)]
 pub struct MergeSummary {
-    pub database: PathBuf,
+    /// The COLMAP database, or the folder of hloc's files.
+    pub output: PathBuf,
     pub images: usize,
     pub pairs: usize,
     pub verified_pairs: usize,
@@ -283,6 +284,15 @@ fn merge_images(
     }
     match plan {
         Some(plan) => {
+            let listed: std::collections::HashSet<&str> =
+                plan.images.iter().map(String::as_str).collect();
+            if let Some(stray) = images.iter().find(|i| !listed.contains(i.name.as_str())) {
+                return Err(crate::Error::InvalidInput(crate::io::plan::not_in_plan(
+                    &stray.file,
+                    &stray.name,
+                    &inputs.features,
+                )));
+            }
             let names: std::collections::HashSet<&str> =
                 images.iter().map(|i| i.name.as_str()).collect();
             summary.missing_images = plan
@@ -305,6 +315,8 @@ struct MergeSet<'a> {
     /// The identity of each image's features (indexed like `images`).
     ids: &'a [FeaturesId],
     model: &'a str,
+    /// Whether the (one model's) descriptors are 256-bit codes.
+    binary: bool,
 }
 
 impl MergeSet<'_> {
@@ -325,7 +337,7 @@ impl MergeSet<'_> {
 /// `summary.missing_pairs`.
 fn store_matches(
     set: &MergeSet<'_>,
-    writer: &mut ColmapWriter,
+    writer: &mut dyn Writer,
     summary: &mut MergeSummary,
     progress: &dyn Progress,
 ) -> Result<()> {
@@ -401,7 +413,14 @@ fn store_matches(
                 ));
             }
             let r = m.to_result();
-            writer.add_result(&set.images[a].name, &set.images[b].name, &r)?;
+            writer.add_stored_pair(&crate::io::writer::StoredPair {
+                a: &set.images[a].name,
+                b: &set.images[b].name,
+                ids: [&set.ids[a], &set.ids[b]],
+                binary: set.binary,
+                result: &r,
+                config: &expected.config,
+            })?;
             summary.pairs += 1;
             summary.verified_pairs +=
                 r.verification.as_ref().is_some_and(|v| v.model.is_some()) as usize;
@@ -498,9 +517,66 @@ pub fn merge_database(
     options: ColmapOptions,
     progress: &dyn Progress,
 ) -> Result<MergeSummary> {
-    let mut writer = ColmapWriter::create(db, overwrite, options)?;
+    let writer = ColmapWriter::create(db, overwrite, options)?;
+    merge_into(inputs, Box::new(writer), progress)
+}
+
+/// Writes hloc's `features.h5` and `matches.h5` into `dir` from the outputs of sharded `descl
+/// extract` and `descl match` runs (`--format h5` is one file per folder, written by one
+/// process, so the shards run in the npz format and are merged here, without extracting or
+/// matching again): the files `descl extract --format h5` and `descl match --format h5` write
+/// for the same images, pairs and settings. Existing files in `dir` are refused unless
+/// `overwrite` (then replaced when the merge is complete). Needs the cargo feature `h5`.
+pub fn merge_hloc(
+    inputs: &MergeInputs,
+    dir: &Path,
+    overwrite: bool,
+    progress: &dyn Progress,
+) -> Result<MergeSummary> {
+    use crate::io::output::{open, Format, HLOC_FILES};
+    let existing: Vec<PathBuf> = HLOC_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| p.exists())
+        .collect();
+    if let Some(first) = existing.first().filter(|_| !overwrite) {
+        return Err(crate::Error::InvalidInput(format!(
+            "{}: exists; pass --overwrite to replace hloc's files in {}",
+            first.display(),
+            dir.display()
+        )));
+    }
+    // The writer continues existing files; a merge starts from none. They are moved aside
+    // and put back if the merge fails.
+    let aside: Vec<(PathBuf, PathBuf)> = existing
+        .into_iter()
+        .map(|p| {
+            let to = p.with_extension("h5.descl-replaced");
+            std::fs::rename(&p, &to).map_err(|e| crate::Error::io(&p, e))?;
+            Ok((p, to))
+        })
+        .collect::<Result<_>>()?;
+    let merged = open(Format::H5, dir).and_then(|w| merge_into(inputs, w, progress));
+    for (p, to) in aside {
+        if merged.is_ok() {
+            let _ = std::fs::remove_file(&to);
+        } else if !p.exists() {
+            let _ = std::fs::rename(&to, &p);
+        }
+    }
+    merged
+}
+
+/// The merge of [`merge_database`] and [`merge_hloc`] into `writer`: images, then pairs
+/// ([`Writer::add_stored_pair`]), checked against the plans before the output is finished (an
+/// incomplete run leaves none).
+fn merge_into(
+    inputs: &MergeInputs,
+    mut writer: Box<dyn Writer>,
+    progress: &dyn Progress,
+) -> Result<MergeSummary> {
     let mut summary = MergeSummary {
-        database: db.to_path_buf(),
+        output: PathBuf::new(),
         images: 0,
         pairs: 0,
         verified_pairs: 0,
@@ -514,9 +590,11 @@ pub fn merge_database(
     progress.start("store features", images.len() as u64);
     let (mut by_name, mut by_stem) = (HashMap::new(), HashMap::new());
     let mut ids = Vec::with_capacity(images.len());
+    let mut binary = false;
     for (k, image) in images.iter().enumerate() {
         let f = crate::io::features::read_features(&image.file)?;
         ids.push(f.id());
+        binary = matches!(f.descriptors, crate::describe::Descriptors::Binary(_));
         let (k_prior, known) = colmap_camera(&image.image, &f)?;
         writer.add_image(&crate::io::writer::ImageRecord {
             name: &image.name,
@@ -538,11 +616,12 @@ pub fn merge_database(
         by_stem: &by_stem,
         ids: &ids,
         model: &model,
+        binary,
     };
-    store_matches(&set, &mut writer, &mut summary, progress)?;
-    // Checked before the database is put in place: an incomplete run leaves none.
+    store_matches(&set, &mut *writer, &mut summary, progress)?;
+    // Checked before the output is put in place: an incomplete run leaves none.
     check_complete(inputs, &summary)?;
-    summary.database = Box::new(writer).finish()?;
+    summary.output = writer.finish()?;
     Ok(summary)
 }
 

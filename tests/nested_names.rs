@@ -280,3 +280,276 @@ fn a_recorded_name_that_leaves_the_folder_is_refused() {
         .arg(dir.path().join("m.db")));
     assert!(!ok && err.contains("escaped.jpg"), "{err}");
 }
+
+/// `--format h5` is one file per folder, written by one process: shards run in the npz format
+/// and `descl sfm merge --hloc` writes hloc's files from them, equal to what the unsharded
+/// `--format h5` recipe writes (every dataset and the recorded provenance), for a nested folder.
+#[cfg(feature = "h5")]
+#[test]
+fn sharded_npz_runs_merge_into_the_hloc_files_of_one_run() {
+    use common::h5_open;
+    let Some(data) = common::data_root_or_skip("sharded_npz_runs_merge_into_the_hloc_files") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = nested_images(&data, dir.path());
+    let pairs = dir.path().join("pairs.txt");
+    std::fs::write(
+        &pairs,
+        "a/0000.jpg b/0000.jpg\nb/0000.jpg a/0000.jpg\ntop.jpg a/0001.jpg\na/0000.jpg a/0001.jpg\n",
+    )
+    .unwrap();
+    // The one-process recipe.
+    let one = dir.path().join("one");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .args(["--format", "h5", "--max-keypoints", KEYPOINTS, "--out"])
+        .arg(&one));
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg("--images")
+        .arg(one.join("features.h5"))
+        .arg("--pairs")
+        .arg(&pairs)
+        .args(["--format", "h5", "--out-dir"])
+        .arg(&one));
+    assert!(ok, "{err}");
+    // Sharded in npz, merged.
+    let (feats, matches) = (dir.path().join("features"), dir.path().join("matches"));
+    for i in 0..2 {
+        let (ok, _, err) = run(descl()
+            .arg("extract")
+            .arg(&imgs)
+            .args(["--max-keypoints", KEYPOINTS, "--out"])
+            .arg(&feats)
+            .args(["--shard", &format!("{i}/2")]));
+        assert!(ok, "{err}");
+    }
+    let match_shard = |i: usize| {
+        let (ok, _, err) = run(descl()
+            .arg("match")
+            .arg("--images")
+            .arg(&feats)
+            .arg("--pairs")
+            .arg(&pairs)
+            .arg("--out-dir")
+            .arg(&matches)
+            .args(["--shard", &format!("{i}/2")]));
+        assert!(ok, "{err}");
+    };
+    match_shard(0);
+    let merged = dir.path().join("merged");
+    let merge = |extra: &[&str]| {
+        run(descl()
+            .args(["sfm", "merge", "--json", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&matches)
+            .arg("--hloc")
+            .arg(&merged)
+            .args(extra))
+    };
+    // One match shard missing: refused, and no files left.
+    let (ok, _, err) = merge(&[]);
+    assert!(!ok && err.contains("incomplete run"), "{err}");
+    assert!(!merged.join("features.h5").exists() && !merged.join("matches.h5").exists());
+    match_shard(1);
+    let (ok, out, err) = merge(&[]);
+    assert!(ok, "{err}");
+    assert_eq!(json(&out)["pairs"], 3, "{out}");
+
+    let (a, b) = (
+        h5_open(&one.join("features.h5")),
+        h5_open(&merged.join("features.h5")),
+    );
+    for name in NAMES {
+        let (fa, fb) = (a.group(name).unwrap(), b.group(name).unwrap());
+        for ds in ["keypoints", "scores"] {
+            let x: Vec<f32> = fa.dataset(ds).unwrap().read_raw().unwrap();
+            let y: Vec<f32> = fb.dataset(ds).unwrap().read_raw().unwrap();
+            assert_eq!(x, y, "{name}/{ds}");
+        }
+        let x: ndarray::Array2<f32> = fa.dataset("descriptors").unwrap().read_2d().unwrap();
+        let y: ndarray::Array2<f32> = fb.dataset("descriptors").unwrap().read_2d().unwrap();
+        assert_eq!(x, y, "{name}/descriptors");
+        let x: Vec<i64> = fa.dataset("image_size").unwrap().read_raw().unwrap();
+        let y: Vec<i64> = fb.dataset("image_size").unwrap().read_raw().unwrap();
+        assert_eq!(x, y, "{name}/image_size");
+    }
+    let (a, b) = (
+        h5_open(&one.join("matches.h5")),
+        h5_open(&merged.join("matches.h5")),
+    );
+    let attr = |g: &hdf5_metno::Group| -> serde_json::Value {
+        let s: hdf5_metno::types::VarLenUnicode = g
+            .attr(descl::io::hloc::PAIR_PROVENANCE_ATTR)
+            .unwrap()
+            .read_scalar()
+            .unwrap();
+        serde_json::from_str(s.as_str()).unwrap()
+    };
+    for key in [
+        "a-0000.jpg/a-0001.jpg",
+        "a-0000.jpg/b-0000.jpg",
+        "a-0001.jpg/top.jpg",
+    ] {
+        let (ga, gb) = (a.group(key).unwrap(), b.group(key).unwrap());
+        let x: Vec<i16> = ga.dataset("matches0").unwrap().read_raw().unwrap();
+        let y: Vec<i16> = gb.dataset("matches0").unwrap().read_raw().unwrap();
+        assert_eq!(x, y, "{key}/matches0");
+        assert!(
+            x.iter().filter(|&&m| m >= 0).count() > 0,
+            "{key}: no matches"
+        );
+        let x: Vec<half::f16> = ga.dataset("matching_scores0").unwrap().read_raw().unwrap();
+        let y: Vec<half::f16> = gb.dataset("matching_scores0").unwrap().read_raw().unwrap();
+        assert_eq!(x, y, "{key}/matching_scores0");
+        assert_eq!(attr(&ga), attr(&gb), "{key}: provenance");
+    }
+    drop((a, b));
+    // hloc's files are not replaced without --overwrite; with it they are.
+    let (ok, _, err) = merge(&[]);
+    assert!(!ok && err.contains("--overwrite"), "{err}");
+    let (ok, _, err) = merge(&["--overwrite"]);
+    assert!(ok, "{err}");
+}
+
+/// What a hostile run of the nested-name paths found (each gave a wrong answer with exit 0, or
+/// an error, before): a features file another run left in a subfolder, a folder of images and
+/// features together, an ignored extra path after --images.
+#[test]
+fn leftovers_of_other_runs_and_mixed_folders_are_refused() {
+    let Some(data) = common::data_root_or_skip("leftovers_of_other_runs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = nested_images(&data, dir.path());
+    let feats = dir.path().join("features");
+    let extract = || {
+        run(descl()
+            .arg("extract")
+            .arg(&imgs)
+            .args(["--max-keypoints", "64", "--out"])
+            .arg(&feats))
+    };
+    let (ok, _, err) = extract();
+    assert!(ok, "{err}");
+    // The image moves to another folder and the set is extracted again: a/0000.npz stays, and
+    // it must not stand for an image (it was matched with its own copy, 64 of 64 inliers, and
+    // merged into the database under a name that no longer exists).
+    std::fs::create_dir(imgs.join("c")).unwrap();
+    std::fs::rename(imgs.join("a/0000.jpg"), imgs.join("c/0000.jpg")).unwrap();
+    let (ok, _, err) = extract();
+    assert!(ok, "{err}");
+    let matches = dir.path().join("matches");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--planar-check", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&matches));
+    assert!(
+        !ok && err.contains("a/0000.npz") && err.contains("does not list"),
+        "{err}"
+    );
+    // The merge refuses it too (the matches are made after removing it).
+    std::fs::rename(feats.join("a/0000.npz"), dir.path().join("stale.npz")).unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--planar-check", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&matches));
+    assert!(ok, "{err}");
+    std::fs::rename(dir.path().join("stale.npz"), feats.join("a/0000.npz")).unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "merge", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&matches)
+        .arg("--database")
+        .arg(dir.path().join("d.db")));
+    assert!(
+        !ok && err.contains("a/0000.npz") && err.contains("does not list"),
+        "{err}"
+    );
+    assert!(!dir.path().join("d.db").exists());
+
+    // One features file in a subfolder of an image folder: ambiguous, refused (it made every
+    // image be ignored: "0 pairs", exit 0).
+    std::fs::create_dir(imgs.join("old")).unwrap();
+    std::fs::copy(feats.join("top.npz"), imgs.join("old/top.npz")).unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&imgs)
+        .arg("--out-dir")
+        .arg(dir.path().join("m2")));
+    assert!(!ok && err.contains("both images"), "{err}");
+
+    // A path after --images DIR was dropped without a word.
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg(&imgs)
+        .arg("--out-dir")
+        .arg(dir.path().join("m3")));
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+}
+
+/// hloc's `names_to_pair` writes `/` in a name as `-`: `a/0000.jpg` and `a-0000.jpg` give one
+/// key, and the pair of them the same key in both orders. matches.h5 overwrote one pair with
+/// the other (exit 0); now refused before any pair is matched. And a folder called
+/// `keypoints` is a folder, not an image, when features.h5 is read back.
+#[cfg(feature = "h5")]
+#[test]
+fn pairs_that_hlocs_keys_cannot_tell_apart_are_refused() {
+    let Some(data) = common::data_root_or_skip("pairs_that_hlocs_keys_cannot_tell_apart") else {
+        return;
+    };
+    let src = data.join("strecha/fountain-P11/images");
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    for (k, name) in ["a/0000.jpg", "a-0000.jpg", "b.jpg", "keypoints/1.jpg"]
+        .iter()
+        .enumerate()
+    {
+        let p = imgs.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(src.join(format!("{k:04}.jpg")), &p).unwrap();
+    }
+    let out = dir.path().join("hloc");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .args(["--format", "h5", "--max-keypoints", "64", "--out"])
+        .arg(&out));
+    assert!(ok, "{err}");
+    let names = descl::io::hloc::list_features(&out.join("features.h5")).unwrap();
+    assert_eq!(
+        names,
+        ["a-0000.jpg", "a/0000.jpg", "b.jpg", "keypoints/1.jpg"]
+    );
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg("--images")
+        .arg(out.join("features.h5"))
+        .args(["--exhaustive", "--format", "h5", "--out-dir"])
+        .arg(&out));
+    assert!(
+        !ok && err.contains("a/0000.jpg") && err.contains("a-0000.jpg") && err.contains("key"),
+        "{err}"
+    );
+    assert!(!out.join("matches.h5").exists());
+    // Pairs that do not meet are matched.
+    let pairs = dir.path().join("pairs.txt");
+    std::fs::write(&pairs, "a/0000.jpg b.jpg\nkeypoints/1.jpg b.jpg\n").unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg("--images")
+        .arg(out.join("features.h5"))
+        .arg("--pairs")
+        .arg(&pairs)
+        .args(["--format", "h5", "--out-dir"])
+        .arg(&out));
+    assert!(ok, "{err}");
+}

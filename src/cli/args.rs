@@ -111,8 +111,9 @@ pub fn refuse_h5_shards(format: Format, shard: Option<&descl::shard::Shard>) -> 
     if format == Format::H5 && shard.is_some() {
         anyhow::bail!(
             "--format h5 cannot be sharded: features.h5 and matches.h5 are one file each, written by one process. \
-             Run the shards in the npz format (the default) into one folder, then \
-             `descl match --images FOLDER --pairs pairs.txt --format h5 --out-dir OUT` writes features.h5 and matches.h5 from them"
+             Run the shards in the npz format (the default): `descl extract IMAGES --out FEATURES --shard I/N`, \
+             `descl match --images FEATURES --pairs pairs.txt --out-dir MATCHES --shard I/N`, then \
+             `descl sfm merge --features FEATURES --matches MATCHES --hloc OUT` writes features.h5 and matches.h5 from them"
         );
     }
     Ok(())
@@ -520,6 +521,17 @@ pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<SetInput>> {
     if npz.is_empty() {
         return Ok(descl::image::image_inputs(dir)?);
     }
+    // A folder of both is ambiguous (features of an earlier run left in a subfolder would
+    // silently stand for the whole set).
+    let images = descl::names::folder_inputs(dir, &descl::image::has_image_extension)?;
+    if let (Some(image), Some(features)) = (images.first(), npz.first()) {
+        anyhow::bail!(
+            "{}: holds both images ({}, …) and features files ({}, …); give the image folder or the features folder (`descl extract --out`), not one inside the other",
+            dir.display(),
+            image.path.display(),
+            features.display()
+        );
+    }
     let mut inputs: Vec<SetInput> = npz
         .into_iter()
         .map(|p| {
@@ -528,6 +540,19 @@ pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<SetInput>> {
         })
         .collect::<anyhow::Result<_>>()?;
     inputs.sort();
+    // Features files that the folder's extract plan does not list are another run's.
+    let plan: Option<descl::io::plan::ExtractPlan> =
+        descl::io::plan::read_plan(dir, descl::io::plan::EXTRACT_PLAN_FILE)?;
+    if let Some(plan) = plan {
+        let listed: std::collections::HashSet<&str> =
+            plan.images.iter().map(String::as_str).collect();
+        if let Some(stray) = inputs.iter().find(|i| !listed.contains(i.name.as_str())) {
+            anyhow::bail!(
+                "{}",
+                descl::io::plan::not_in_plan(&stray.path, &stray.name, dir)
+            );
+        }
+    }
     Ok(inputs)
 }
 

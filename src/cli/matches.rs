@@ -41,10 +41,12 @@ pub struct Args {
     /// Draw every match in the --viz picture.
     #[arg(long, requires = "viz", conflicts_with = "viz_max")]
     viz_all: bool,
-    /// Match the images of a folder (or its .npz features files, if it has any), or the features
-    /// in a features.h5 of `descl extract --format h5` (not extracted again); pairs from
-    /// --exhaustive, --sequential, --pairs or --retrieval (names as listed in the folder).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "viz"])]
+    /// Match the images of a folder and its folders (or its .npz features files of `descl
+    /// extract`, if it has any), or the features in a features.h5 of `descl extract --format
+    /// h5` (not extracted again); pairs from --exhaustive, --sequential, --pairs or
+    /// --retrieval (images named by their paths under the folder, a/0000.jpg, as hloc names
+    /// them).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "viz", "inputs"])]
     images: Option<PathBuf>,
     #[command(flatten)]
     pairs: PairArgs,

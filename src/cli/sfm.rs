@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use descl::io::colmap_model::{run_mapper, MapperOptions};
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
-use descl::sfm::{build_database, merge_database, MergeInputs, SfmConfig};
+use descl::sfm::{build_database, merge_database, merge_hloc, MergeInputs, SfmConfig};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -56,9 +56,10 @@ pub struct Args {
 /// The stages of a run spread over many processes.
 #[derive(clap::Subcommand)]
 enum Stage {
-    /// Build one COLMAP database from sharded `descl extract` and `descl match` outputs (one
-    /// process: SQLite has one writer). Gives what `descl sfm IMAGES` writes when the matches
-    /// were made with `--planar-check`.
+    /// Build one COLMAP database (--database) or hloc's features.h5 + matches.h5 (--hloc) from
+    /// sharded `descl extract` and `descl match` outputs (one process: SQLite and HDF5 files
+    /// have one writer). Gives what `descl sfm IMAGES` writes when the matches were made with
+    /// `--planar-check`, or what `--format h5` writes for the same pairs.
     Merge(MergeArgs),
 }
 
@@ -75,9 +76,19 @@ pub struct MergeArgs {
     #[arg(long, value_name = "DIR")]
     images: Option<PathBuf>,
     /// COLMAP database to write.
-    #[arg(long, value_name = "DB")]
-    database: PathBuf,
-    /// Replace an existing database.
+    #[arg(
+        long,
+        value_name = "DB",
+        required_unless_present = "hloc",
+        conflicts_with = "hloc"
+    )]
+    database: Option<PathBuf>,
+    /// Write hloc's features.h5 and matches.h5 into this folder instead of a database (the
+    /// files `--format h5` writes, from runs sharded in the npz format; needs the cargo
+    /// feature `h5`).
+    #[arg(long, value_name = "DIR")]
+    hloc: Option<PathBuf>,
+    /// Replace an existing database (or hloc's files in --hloc).
     #[arg(long)]
     overwrite: bool,
     /// COLMAP camera model.
@@ -96,7 +107,9 @@ pub struct MergeArgs {
 }
 
 fn merge(args: MergeArgs) -> anyhow::Result<()> {
-    descl::io::atomic::check_writable(&args.database)?;
+    if let Some(db) = &args.database {
+        descl::io::atomic::check_writable(db)?;
+    }
     let inputs = MergeInputs {
         features: args.features,
         matches: args.matches,
@@ -107,21 +120,19 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         camera_model: args.camera_model.into(),
         single_camera: args.single_camera,
     };
-    let s = merge_database(
-        &inputs,
-        &args.database,
-        args.overwrite,
-        options,
-        &Bar::new(true),
-    )?;
+    let s = match (&args.database, &args.hloc) {
+        (Some(db), _) => merge_database(&inputs, db, args.overwrite, options, &Bar::new(true))?,
+        (None, Some(dir)) => merge_hloc(&inputs, dir, args.overwrite, &Bar::new(true))?,
+        (None, None) => bail!("give --database DB or --hloc DIR"),
+    };
     eprintln!(
         "{}: {} images, {} pairs, {} verified",
-        s.database.display(),
+        s.output.display(),
         s.images,
         s.pairs,
         s.verified_pairs
     );
-    if s.pairs_without_planar_check > 0 {
+    if s.pairs_without_planar_check > 0 && args.database.is_some() {
         eprintln!(
             "warning: {} pairs were matched without --planar-check: COLMAP would label the planar ones 6 (PLANAR_OR_PANORAMIC), here they keep their F/E label",
             s.pairs_without_planar_check

@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::io::atomic::{remove_stale_temporaries, temp_beside, tmp_tag, OutputLock};
 use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
-use crate::io::writer::{ImageRecord, PairRecord, Writer};
+use crate::io::writer::{ImageRecord, PairRecord, StoredPair, Writer};
 use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use half::f16;
 use hdf5_metno as hdf5;
@@ -73,11 +73,13 @@ pub fn names_to_pair(name0: &str, name1: &str) -> String {
     format!("{}/{}", name0.replace('/', "-"), name1.replace('/', "-"))
 }
 
-/// hloc's matching score of a descriptor distance (see the module table).
-fn matching_score(d: &Descriptors, distance: f32) -> f32 {
-    match d {
-        Descriptors::Float(_) => 1.0 - distance * distance / 4.0,
-        Descriptors::Binary(_) => 1.0 - distance / BINARY_BITS as f32,
+/// hloc's matching score of a descriptor distance (see the module table): `binary` for
+/// 256-bit codes (Hamming distance), else unit float descriptors (L2 distance).
+fn matching_score(binary: bool, distance: f32) -> f32 {
+    if binary {
+        1.0 - distance / BINARY_BITS as f32
+    } else {
+        1.0 - distance * distance / 4.0
     }
 }
 
@@ -233,6 +235,23 @@ impl H5Out {
     }
 }
 
+/// Why hloc could not tell the pair (`a`, `b`) by its key: `names_to_pair` replaces `/` by `-`,
+/// so `a/0000.jpg` and `a-0000.jpg` give one key; a pair whose key is the same in both orders
+/// (`a-0000.jpg` with `a/0000.jpg`) would be read back the wrong way round by `find_pair`.
+fn ambiguous_pair_key(a: &str, b: &str, other: Option<&(String, String)>) -> Option<String> {
+    let key = names_to_pair(a, b);
+    if let Some((x, y)) = other.filter(|(x, y)| (x.as_str(), y.as_str()) != (a, b)) {
+        return Some(format!(
+            "the pairs {a} – {b} and {x} – {y} have one key {key:?} in matches.h5 (hloc's names_to_pair writes `/` in a name as `-`)"
+        ));
+    }
+    (a != b && key == names_to_pair(b, a)).then(|| {
+        format!(
+            "the pair {a} – {b} has the same key {key:?} in both orders in matches.h5 (hloc's names_to_pair writes `/` in a name as `-`), so hloc could not tell its direction"
+        )
+    })
+}
+
 /// hloc's `features.h5` and `matches.h5` in a folder (the latter created with the first pair).
 pub struct HlocFolder {
     dir: PathBuf,
@@ -241,6 +260,9 @@ pub struct HlocFolder {
     /// Pair keys already in an existing `matches.h5` and their recorded provenance (a rerun
     /// skips those whose provenance is this run's).
     existing_pairs: HashMap<String, Option<PairProvenance>>,
+    /// hloc's key of each pair of this run → the pair (names in order), so that two pairs
+    /// whose names hloc's `names_to_pair` makes one key are refused, not overwritten.
+    pair_keys: HashMap<String, (String, String)>,
     /// The model of the features in the file, so one file never mixes models.
     model: Option<String>,
 }
@@ -270,8 +292,24 @@ impl HlocFolder {
             features,
             matches: None,
             existing_pairs: existing_pairs(&dir.join(MATCHES_FILE)),
+            pair_keys: HashMap::new(),
             model,
         })
+    }
+
+    /// hloc's key of the pair (`a`, `b`), claimed for it in this run; an error naming both
+    /// pairs (and what to rename) when hloc could not tell it from another pair.
+    fn claim_pair_key(&mut self, a: &str, b: &str) -> Result<String> {
+        let key = names_to_pair(a, b);
+        if let Some(why) = ambiguous_pair_key(a, b, self.pair_keys.get(&key)) {
+            return Err(Error::InvalidInput(format!(
+                "{}: {why}; rename one of the images (or use --format npz)",
+                self.dir.join(MATCHES_FILE).display()
+            )));
+        }
+        self.pair_keys
+            .insert(key.clone(), (a.to_string(), b.to_string()));
+        Ok(key)
     }
 
     fn matches(&mut self) -> Result<&mut H5Out> {
@@ -343,7 +381,9 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
             } else {
                 format!("{prefix}/{name}")
             };
-            if child.link_exists("keypoints") {
+            // An image's group holds a `keypoints` dataset; a folder called `keypoints` is a
+            // group on the way to images (`a/keypoints/1.jpg`).
+            if child.dataset("keypoints").is_ok() {
                 if child.attr(FEATURES_META_ATTR).is_ok() {
                     out.push(full);
                 } else {
@@ -601,31 +641,49 @@ impl Writer for HlocFolder {
         }
     }
 
+    /// Refuses, before any work, pairs that hloc's keys cannot tell apart (`claim_pair_key`).
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
+        for [a, b] in &plan.pairs {
+            self.claim_pair_key(a, b)?;
+        }
         write_plan(&self.dir, MATCH_PLAN_FILE, plan)
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
         let (fa, fb) = (pair.a.features, pair.b.features);
+        self.add_stored_pair(&StoredPair {
+            a: pair.a.name,
+            b: pair.b.name,
+            ids: [&fa.id(), &fb.id()],
+            binary: matches!(fa.descriptors, Descriptors::Binary(_)),
+            result: pair.result,
+            config: pair.config,
+        })?;
+        Ok(Some(self.dir.join(MATCHES_FILE)))
+    }
+
+    /// hloc's pair group from the matches and the two features' identities (their keypoint
+    /// counts size `matches0`); `descl sfm merge --hloc` stores the pairs of sharded runs
+    /// through it.
+    fn add_stored_pair(&mut self, pair: &StoredPair<'_>) -> Result<()> {
+        let (na, nb) = (pair.ids[0].keypoints, pair.ids[1].keypoints);
         let m = &pair.result.matches;
-        let key = names_to_pair(pair.a.name, pair.b.name);
-        let mut matches0 = vec![UNMATCHED; fa.frames.len()];
-        let mut scores = vec![0.0f32; fa.frames.len()];
+        let key = self.claim_pair_key(pair.a, pair.b)?;
+        let mut matches0 = vec![UNMATCHED; na];
+        let mut scores = vec![0.0f32; na];
         for (p, &d) in m.pairs.iter().zip(&m.distances) {
             let i = p[0] as usize;
-            if i >= matches0.len() || p[1] as usize >= fb.frames.len() {
+            if i >= matches0.len() || p[1] as usize >= nb {
                 return Err(Error::InvalidInput(format!(
-                    "{key}: match {p:?} beyond the keypoints ({} and {})",
-                    fa.frames.len(),
-                    fb.frames.len()
+                    "{key}: match {p:?} beyond the keypoints ({na} and {nb})"
                 )));
             }
             matches0[i] = p[1] as i32;
-            scores[i] = matching_score(&fa.descriptors, d);
+            scores[i] = matching_score(pair.binary, d);
         }
         let out = self.matches()?;
         let group = out.fresh_group(&key)?;
-        let written = if fb.frames.len() <= i16::MAX as usize {
+        let written = if nb <= i16::MAX as usize {
             let m16 = Array1::from_iter(matches0.iter().map(|&j| j as i16));
             write(out, &group, "matches0", &m16)
         } else {
@@ -637,8 +695,8 @@ impl Writer for HlocFolder {
         })
         .and_then(|_| {
             let provenance = PairProvenance {
-                a: fa.id(),
-                b: fb.id(),
+                a: pair.ids[0].clone(),
+                b: pair.ids[1].clone(),
                 config: pair.config.clone(),
             };
             write_json_attr(out, &group, PAIR_PROVENANCE_ATTR, &provenance)
@@ -650,8 +708,7 @@ impl Writer for HlocFolder {
             return Err(e);
         }
         drop(group);
-        out.checkpoint_if_due()?;
-        Ok(Some(out.target.clone()))
+        out.checkpoint_if_due()
     }
 
     fn finish(self: Box<Self>) -> Result<PathBuf> {

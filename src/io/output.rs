@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::colmap::{CameraModel, Database, TwoViewConfig, TwoViewModels};
 use crate::io::npz_folder::NpzFolder;
-use crate::io::writer::{ImageRecord, PairRecord, Writer};
+use crate::io::writer::{ImageRecord, PairRecord, StoredPair, Writer};
 use crate::matching::two_view::PairResult;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +43,16 @@ impl Format {
         }
     }
 }
+
+/// The files [`Format::H5`] writes into its folder (none in a build without the feature `h5`,
+/// where [`open`] refuses the format).
+#[cfg(feature = "h5")]
+pub const HLOC_FILES: [&str; 2] = [
+    crate::io::hloc::FEATURES_FILE,
+    crate::io::hloc::MATCHES_FILE,
+];
+#[cfg(not(feature = "h5"))]
+pub const HLOC_FILES: [&str; 0] = [];
 
 /// A writer of `format` into the folder `dir` (created if missing).
 pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
@@ -162,6 +172,10 @@ impl Writer for ColmapWriter {
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
         self.add_result(pair.a.name, pair.b.name, pair.result)?;
         Ok(None)
+    }
+
+    fn add_stored_pair(&mut self, pair: &StoredPair<'_>) -> Result<()> {
+        self.add_result(pair.a, pair.b, pair.result)
     }
 
     fn finish(self: Box<Self>) -> Result<PathBuf> {

@@ -44,6 +44,19 @@ pub struct MatchPlan {
     pub config: PairConfig,
 }
 
+/// The message refusing the features file `file` of image `name` that the extract plan of
+/// `dir` does not list: a file another run left in the folder (the image moved or gone, or a
+/// run of other images into the same folder).
+pub fn not_in_plan(file: &Path, name: &str, dir: &Path) -> String {
+    format!(
+        "{}: features of {name}, which {} does not list (left by another run into this folder: \
+         the image was moved or removed); delete the file, or extract the whole set again into \
+         the folder with --resume",
+        file.display(),
+        dir.join(EXTRACT_PLAN_FILE).display()
+    )
+}
+
 /// Writes `plan` as `dir/file` atomically.
 pub fn write_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Result<()> {
     let path = dir.join(file);

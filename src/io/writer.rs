@@ -9,7 +9,7 @@ use crate::features::Features;
 use crate::geometry::Intrinsics;
 use crate::io::plan::MatchPlan;
 use crate::matching::two_view::{PairConfig, PairResult};
-use crate::provenance::{FeatureProvenance, PairProvenance, Reuse};
+use crate::provenance::{FeatureProvenance, FeaturesId, PairProvenance, Reuse};
 use std::path::{Path, PathBuf};
 
 /// One image of a set, as handed to a writer.
@@ -32,6 +32,20 @@ pub struct ImageRecord<'a> {
 pub struct PairRecord<'a> {
     pub a: ImageRecord<'a>,
     pub b: ImageRecord<'a>,
+    pub result: &'a PairResult,
+    pub config: &'a PairConfig,
+}
+
+/// One pair of a merge of sharded runs (`descl sfm merge`): both images' features are stored
+/// already, so the pair comes by name, with what a format needs of its features.
+#[derive(Debug, Clone, Copy)]
+pub struct StoredPair<'a> {
+    pub a: &'a str,
+    pub b: &'a str,
+    /// The identities of the two features the matches index (their keypoint counts included).
+    pub ids: [&'a FeaturesId; 2],
+    /// Whether the descriptors are 256-bit codes (the matching score's scale).
+    pub binary: bool,
     pub result: &'a PairResult,
     pub config: &'a PairConfig,
 }
@@ -66,6 +80,14 @@ pub trait Writer: Send {
     }
     /// Stores one pair's matches and verification; returns the file written, if any.
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>>;
+    /// Stores one pair of a merge whose images were stored by [`Writer::add_image`]; formats
+    /// that cannot be merged into say so.
+    fn add_stored_pair(&mut self, pair: &StoredPair<'_>) -> Result<()> {
+        Err(crate::error::Error::InvalidInput(format!(
+            "{} – {}: this output format is not a merge target",
+            pair.a, pair.b
+        )))
+    }
     /// Completes the output (e.g. renames a database into place); returns its path.
     fn finish(self: Box<Self>) -> Result<PathBuf>;
     /// Whether every image's features must be stored even when only pairs were asked for
