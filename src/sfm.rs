@@ -195,6 +195,9 @@ pub struct MergeSummary {
     pub missing_images: Vec<String>,
     /// Pairs of the match plan without a matches file (merged with `allow_partial`).
     pub missing_pairs: Vec<[String; 2]>,
+    /// Images with features that the match plan did not include (matched before their extract
+    /// shard ran; merged with `allow_partial`, without pairs).
+    pub images_not_matched: Vec<String>,
     /// Folders without a run plan (merged with `allow_partial`).
     pub without_plan: Vec<PathBuf>,
 }
@@ -344,6 +347,25 @@ fn store_matches(
     use rayon::prelude::*;
     let files = crate::io::npz_folder::npz_files(&set.inputs.matches, true)?;
     let plan: Option<MatchPlan> = read_plan(&set.inputs.matches, MATCH_PLAN_FILE)?;
+    // The plan's pairs by image index: a matches file of another pair is another run's (a
+    // leftover, or a shard run with other pair settings) and is refused.
+    let planned: Option<std::collections::HashSet<(usize, usize)>> = plan.as_ref().map(|p| {
+        p.pairs
+            .iter()
+            .filter_map(|[x, y]| Some((set.find(x)?, set.find(y)?)))
+            .map(|(a, b)| (a.min(b), a.max(b)))
+            .collect()
+    });
+    // Images of the features folder that the match plan did not cover (matched before their
+    // extract shard ran): their pairs were never planned.
+    if let Some(p) = &plan {
+        let covered: std::collections::HashSet<usize> =
+            p.inputs.iter().filter_map(|n| set.find(n)).collect();
+        summary.images_not_matched = (0..set.images.len())
+            .filter(|k| !covered.contains(k))
+            .map(|k| set.images[k].name.clone())
+            .collect();
+    }
     let mut seen: std::collections::HashMap<(usize, usize), PathBuf> = Default::default();
     progress.start("store matches", files.len() as u64);
     for block in files.chunks(image_set::PAIR_BLOCK) {
@@ -369,6 +391,20 @@ fn store_matches(
                 })
             };
             let (a, b) = (side(&names[0])?, side(&names[1])?);
+            if planned
+                .as_ref()
+                .is_some_and(|p| !p.contains(&(a.min(b), a.max(b))))
+            {
+                return Err(crate::Error::format(
+                    file,
+                    format!(
+                        "the pair {} – {} is not in {} (left by another run into this folder, or a shard run with other pair settings): delete the file, or match again",
+                        names[0],
+                        names[1],
+                        set.inputs.matches.join(MATCH_PLAN_FILE).display()
+                    ),
+                ));
+            }
             if m.meta.model != set.model {
                 return Err(crate::Error::format(
                     file,
@@ -489,6 +525,26 @@ fn check_complete(inputs: &MergeInputs, s: &MergeSummary) -> Result<()> {
             }
         ));
     }
+    if !s.images_not_matched.is_empty() {
+        let shown: Vec<&str> = s
+            .images_not_matched
+            .iter()
+            .take(SHOWN)
+            .map(|n| n.as_str())
+            .collect();
+        gaps.push(format!(
+            "{} images of {} are not among the inputs of {} (matched before their extract shard ran: match again) ({}{})",
+            s.images_not_matched.len(),
+            inputs.features.display(),
+            inputs.matches.join(MATCH_PLAN_FILE).display(),
+            shown.join(", "),
+            if s.images_not_matched.len() > SHOWN {
+                ", …"
+            } else {
+                ""
+            }
+        ));
+    }
     for dir in &s.without_plan {
         gaps.push(format!(
             "{} has no run plan ({} or {}: made by an older descl or by hand), so missing shards cannot be told",
@@ -526,7 +582,10 @@ pub fn merge_database(
 /// process, so the shards run in the npz format and are merged here, without extracting or
 /// matching again): the files `descl extract --format h5` and `descl match --format h5` write
 /// for the same images, pairs and settings. Existing files in `dir` are refused unless
-/// `overwrite` (then replaced when the merge is complete). Needs the cargo feature `h5`.
+/// `overwrite`. The merge is built in a staging folder inside `dir` (under the files' locks) and
+/// the two files are renamed into place only once it is complete: a failed, refused or killed
+/// merge leaves `dir` as it was (a killed one's staging folder is removed by the next merge).
+/// Needs the cargo feature `h5`.
 pub fn merge_hloc(
     inputs: &MergeInputs,
     dir: &Path,
@@ -534,37 +593,55 @@ pub fn merge_hloc(
     progress: &dyn Progress,
 ) -> Result<MergeSummary> {
     use crate::io::output::{open, Format, HLOC_FILES};
-    let existing: Vec<PathBuf> = HLOC_FILES
-        .iter()
-        .map(|f| dir.join(f))
-        .filter(|p| p.exists())
-        .collect();
-    if let Some(first) = existing.first().filter(|_| !overwrite) {
+    if dir.exists() && !dir.is_dir() {
+        return Err(crate::Error::InvalidInput(format!(
+            "{}: not a folder (--hloc names the folder of features.h5 and matches.h5)",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+    let targets: Vec<PathBuf> = HLOC_FILES.iter().map(|f| dir.join(f)).collect();
+    if let Some(first) = targets.iter().find(|p| p.exists()).filter(|_| !overwrite) {
         return Err(crate::Error::InvalidInput(format!(
             "{}: exists; pass --overwrite to replace hloc's files in {}",
             first.display(),
             dir.display()
         )));
     }
-    // The writer continues existing files; a merge starts from none. They are moved aside
-    // and put back if the merge fails.
-    let aside: Vec<(PathBuf, PathBuf)> = existing
-        .into_iter()
-        .map(|p| {
-            let to = p.with_extension("h5.descl-replaced");
-            std::fs::rename(&p, &to).map_err(|e| crate::Error::io(&p, e))?;
-            Ok((p, to))
-        })
-        .collect::<Result<_>>()?;
-    let merged = open(Format::H5, dir).and_then(|w| merge_into(inputs, w, progress));
-    for (p, to) in aside {
-        if merged.is_ok() {
-            let _ = std::fs::remove_file(&to);
-        } else if !p.exists() {
-            let _ = std::fs::rename(&to, &p);
+    // The staging folder inside `dir`: hidden, as descl's other temporaries, from the folder
+    // listings of every command.
+    let staging_prefix = format!("{}hloc-merge-", crate::io::atomic::TMP_PREFIX);
+    let _locks = targets
+        .iter()
+        .map(|t| crate::io::atomic::OutputLock::acquire(t, "merge into another folder"))
+        .collect::<Result<Vec<_>>>()?;
+    // A killed merge's staging folder (no merge holds these locks now).
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&staging_prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
         }
     }
-    merged
+    let staging = tempfile::Builder::new()
+        .prefix(&staging_prefix)
+        .tempdir_in(dir)
+        .map_err(|e| crate::Error::io(dir, e))?;
+    let summary = open(Format::H5, staging.path()).and_then(|w| merge_into(inputs, w, progress))?;
+    for (file, target) in HLOC_FILES.iter().zip(&targets) {
+        let made = staging.path().join(file);
+        if made.exists() {
+            std::fs::rename(&made, target).map_err(|e| crate::Error::io(target, e))?;
+        } else if target.exists() {
+            // A merge without pairs writes no matches.h5: an older one must not stay beside
+            // the new features.h5.
+            std::fs::remove_file(target).map_err(|e| crate::Error::io(target, e))?;
+        }
+    }
+    Ok(MergeSummary {
+        output: dir.to_path_buf(),
+        ..summary
+    })
 }
 
 /// The merge of [`merge_database`] and [`merge_hloc`] into `writer`: images, then pairs
@@ -583,6 +660,7 @@ fn merge_into(
         pairs_without_planar_check: 0,
         missing_images: Vec::new(),
         missing_pairs: Vec::new(),
+        images_not_matched: Vec::new(),
         without_plan: Vec::new(),
     };
     let (images, model) = merge_images(inputs, &mut summary, progress)?;

@@ -553,3 +553,78 @@ fn pairs_that_hlocs_keys_cannot_tell_apart_are_refused() {
         .arg(&out));
     assert!(ok, "{err}");
 }
+
+/// A failed `sfm merge --hloc` leaves the folder as it was: the merge is built in a staging
+/// folder and put in place only when complete (before, with checkpoints, a refused merge left a
+/// partial features.h5 in place and the originals renamed aside; a second try destroyed them).
+#[cfg(feature = "h5")]
+#[test]
+fn a_failed_hloc_merge_leaves_the_folder_as_it_was() {
+    let Some(data) = common::data_root_or_skip("a_failed_hloc_merge_leaves_the_folder") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = nested_images(&data, dir.path());
+    let (feats, matches) = (dir.path().join("features"), dir.path().join("matches"));
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .args(["--max-keypoints", "128", "--out"])
+        .arg(&feats));
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&matches));
+    assert!(ok, "{err}");
+    let out = dir.path().join("hloc");
+    let merge = |extra: &[&str]| {
+        run(descl()
+            .env(descl::io::hloc::CHECKPOINT_ENV, "0")
+            .args(["sfm", "merge", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&matches)
+            .arg("--hloc")
+            .arg(&out)
+            .args(extra))
+    };
+    // A killed merge's staging folder is cleared by the next.
+    let stale = out.join(".descl-tmp-hloc-merge-killed");
+    std::fs::create_dir_all(&stale).unwrap();
+    let (ok, _, err) = merge(&[]);
+    assert!(ok, "{err}");
+    assert!(!stale.exists());
+    let before: Vec<Vec<u8>> = ["features.h5", "matches.h5"]
+        .iter()
+        .map(|f| std::fs::read(out.join(f)).unwrap())
+        .collect();
+    // One pair file gone: the merge is refused, twice, and the files stay byte for byte.
+    let gone = matches.join("a%2F0000__b%2F0000.npz");
+    std::fs::remove_file(&gone).unwrap();
+    for _ in 0..2 {
+        let (ok, _, err) = merge(&["--overwrite"]);
+        assert!(!ok && err.contains("incomplete run"), "{err}");
+        for (f, b) in ["features.h5", "matches.h5"].iter().zip(&before) {
+            assert_eq!(&std::fs::read(out.join(f)).unwrap(), b, "{f} changed");
+        }
+    }
+    let mut left = common::files_in(&out);
+    left.retain(|n| !n.ends_with(".lock"));
+    assert_eq!(left, ["features.h5", "matches.h5"], "{left:?}");
+    // Into an empty folder: nothing is left either.
+    let empty = dir.path().join("empty");
+    let (ok, _, err) = run(descl()
+        .env(descl::io::hloc::CHECKPOINT_ENV, "0")
+        .args(["sfm", "merge", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&matches)
+        .arg("--hloc")
+        .arg(&empty));
+    assert!(!ok, "{err}");
+    let mut left = common::files_in(&empty);
+    left.retain(|n| !n.ends_with(".lock"));
+    assert!(left.is_empty(), "{left:?}");
+}

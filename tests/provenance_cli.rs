@@ -244,8 +244,20 @@ fn merge_of_an_incomplete_run_is_refused_unless_allowed() {
         extract(&imgs, &feats, &args);
     }
     assert_eq!(npz_in(&feats), ["0000.npz", "0001.npz", "0003.npz"]);
-    // Shard 0 of 2 of the 3 pairs: pairs 0 and 2.
-    match_set(&feats, &m, &["--shard", "0/2"]);
+    // Matching before the extract shards are done is refused (it planned pairs over part of
+    // the set, and the merge then missed the rest's pairs without a word), unless
+    // --allow-partial: shard 0 of 2 of the 3 pairs, pairs 0 and 2.
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--planar-check", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&m)
+        .args(["--shard", "0/2"]));
+    assert!(
+        !ok && err.contains("0002.jpg") && err.contains("no features file yet"),
+        "{err}"
+    );
+    match_set(&feats, &m, &["--shard", "0/2", "--allow-partial"]);
     assert_eq!(npz_in(&m).len(), 2);
 
     let db = dir.path().join("db.db");
@@ -675,4 +687,90 @@ fn h5_shards_are_refused_before_work_with_the_route_that_shards() {
         .arg(&out));
     assert!(!ok && err.contains("cannot be sharded"), "{err}");
     assert!(!out.exists());
+}
+
+/// Found by a hostile run of the staged paths (each merged or overwrote silently, exit 0):
+/// match shards run with different pair settings, pair files another run left in the folder,
+/// two images of one features file (`0000.jpg`, `0000.JPG`) in different extract shards, and a
+/// run of other images into a features folder (now warned about).
+#[test]
+fn mixed_pair_plans_leftover_pairs_and_shared_features_files_are_refused() {
+    let Some(data) = common::data_root_or_skip("mixed_pair_plans_leftover_pairs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 4);
+    let feats = dir.path().join("f");
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "300"]);
+    let pairs = dir.path().join("p1.txt");
+    std::fs::write(&pairs, "0000.jpg 0001.jpg\n0002.jpg 0003.jpg\n").unwrap();
+
+    // Shard 0 exhaustive, shard 1 from a pairs file: the plan is the last shard's, and the
+    // other shard's files are refused (the merge gave a set of pairs no run planned).
+    let m = dir.path().join("m");
+    match_set(&feats, &m, &["--shard", "0/2"]);
+    let (ok, _, err) = run(descl()
+        .args(["match", "--planar-check", "--images"])
+        .arg(&feats)
+        .arg("--pairs")
+        .arg(&pairs)
+        .arg("--out-dir")
+        .arg(&m)
+        .args(["--shard", "1/2"]));
+    assert!(ok, "{err}");
+    let (ok, _, err) = merge(&feats, &m, &dir.path().join("mixed.db"), &[]);
+    assert!(
+        !ok && err.contains("is not in") && err.contains("descl-match-plan.json"),
+        "{err}"
+    );
+    assert!(!dir.path().join("mixed.db").exists());
+
+    // A whole run from the pairs file into a folder of an exhaustive run: its leftovers too.
+    let m2 = dir.path().join("m2");
+    match_set(&feats, &m2, &[]);
+    let (ok, _, err) = run(descl()
+        .args(["match", "--planar-check", "--images"])
+        .arg(&feats)
+        .arg("--pairs")
+        .arg(&pairs)
+        .arg("--out-dir")
+        .arg(&m2));
+    assert!(ok, "{err}");
+    let (ok, _, err) = merge(&feats, &m2, &dir.path().join("left.db"), &[]);
+    assert!(!ok && err.contains("is not in"), "{err}");
+
+    // Two images of one features file, in different shards: refused by each shard.
+    let same = dir.path().join("same");
+    std::fs::create_dir(&same).unwrap();
+    let src = data.join("strecha/fountain-P11/images");
+    std::os::unix::fs::symlink(src.join("0000.jpg"), same.join("0000.jpg")).unwrap();
+    std::os::unix::fs::symlink(src.join("0001.jpg"), same.join("0000.JPG")).unwrap();
+    std::os::unix::fs::symlink(src.join("0002.jpg"), same.join("0002.jpg")).unwrap();
+    for shard in ["0/2", "1/2"] {
+        let (ok, _, err) = run(descl()
+            .arg("extract")
+            .arg(&same)
+            .arg("--out")
+            .arg(dir.path().join("fs"))
+            .args(SIZE)
+            .args(["--shard", shard]));
+        assert!(
+            !ok && err.contains("0000.JPG") && err.contains("0000.jpg") && err.contains("0000.npz"),
+            "{err}"
+        );
+    }
+
+    // Another set extracted into the folder: warned, and its leftovers named on use.
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(imgs.join("0001.jpg"))
+        .arg("--out")
+        .arg(&feats)
+        .args(SIZE)
+        .args(["-m", "sift", "--max-keypoints", "300"]));
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("warning") && err.contains("3 images that this run does not"),
+        "{err}"
+    );
 }

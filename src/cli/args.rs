@@ -496,12 +496,14 @@ impl Load for FeatureLoader<'_> {
     }
 }
 
-/// The `.npz` features files of `dir` if it has any (in its folders too), else its images;
+/// The `.npz` features files of `dir` if it has any (in its folders too; refused when the
+/// folder's extract plan does not list one, or lists an image without one unless
+/// `allow_partial`: an extract shard not run yet), else its images;
 /// for a `features.h5` file, its images' features (`FILE.h5/NAME`, read without extracting
 /// again). Each input carries its image's name in the set (`a/0000.jpg`, [`descl::names`]): an
 /// image's path under `dir`, a features file's recorded name, a `features.h5` group's; sorted
 /// by name.
-pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<SetInput>> {
+pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<Vec<SetInput>> {
     if dir.is_file()
         && dir
             .extension()
@@ -550,6 +552,25 @@ pub fn set_inputs(dir: &Path) -> anyhow::Result<Vec<SetInput>> {
             anyhow::bail!(
                 "{}",
                 descl::io::plan::not_in_plan(&stray.path, &stray.name, dir)
+            );
+        }
+        // Matching before every extract shard is done would plan pairs over part of the set
+        // (and a merge would then miss the rest's pairs without a word).
+        let have: std::collections::HashSet<&str> =
+            inputs.iter().map(|i| i.name.as_str()).collect();
+        let missing: Vec<&str> = plan
+            .images
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !have.contains(n))
+            .collect();
+        if !missing.is_empty() && !allow_partial {
+            anyhow::bail!(
+                "{}: {} images of the extract plan have no features file yet ({}{}): run the missing extract shards first, or pass --allow-partial to match the images there are",
+                dir.display(),
+                missing.len(),
+                missing[..missing.len().min(5)].join(", "),
+                if missing.len() > 5 { ", …" } else { "" }
             );
         }
     }

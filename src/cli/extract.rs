@@ -62,6 +62,7 @@ struct Summary {
 pub fn run(args: Args) -> anyhow::Result<()> {
     super::args::refuse_h5_shards(args.format, args.shard.as_ref())?;
     let all = expand_inputs(&args.inputs)?;
+    descl::names::check_unique(&all)?;
     let images = args.shard.unwrap_or_default().select(&all);
     // The describer first: a model that fails to load leaves no output folder behind.
     let extractor = args.describe.extractor()?;
@@ -105,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             images: names,
             settings: extractor.settings(),
         };
+        warn_replaced_plan(&args.out, &plan.images);
         write_plan(&args.out, EXTRACT_PLAN_FILE, &plan)?;
     }
     if args.json {
@@ -158,4 +160,28 @@ fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<SetInput>> {
     images.sort();
     images.dedup();
     Ok(images)
+}
+
+/// Warns when this run's plan replaces one that listed images this run does not (a run of
+/// other images into the same folder): their features files stay, and `descl match` and `descl
+/// sfm merge` will refuse them as another run's.
+fn warn_replaced_plan(out: &std::path::Path, images: &[String]) {
+    let Ok(Some(old)) = descl::io::plan::read_plan::<ExtractPlan>(out, EXTRACT_PLAN_FILE) else {
+        return;
+    };
+    let now: std::collections::HashSet<&str> = images.iter().map(String::as_str).collect();
+    let dropped: Vec<&str> = old
+        .images
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !now.contains(n))
+        .collect();
+    if let Some(first) = dropped.first() {
+        eprintln!(
+            "warning: {} listed {} images that this run does not ({first}{}); their features files stay, but `descl match` and `descl sfm merge` take only this run's images: to add images to a set, extract the whole set in one command (--resume reuses what is there)",
+            out.join(EXTRACT_PLAN_FILE).display(),
+            dropped.len(),
+            if dropped.len() > 1 { ", …" } else { "" }
+        );
+    }
 }

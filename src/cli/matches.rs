@@ -68,6 +68,11 @@ pub struct Args {
     /// are read again where needed), so memory does not grow with the set.
     #[arg(long, value_name = "N", default_value_t = image_set::DEFAULT_MAX_RESIDENT_IMAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..))]
     max_resident_images: usize,
+    /// With a folder of features files whose extract plan lists images that have no file yet
+    /// (an extract shard not run, or an image that failed): match the images there are instead
+    /// of refusing.
+    #[arg(long, requires = "images")]
+    allow_partial: bool,
     /// Output format of --out-dir: npz, or h5 (hloc's files).
     #[arg(long, default_value = "npz", value_parser = format_parser())]
     format: Format,
@@ -204,7 +209,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         .as_deref()
         .context("--images needs --out-dir")?;
     let pairs = args.pairs.mode(None)?;
-    let inputs = set_inputs(dir)?;
+    let inputs = set_inputs(dir, args.allow_partial)?;
     let cfg = SetConfig {
         pairs,
         pair: PairConfig {

@@ -138,11 +138,16 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
             s.pairs_without_planar_check
         );
     }
-    if !s.missing_images.is_empty() || !s.missing_pairs.is_empty() || !s.without_plan.is_empty() {
+    if !s.missing_images.is_empty()
+        || !s.missing_pairs.is_empty()
+        || !s.images_not_matched.is_empty()
+        || !s.without_plan.is_empty()
+    {
         eprintln!(
-            "warning (--allow-partial): merged without {} images and {} pairs that the plans list{}",
+            "warning (--allow-partial): merged without {} images and {} pairs that the plans list, {} images without planned pairs{}",
             s.missing_images.len(),
             s.missing_pairs.len(),
+            s.images_not_matched.len(),
             if s.without_plan.is_empty() {
                 String::new()
             } else {

@@ -165,7 +165,19 @@ impl Writer for NpzFolder {
         Ok(Some(target))
     }
 
+    /// Refuses, before any work and in every shard, two images of the run that would share a
+    /// features file (`0000.jpg` and `0000.JPG`): in different shards each would overwrite the
+    /// other's file without either process seeing both.
     fn expect_images(&mut self, names: &[String]) -> Result<()> {
+        let mut files: HashMap<PathBuf, &str> = HashMap::new();
+        for name in names {
+            if let Some(first) = files.insert(self.features_path(name)?, name) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: the features file of both {first} and {name}; rename one of the images or extract them into different folders",
+                    self.features_path(name)?.display()
+                )));
+            }
+        }
         self.run_stems = Some(
             names
                 .iter()

@@ -49,9 +49,10 @@ pub struct MatchPlan {
 /// run of other images into the same folder).
 pub fn not_in_plan(file: &Path, name: &str, dir: &Path) -> String {
     format!(
-        "{}: features of {name}, which {} does not list (left by another run into this folder: \
-         the image was moved or removed); delete the file, or extract the whole set again into \
-         the folder with --resume",
+        "{}: features of {name}, which {} does not list: another run's (a run of other images \
+         into this folder replaced the plan, or the image was moved or removed). Extract the \
+         whole set in one command (--resume reuses the features already there), or delete the \
+         file",
         file.display(),
         dir.join(EXTRACT_PLAN_FILE).display()
     )
