@@ -773,4 +773,27 @@ fn mixed_pair_plans_leftover_pairs_and_shared_features_files_are_refused() {
         err.contains("warning") && err.contains("3 images that this run does not"),
         "{err}"
     );
+
+    // Shards of another keypoint budget: `match` refuses them as the merge does (it matched
+    // them together).
+    let fm = dir.path().join("fm");
+    extract(
+        &imgs,
+        &fm,
+        &["-m", "sift", "--max-keypoints", "300", "--shard", "0/2"],
+    );
+    extract(
+        &imgs,
+        &fm,
+        &["-m", "sift", "--max-keypoints", "200", "--shard", "1/2"],
+    );
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&fm)
+        .arg("--out-dir")
+        .arg(dir.path().join("mm")));
+    assert!(
+        !ok && err.contains("max_keypoints") && err.contains("descl-extract-plan.json"),
+        "{err}"
+    );
 }

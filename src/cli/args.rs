@@ -534,17 +534,28 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<Vec<SetInpu
             features.display()
         );
     }
+    let plan: Option<descl::io::plan::ExtractPlan> =
+        descl::io::plan::read_plan(dir, descl::io::plan::EXTRACT_PLAN_FILE)?;
     let mut inputs: Vec<SetInput> = npz
         .into_iter()
         .map(|p| {
-            let name = descl::io::features::read_features_meta(&p)?.set_name();
-            Ok(SetInput::new(name, p)?)
+            let meta = descl::io::features::read_features_meta(&p)?;
+            // Every file made with the plan's settings (shards run with another budget or
+            // model would be matched together; `descl sfm merge` refuses them too).
+            if let Some(plan) = &plan {
+                let recorded = meta.provenance.as_ref().map(|r| &r.settings);
+                descl::provenance::check(&p, recorded, &plan.settings).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{e}; compared with {}",
+                        dir.join(descl::io::plan::EXTRACT_PLAN_FILE).display()
+                    )
+                })?;
+            }
+            Ok(SetInput::new(meta.set_name(), p)?)
         })
         .collect::<anyhow::Result<_>>()?;
     inputs.sort();
     // Features files that the folder's extract plan does not list are another run's.
-    let plan: Option<descl::io::plan::ExtractPlan> =
-        descl::io::plan::read_plan(dir, descl::io::plan::EXTRACT_PLAN_FILE)?;
     if let Some(plan) = plan {
         let listed: std::collections::HashSet<&str> =
             plan.images.iter().map(String::as_str).collect();
