@@ -13,8 +13,9 @@ use crate::io::colmap::CameraModel;
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{read_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
 use crate::io::writer::Writer;
-use crate::matching::pairs::{file_names, stem_key, PairMode};
+use crate::matching::pairs::PairMode;
 use crate::matching::two_view::PairConfig;
+use crate::names::name_stem;
 use crate::progress::Progress;
 use crate::provenance::{FeaturesId, PairProvenance};
 use serde::{Deserialize, Serialize};
@@ -287,22 +288,10 @@ fn merge_images(
     }
     match plan {
         Some(plan) => {
-            let listed: std::collections::HashSet<&str> =
-                plan.images.iter().map(String::as_str).collect();
-            if let Some(stray) = images.iter().find(|i| !listed.contains(i.name.as_str())) {
-                return Err(crate::Error::InvalidInput(crate::io::plan::not_in_plan(
-                    &stray.file,
-                    &stray.name,
-                    &inputs.features,
-                )));
-            }
-            let names: std::collections::HashSet<&str> =
-                images.iter().map(|i| i.name.as_str()).collect();
-            summary.missing_images = plan
-                .images
-                .into_iter()
-                .filter(|n| !names.contains(n.as_str()))
-                .collect();
+            summary.missing_images = plan.missing(
+                &inputs.features,
+                images.iter().map(|i| (i.name.as_str(), i.file.as_path())),
+            )?;
         }
         None => summary.without_plan.push(inputs.features.clone()),
     }
@@ -328,7 +317,7 @@ impl MergeSet<'_> {
     fn find(&self, name: &str) -> Option<usize> {
         self.by_name
             .get(name)
-            .or_else(|| self.by_stem.get(&stem_key(name)))
+            .or_else(|| self.by_stem.get(name_stem(name)))
             .copied()
     }
 }
@@ -374,11 +363,7 @@ fn store_matches(
             .map(|p| crate::io::matches::read_matches(p))
             .collect::<Result<_>>()?;
         for (file, m) in block.iter().zip(read) {
-            // The sides by name; a file of an older run records only the paths it was made
-            // from, known by their file names.
-            let names = m.meta.names.clone().unwrap_or_else(|| {
-                [&m.meta.a, &m.meta.b].map(|p| file_names(&[PathBuf::from(p)]).remove(0))
-            });
+            let names = m.meta.side_names();
             let side = |p: &str| {
                 set.find(p).ok_or_else(|| {
                     crate::Error::format(
@@ -485,64 +470,31 @@ fn store_matches(
 /// Refuses a merge that lacks images or pairs of the runs' plans (or a plan), unless
 /// `allow_partial`: the error names what is missing and where.
 fn check_complete(inputs: &MergeInputs, s: &MergeSummary) -> Result<()> {
-    const SHOWN: usize = 5;
+    use crate::io::plan::listing;
     let mut gaps = Vec::new();
     if !s.missing_images.is_empty() {
-        let shown: Vec<&str> = s
-            .missing_images
-            .iter()
-            .take(SHOWN)
-            .map(|n| n.as_str())
-            .collect();
         gaps.push(format!(
-            "{} images of the extract plan have no features file in {} ({}{})",
+            "{} images of the extract plan have no features file in {} ({})",
             s.missing_images.len(),
             inputs.features.display(),
-            shown.join(", "),
-            if s.missing_images.len() > SHOWN {
-                ", …"
-            } else {
-                ""
-            }
+            listing(&s.missing_images)
         ));
     }
     if !s.missing_pairs.is_empty() {
-        let shown: Vec<String> = s
-            .missing_pairs
-            .iter()
-            .take(SHOWN)
-            .map(|[a, b]| format!("{a} – {b}"))
-            .collect();
         gaps.push(format!(
-            "{} pairs of the match plan have no matches file in {} ({}{})",
+            "{} pairs of the match plan have no matches file in {} ({})",
             s.missing_pairs.len(),
             inputs.matches.display(),
-            shown.join(", "),
-            if s.missing_pairs.len() > SHOWN {
-                ", …"
-            } else {
-                ""
-            }
+            listing(s.missing_pairs.iter().map(|[a, b]| format!("{a} – {b}")))
         ));
     }
     if !s.images_not_matched.is_empty() {
-        let shown: Vec<&str> = s
-            .images_not_matched
-            .iter()
-            .take(SHOWN)
-            .map(|n| n.as_str())
-            .collect();
         gaps.push(format!(
-            "{} images of {} are not among the inputs of {} (matched before their extract shard ran: match again) ({}{})",
+            "{} images of {} are not among the inputs of {} (matched before their extract shard ran: match again) ({})",
             s.images_not_matched.len(),
             inputs.features.display(),
             inputs.matches.join(MATCH_PLAN_FILE).display(),
-            shown.join(", "),
-            if s.images_not_matched.len() > SHOWN {
-                ", …"
-            } else {
-                ""
-            }
+            listing(&s.images_not_matched)
         ));
     }
     for dir in &s.without_plan {
@@ -682,7 +634,7 @@ fn merge_into(
             focal_known: known,
         })?;
         by_name.insert(image.name.clone(), k);
-        by_stem.insert(stem_key(&image.name), k);
+        by_stem.insert(name_stem(&image.name).to_string(), k);
         progress.inc(1);
     }
     progress.finish();

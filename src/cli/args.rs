@@ -555,33 +555,20 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<Vec<SetInpu
         })
         .collect::<anyhow::Result<_>>()?;
     inputs.sort();
-    // Features files that the folder's extract plan does not list are another run's.
+    // Features files that the folder's extract plan does not list are another run's; matching
+    // before every extract shard is done would plan pairs over part of the set (and a merge
+    // would then miss the rest's pairs without a word).
     if let Some(plan) = plan {
-        let listed: std::collections::HashSet<&str> =
-            plan.images.iter().map(String::as_str).collect();
-        if let Some(stray) = inputs.iter().find(|i| !listed.contains(i.name.as_str())) {
-            anyhow::bail!(
-                "{}",
-                descl::io::plan::not_in_plan(&stray.path, &stray.name, dir)
-            );
-        }
-        // Matching before every extract shard is done would plan pairs over part of the set
-        // (and a merge would then miss the rest's pairs without a word).
-        let have: std::collections::HashSet<&str> =
-            inputs.iter().map(|i| i.name.as_str()).collect();
-        let missing: Vec<&str> = plan
-            .images
-            .iter()
-            .map(String::as_str)
-            .filter(|n| !have.contains(n))
-            .collect();
+        let missing = plan.missing(
+            dir,
+            inputs.iter().map(|i| (i.name.as_str(), i.path.as_path())),
+        )?;
         if !missing.is_empty() && !allow_partial {
             anyhow::bail!(
-                "{}: {} images of the extract plan have no features file yet ({}{}): run the missing extract shards first, or pass --allow-partial to match the images there are",
+                "{}: {} images of the extract plan have no features file yet ({}): run the missing extract shards first, or pass --allow-partial to match the images there are",
                 dir.display(),
                 missing.len(),
-                missing[..missing.len().min(5)].join(", "),
-                if missing.len() > 5 { ", …" } else { "" }
+                descl::io::plan::listing(&missing)
             );
         }
     }

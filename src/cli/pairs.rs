@@ -10,7 +10,7 @@ use anyhow::Context;
 use descl::image_set::Load;
 use descl::io::matches::read_matches;
 use descl::io::npz_folder::npz_files;
-use descl::matching::pairs::{file_names, find_input, make_pairs, pairs_file_name_ok};
+use descl::matching::pairs::{find_input, make_pairs, pairs_file_name_ok};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};
 
@@ -48,10 +48,7 @@ fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(u
             find_input(names, side)
                 .with_context(|| format!("{}: {side} is not in the set", f.display()))
         };
-        // By name; a file of an older run records the paths it was made from.
-        let sides = m.meta.names.clone().unwrap_or_else(|| {
-            [&m.meta.a, &m.meta.b].map(|p| file_names(&[PathBuf::from(p)]).remove(0))
-        });
+        let sides = m.meta.side_names();
         let (a, b) = (index(&sides[0])?, index(&sides[1])?);
         verified.push((a.min(b), a.max(b)));
     }

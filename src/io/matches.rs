@@ -60,6 +60,14 @@ pub struct MatchesMeta {
 }
 
 impl MatchesMeta {
+    /// The names of side A and B: the recorded ones, else (a file written before they were
+    /// recorded) the file names of the paths it was made from.
+    pub fn side_names(&self) -> [String; 2] {
+        self.names.clone().unwrap_or_else(|| {
+            [&self.a, &self.b].map(|p| crate::matching::pairs::file_names(&[p.into()]).remove(0))
+        })
+    }
+
     /// What made the matches, when the file records it.
     pub fn provenance(&self) -> Option<PairProvenance> {
         Some(PairProvenance {

@@ -280,19 +280,17 @@ pub fn is_pair_file(path: &Path) -> bool {
     }
 }
 
-/// The `.npz` files of `dir`, sorted: the pair (matches) files with `pairs`, else the others
-/// (features files), told apart by what they hold ([`is_pair_file`]); features files of nested
-/// image folders are found in the folders below (`a/0000.npz`), hidden entries skipped as
-/// [`crate::names::folder_inputs`] skips them.
+/// The `.npz` files of `dir`, sorted by their names under `dir`: the pair (matches) files with
+/// `pairs`, else the others (features files), told apart by what they hold ([`is_pair_file`]);
+/// features files of nested image folders are found in the folders below (`a/0000.npz`),
+/// hidden entries skipped as [`crate::names::folder_inputs`] skips them.
 pub fn npz_files(dir: &Path, pairs: bool) -> Result<Vec<PathBuf>> {
     let is_npz = |p: &Path| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
-    let mut files: Vec<PathBuf> = crate::names::folder_inputs(dir, &is_npz)?
+    Ok(crate::names::folder_inputs(dir, &is_npz)?
         .into_iter()
         .map(|i| i.path)
         // Pair files are written at the top only.
         .filter(|p| !pairs || p.parent() == Some(dir))
         .filter(|p| is_pair_file(p) == pairs)
-        .collect();
-    files.sort();
-    Ok(files)
+        .collect())
 }

@@ -16,6 +16,7 @@ use crate::matching::two_view::PairConfig;
 use crate::provenance::ExtractSettings;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::Path;
 
@@ -44,10 +45,52 @@ pub struct MatchPlan {
     pub config: PairConfig,
 }
 
+/// How many items a message names before `…`.
+pub const SHOWN_IN_MESSAGES: usize = 5;
+
+/// The first [`SHOWN_IN_MESSAGES`] of `items`, comma-separated, and `, …` when there are more.
+pub fn listing<S: std::fmt::Display>(items: impl IntoIterator<Item = S>) -> String {
+    let mut items = items.into_iter();
+    let shown: Vec<String> = items
+        .by_ref()
+        .take(SHOWN_IN_MESSAGES)
+        .map(|s| s.to_string())
+        .collect();
+    let more = if items.next().is_some() { ", …" } else { "" };
+    format!("{}{more}", shown.join(", "))
+}
+
+impl ExtractPlan {
+    /// Holds the features files present in `dir` (their images' names and files) to the plan:
+    /// a file of an image the plan does not list is another run's and refused, naming it;
+    /// returns the plan's images that have no file (an extract shard not run yet). What
+    /// `descl match --images` and `descl sfm merge` both check.
+    pub fn missing<'a>(
+        &self,
+        dir: &Path,
+        present: impl IntoIterator<Item = (&'a str, &'a Path)>,
+    ) -> Result<Vec<String>> {
+        let listed: HashSet<&str> = self.images.iter().map(String::as_str).collect();
+        let mut have = HashSet::new();
+        for (name, file) in present {
+            if !listed.contains(name) {
+                return Err(Error::InvalidInput(not_in_plan(file, name, dir)));
+            }
+            have.insert(name);
+        }
+        Ok(self
+            .images
+            .iter()
+            .filter(|n| !have.contains(n.as_str()))
+            .cloned()
+            .collect())
+    }
+}
+
 /// The message refusing the features file `file` of image `name` that the extract plan of
 /// `dir` does not list: a file another run left in the folder (the image moved or gone, or a
 /// run of other images into the same folder).
-pub fn not_in_plan(file: &Path, name: &str, dir: &Path) -> String {
+fn not_in_plan(file: &Path, name: &str, dir: &Path) -> String {
     format!(
         "{}: features of {name}, which {} does not list: another run's (a run of other images \
          into this folder replaced the plan, or the image was moved or removed). Extract the \

@@ -4,6 +4,7 @@
 
 use crate::describe::Descriptors;
 use crate::error::{Error, Result};
+use crate::names::name_stem;
 use crate::retrieval::{retrieval_pairs, RetrievalConfig};
 use std::path::{Path, PathBuf};
 
@@ -96,13 +97,6 @@ pub fn make_pairs(
     }
 }
 
-/// A name without its file's extension, folders kept ([`crate::names::name_stem`]): how an
-/// image (`a/0000.jpg`), its features file (`a/0000.npz`) and the sides of a matches file are
-/// known as one.
-pub fn stem_key(name: &str) -> String {
-    crate::names::name_stem(name).to_string()
-}
-
 /// Whether `name` can be written in a pairs file so that hloc (`parse_retrieval`: `q, r =
 /// line.split()`), COLMAP's `matches_importer` (lines starting with `#` are comments) and descl
 /// read it back as the same name: not empty, no whitespace, not starting with `#`.
@@ -124,7 +118,7 @@ pub fn find_input(names: &[String], name: &str) -> Option<usize> {
     exact.or_else(|| {
         names
             .iter()
-            .position(|n| (is_npz(n) || is_npz(name)) && stem_key(n) == stem_key(name))
+            .position(|n| (is_npz(n) || is_npz(name)) && name_stem(n) == name_stem(name))
     })
 }
 
