@@ -1,5 +1,14 @@
-//! Frame → 32×32 patch: bilinear sampling from the Gaussian-pyramid level that keeps the
-//! sampling step ≤ 1 px (no aliasing), rayon over frames.
+//! Frame → 32×32 patch: bilinear sampling from a level of the image's Gaussian pyramid, rayon
+//! over frames.
+//!
+//! Level choice: l = ⌊log2 step⌋, the step being the distance between patch samples in level-0
+//! pixels, so at level l the step lies in [1, 2) px (below 1 px at level 0 for small frames):
+//! kornia's `extract_patches_from_pyramid` (`pyr_idx = (2·scale/PS).log2().long()`), which
+//! HardNet's image-matching pipeline uses. A coarser choice (step ≤ 1 px at the level, less
+//! aliasing for large frames) was measured with the default model and made no difference beyond
+//! ±0.2 MMA@3 on any dev group, blur or JPEG included (docs/BENCHMARKS.md, "Patch sampling
+//! level"): with 2048 DoG frames at m = 6 the step 0.375σ exceeds 1 px only for σ > 2.67, a
+//! minority of frames.
 //!
 //! Patch grid: patch pixel (row i, column j), i, j ∈ 0..32, sits at patch coordinates
 //! `u = (2j+1)/32 − 1`, `v = (2i+1)/32 − 1` (pixel centres of a 32×32 grid tiling [−1, 1]²), and
@@ -41,9 +50,10 @@ impl PatchSampler {
         self.levels.len()
     }
 
-    /// The pyramid level used for `frame`: the coarsest level l at which the sampling step
-    /// (longest semi-axis · 2/32 px at level 0, i.e. along the frame's most stretched direction)
-    /// is still ≤ 1 px of level l, i.e. l = ⌊log2 step⌋ clamped to the pyramid.
+    /// The pyramid level used for `frame`: l = ⌊log2 step⌋ clamped to the pyramid, the step
+    /// being the longest semi-axis · 2/32 px at level 0 (along the frame's most stretched
+    /// direction); the coarsest level whose pixels are no larger than the step, so the step is
+    /// in [1, 2) px of level l (< 1 px when l = 0).
     pub fn level_for(&self, frame: &Frame) -> usize {
         let step = max_singular_value(&frame.a) * 2.0 / PATCH_SIZE as f32;
         if !(step > 1.0 && step.is_finite()) {
