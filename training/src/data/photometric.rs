@@ -22,9 +22,10 @@
 //! and 1.6–2.1 px (90th percentile). An image's 8×8 JPEG blocks therefore cover 13 patch
 //! pixels around the median keypoint and up to 24 around the finest, not 8. `jpeg_step` sets
 //! that scale: each encoded view draws a step s (image pixels per patch pixel, log-uniform in
-//! the range), is resampled to the 32·s image pixels it stands for, encoded there and
-//! resampled back ([`jpeg_round_trip_at_step`]). The default, s = 1, is the patch-pixel
-//! encoding above, and leaves the random stream of earlier runs untouched.
+//! the range), is resampled to the 32·s image pixels it stands for and encoded there, and the
+//! coding error is resampled back and added to the patch ([`jpeg_error_at_step`]). The default,
+//! s = 1, is the patch-pixel encoding above, and leaves the random stream of earlier runs
+//! untouched.
 
 use anyhow::{bail, Context, Result};
 use rand::Rng;
@@ -201,7 +202,7 @@ impl Photometric {
                 } else {
                     s0
                 };
-                jpeg_round_trip_at_step(patch, quality, phase, step)?;
+                jpeg_error_at_step(patch, quality, phase, step)?;
             }
         }
         Ok(())
@@ -287,19 +288,20 @@ pub fn jpeg_round_trip(
     Ok(())
 }
 
-/// JPEG round trip of a 32×32 patch whose samples are `step` image pixels apart: the patch is
-/// resampled to the round(32·step) image pixels it covers (bilinear, antialiased when
-/// shrinking: the `image` crate's triangle filter), encoded there with the block grid shifted by
-/// `phase` image pixels ([`jpeg_round_trip`]), and resampled back to 32×32. The blocks then
-/// cover 8 / step patch pixels, as an image's blocks do around a keypoint of that scale.
-pub fn jpeg_round_trip_at_step(
+/// JPEG coding error of a 32×32 patch whose samples are `step` image pixels apart, added to it:
+/// the patch is resampled to the n = round(32·step) image pixels it covers ([`triangle_resize`]),
+/// encoded there with the block grid shifted by `phase` image pixels ([`jpeg_round_trip`]), and
+/// the coding error (decoded − encoded, at n×n) is resampled back to 32×32 and added to the
+/// patch. Only the error travels: the patch keeps the detail it had (a resampled round trip of
+/// the patch itself would blur it as well, by up to 0.15 mean absolute change at step 0.25 with
+/// no coding at all), and the blocks cover 256 / n ≈ 8 / step patch pixels, as an image's blocks
+/// do around a keypoint of that scale.
+pub fn jpeg_error_at_step(
     patch: &mut [f32],
     quality: u8,
     phase: (usize, usize),
     step: f64,
 ) -> Result<()> {
-    use ::image::imageops::{resize, FilterType};
-    use ::image::{ImageBuffer, Luma};
     if patch.len() != PATCH_SIDE * PATCH_SIDE {
         bail!(
             "a patch has {} pixels, not {}",
@@ -311,20 +313,67 @@ pub fn jpeg_round_trip_at_step(
     if !(lo..=hi).contains(&step) {
         bail!("JPEG step {step} outside [{lo}, {hi}] image pixels per patch pixel");
     }
-    let side = PATCH_SIDE as u32;
-    let n = ((PATCH_SIDE as f64 * step).round() as u32).max(JPEG_BLOCK as u32);
-    let src: ImageBuffer<Luma<f32>, Vec<f32>> =
-        ImageBuffer::from_raw(side, side, patch.to_vec())
-            .context("JPEG augmentation: a 32×32 patch buffer")?;
-    let mut img = resize(&src, n, n, FilterType::Triangle).into_raw();
-    jpeg_round_trip(&mut img, n as usize, quality, phase)?;
-    let coded: ImageBuffer<Luma<f32>, Vec<f32>> =
-        ImageBuffer::from_raw(n, n, img).context("JPEG augmentation: the encoded buffer")?;
-    let back = resize(&coded, side, side, FilterType::Triangle);
-    for (p, v) in patch.iter_mut().zip(back.into_raw()) {
-        *p = v.clamp(0.0, 1.0);
+    // n ≥ 8 = one block, by JPEG_STEP_RANGE.
+    let n = (PATCH_SIDE as f64 * step).round() as usize;
+    let encoded: Vec<f32> = triangle_resize(patch, PATCH_SIDE, n)
+        .into_iter()
+        .map(|v| v.clamp(0.0, 1.0))
+        .collect();
+    let mut decoded = encoded.clone();
+    jpeg_round_trip(&mut decoded, n, quality, phase)?;
+    // jpeg_round_trip quantises to 8 bits; so does a real image, so the error includes it.
+    let error: Vec<f32> = decoded.iter().zip(&encoded).map(|(d, e)| d - e).collect();
+    for (p, e) in patch.iter_mut().zip(triangle_resize(&error, n, PATCH_SIDE)) {
+        *p = (*p + e).clamp(0.0, 1.0);
     }
     Ok(())
+}
+
+/// Resamples a `from`×`from` image to `to`×`to` with the triangle (bilinear) filter, widened by
+/// the ratio when shrinking (antialiased), pixel centres aligned, windows clipped at the border
+/// and renormalised: the `image` crate's `FilterType::Triangle` resize, without its clamp to
+/// [0, 1] (a coding error is signed). Tested against it on [0, 1] images.
+pub fn triangle_resize(src: &[f32], from: usize, to: usize) -> Vec<f32> {
+    let weights = triangle_weights(from, to);
+    let mut rows = vec![0f32; from * to];
+    for y in 0..from {
+        for (x, (start, w)) in weights.iter().enumerate() {
+            rows[y * to + x] = w
+                .iter()
+                .enumerate()
+                .map(|(k, w)| w * src[y * from + start + k])
+                .sum();
+        }
+    }
+    let mut out = vec![0f32; to * to];
+    for (y, (start, w)) in weights.iter().enumerate() {
+        for x in 0..to {
+            out[y * to + x] = w
+                .iter()
+                .enumerate()
+                .map(|(k, w)| w * rows[(start + k) * to + x])
+                .sum();
+        }
+    }
+    out
+}
+
+/// Per output sample: the first source index and the normalised triangle weights from there.
+fn triangle_weights(from: usize, to: usize) -> Vec<(usize, Vec<f32>)> {
+    let ratio = from as f64 / to as f64;
+    let scale = ratio.max(1.0);
+    (0..to)
+        .map(|o| {
+            let centre = (o as f64 + 0.5) * ratio;
+            let left = ((centre - scale).floor().max(0.0)) as usize;
+            let right = ((centre + scale).ceil() as usize).min(from);
+            let w: Vec<f64> = (left..right)
+                .map(|i| (1.0 - ((i as f64 + 0.5 - centre) / scale).abs()).max(0.0))
+                .collect();
+            let sum: f64 = w.iter().sum();
+            (left, w.iter().map(|v| (v / sum) as f32).collect())
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -401,38 +450,116 @@ mod tests {
             / (j.len() - lag) as f32
     }
 
+    fn ramp() -> Vec<f32> {
+        (0..PATCH_SIDE * PATCH_SIDE)
+            .map(|i| 0.2 + 0.6 * ((i % PATCH_SIDE) as f32 / 31.0))
+            .collect()
+    }
+
     #[test]
     fn jpeg_blocks_cover_eight_over_step_patch_pixels() {
         // A horizontal ramp at quality 5 keeps about a DC and one cosine per block, so the
         // output's column-to-column change repeats with the block period in patch pixels: 16
         // at step 0.5 (encoded at 16×16 image pixels), 8 at step 1.
-        let ramp: Vec<f32> = (0..PATCH_SIDE * PATCH_SIDE)
-            .map(|i| 0.2 + 0.6 * ((i % PATCH_SIDE) as f32 / 31.0))
-            .collect();
-        let mut half = ramp.clone();
-        jpeg_round_trip_at_step(&mut half, 5, (0, 0), 0.5).unwrap();
+        let mut half = ramp();
+        jpeg_error_at_step(&mut half, 5, (0, 0), 0.5).unwrap();
         let j = column_jumps(&half);
         let (p16, p8) = (profile_change(&j, 16), profile_change(&j, 8));
         assert!(
             p8 > 4.0 * p16,
             "step 0.5: period 16 {p16}, period 8 {p8}: {j:?}"
         );
-        let mut one = ramp.clone();
+        let mut one = ramp();
         jpeg_round_trip(&mut one, PATCH_SIDE, 5, (0, 0)).unwrap();
         let j = column_jumps(&one);
         let (p8, p4) = (profile_change(&j, 8), profile_change(&j, 4));
         assert!(p4 > 4.0 * p8, "step 1: period 8 {p8}, period 4 {p4}: {j:?}");
-        // Larger steps keep the size and the range.
-        let mut two = texture();
-        jpeg_round_trip_at_step(&mut two, 30, (3, 1), 2.0).unwrap();
-        assert_eq!(two.len(), PATCH_SIDE * PATCH_SIDE);
-        assert!(two.iter().all(|v| (0.0..=1.0).contains(v)));
-        assert!(mean_abs_diff(&texture(), &two) < 0.1);
+        // At both ends of the range: the size and the range kept, the patch changed.
+        for step in JPEG_STEP_RANGE {
+            let mut p = texture();
+            jpeg_error_at_step(&mut p, 5, (3, 1), step).unwrap();
+            assert!(p.iter().all(|v| (0.0..=1.0).contains(v)));
+            let d = mean_abs_diff(&texture(), &p);
+            assert!(d > 0.01, "step {step}: quality 5 changed the patch by {d}");
+        }
+    }
+
+    #[test]
+    fn only_the_coding_error_reaches_the_patch() {
+        // Resampling the texture to 8 px and back alone changes it by > 0.1; at quality 100 the
+        // coding error is the 8-bit rounding, so the patch must stay within a few levels.
+        let t = texture();
+        let round_trip = triangle_resize(&triangle_resize(&t, PATCH_SIDE, 8), 8, PATCH_SIDE);
+        assert!(mean_abs_diff(&t, &round_trip) > 0.1);
+        for step in [0.25, 0.5, 1.3, 2.0, 4.0] {
+            let mut p = t.clone();
+            jpeg_error_at_step(&mut p, 100, (0, 0), step).unwrap();
+            let d = mean_abs_diff(&t, &p);
+            assert!(d < 0.01, "step {step}, quality 100: changed by {d}");
+        }
+    }
+
+    #[test]
+    fn triangle_resize_is_the_image_crates_on_unit_range_images() {
+        use ::image::imageops::{resize, FilterType};
+        use ::image::{ImageBuffer, Luma};
+        let t = texture();
+        let src: ImageBuffer<Luma<f32>, Vec<f32>> =
+            ImageBuffer::from_raw(32, 32, t.clone()).unwrap();
+        for to in [8, 11, 16, 31, 33, 64, 128] {
+            let theirs = resize(&src, to, to, FilterType::Triangle).into_raw();
+            let ours = triangle_resize(&t, PATCH_SIDE, to as usize);
+            let worst = ours
+                .iter()
+                .zip(&theirs)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < 1e-5, "32 → {to}: differs by {worst}");
+        }
+        // Signed values are not clamped (a coding error).
+        let neg = vec![-0.25f32; 64];
+        assert!(triangle_resize(&neg, 8, 32)
+            .iter()
+            .all(|v| (v + 0.25).abs() < 1e-6));
+    }
+
+    #[test]
+    fn apply_encodes_at_the_configured_step() {
+        // The wiring: apply's output is the encoding at the configured step for one of the 64
+        // block phases, and none of the other step's.
+        let cfg = |step| Photometric {
+            jpeg_prob: 1.0,
+            jpeg_quality: [5, 5],
+            jpeg_step: step,
+            ..Photometric::default()
+        };
+        let phases = || (0..JPEG_BLOCK).flat_map(|y| (0..JPEG_BLOCK).map(move |x| (y, x)));
+        let at_half = |phase| {
+            let mut p = ramp();
+            jpeg_error_at_step(&mut p, 5, phase, 0.5).unwrap();
+            p
+        };
+        let at_one = |phase| {
+            let mut p = ramp();
+            jpeg_round_trip(&mut p, PATCH_SIDE, 5, phase).unwrap();
+            p
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..4 {
+            let mut half = ramp();
+            cfg([0.5, 0.5]).apply(&mut rng, &mut half).unwrap();
+            assert!(phases().any(|ph| at_half(ph) == half));
+            assert!(!phases().any(|ph| at_one(ph) == half));
+            let mut one = ramp();
+            cfg(PATCH_PIXEL_STEP).apply(&mut rng, &mut one).unwrap();
+            assert!(phases().any(|ph| at_one(ph) == one));
+            assert!(!phases().any(|ph| at_half(ph) == one));
+        }
     }
 
     #[test]
     fn the_patch_pixel_step_is_left_out_of_a_config() {
-        // Configs written before `jpeg_step` existed serialize (and hash) as they did.
+        // Configs and cards written before `jpeg_step` existed serialize as they did.
         let json = serde_json::to_string(&Photometric::default()).unwrap();
         assert!(!json.contains("jpeg_step"), "{json}");
         let scaled = Photometric {
@@ -485,7 +612,7 @@ mod tests {
             assert!(bad.validate().is_err(), "{step:?} accepted");
         }
         let mut p = texture();
-        assert!(jpeg_round_trip_at_step(&mut p, 50, (0, 0), 9.0).is_err());
-        assert!(jpeg_round_trip_at_step(&mut p[..100], 50, (0, 0), 1.0).is_err());
+        assert!(jpeg_error_at_step(&mut p, 50, (0, 0), 9.0).is_err());
+        assert!(jpeg_error_at_step(&mut p[..100], 50, (0, 0), 1.0).is_err());
     }
 }
