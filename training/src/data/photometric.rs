@@ -152,13 +152,7 @@ impl Photometric {
 
     /// Degrades one 32×32 patch in place (values in [0, 1]).
     pub fn apply<R: Rng>(&self, rng: &mut R, patch: &mut [f32]) -> Result<()> {
-        if patch.len() != PATCH_SIDE * PATCH_SIDE {
-            bail!(
-                "a patch has {} pixels, not {}",
-                patch.len(),
-                PATCH_SIDE * PATCH_SIDE
-            );
-        }
+        check_patch(patch)?;
         if self.is_off() {
             return Ok(());
         }
@@ -193,10 +187,10 @@ impl Photometric {
             let [q0, q1] = self.jpeg_quality;
             let quality = rng.gen_range(q0..=q1);
             let phase = (rng.gen_range(0..JPEG_BLOCK), rng.gen_range(0..JPEG_BLOCK));
-            let [s0, s1] = self.jpeg_step;
             if self.jpeg_step == PATCH_PIXEL_STEP {
                 jpeg_round_trip(patch, PATCH_SIDE, quality, phase)?;
             } else {
+                let [s0, s1] = self.jpeg_step;
                 let step = if s0 < s1 {
                     rng.gen_range(s0.ln()..=s1.ln()).exp()
                 } else {
@@ -207,6 +201,18 @@ impl Photometric {
         }
         Ok(())
     }
+}
+
+/// Refuses a buffer that is not one 32×32 patch.
+fn check_patch(patch: &[f32]) -> Result<()> {
+    if patch.len() != PATCH_SIDE * PATCH_SIDE {
+        bail!(
+            "a patch has {} pixels, not {}",
+            patch.len(),
+            PATCH_SIDE * PATCH_SIDE
+        );
+    }
+    Ok(())
 }
 
 /// 1-D Gaussian weights for σ, truncated at [`BLUR_RADIUS_SIGMAS`]·σ, summing to 1.
@@ -302,13 +308,7 @@ pub fn jpeg_error_at_step(
     phase: (usize, usize),
     step: f64,
 ) -> Result<()> {
-    if patch.len() != PATCH_SIDE * PATCH_SIDE {
-        bail!(
-            "a patch has {} pixels, not {}",
-            patch.len(),
-            PATCH_SIDE * PATCH_SIDE
-        );
-    }
+    check_patch(patch)?;
     let [lo, hi] = JPEG_STEP_RANGE;
     if !(lo..=hi).contains(&step) {
         bail!("JPEG step {step} outside [{lo}, {hi}] image pixels per patch pixel");
