@@ -170,6 +170,21 @@ enum Command {
         #[command(flatten)]
         timing: TimingArgs,
     },
+    /// Write every K-th class of a track file (classes 0, K, 2K, …) to a new one, e.g. to carry
+    /// a uniform share of a large file to a GPU host; its header records the original's
+    /// generator, class count and sha256. A run config names the subset as a source without a
+    /// generator.
+    Subset {
+        /// Track file to take classes from.
+        #[arg(long, value_name = "FILE")]
+        tracks: PathBuf,
+        /// Keep every K-th class.
+        #[arg(long, value_name = "K")]
+        every: usize,
+        /// Track file to write.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
     /// Read the weights of a descl-exported ONNX file back into a safetensors state dict (the
     /// inverse of `export`; float or binary as the graph says), e.g. to fine-tune a shipped model.
     ImportOnnx {
@@ -362,6 +377,20 @@ fn run(cli: Cli) -> Result<()> {
             println!(
                 "{}",
                 serde_json::json!({"weights": out, "from": onnx, "net": net.describe()})
+            );
+        }
+        Command::Subset { tracks, every, out } => {
+            if tracks.canonicalize().ok() == out.canonicalize().ok() && out.exists() {
+                anyhow::bail!("{}: a subset is written to another file", out.display());
+            }
+            let set = descl_training::data::TrackSet::load(&tracks)?;
+            let sha = descl::model::card::sha256_file(&tracks)?;
+            let sub = set.every_nth(every, &sha)?;
+            sub.save(&out)?;
+            println!(
+                "{}",
+                serde_json::json!({"tracks": out, "classes": sub.header.classes,
+                    "of": tracks, "of_classes": set.header.classes, "every": every})
             );
         }
     }

@@ -164,6 +164,38 @@ impl TrackSet {
         Ok(TrackSet { header, pixels })
     }
 
+    /// Every `every`-th class (0, k, 2k, …), for carrying a uniform share of a large track file
+    /// where it cannot travel whole (a GPU host reached through a size-limited transfer). The
+    /// header's `source` becomes `{"generator": "subset", "every", "of_classes", "of_sha256",
+    /// "of"}`: the original's generator record and the content hash of the file it was cut from,
+    /// so that a card trained on it says so and a generator check never mistakes it for the
+    /// whole file.
+    pub fn every_nth(&self, every: usize, of_sha256: &str) -> Result<TrackSet> {
+        if every == 0 {
+            bail!("a subset takes every k-th class with k >= 1 (got 0)");
+        }
+        let stride = self.header.views * PATCH_PIXELS;
+        let classes = self.header.classes.div_ceil(every);
+        let mut pixels = Vec::with_capacity(classes * stride);
+        for c in (0..self.header.classes).step_by(every) {
+            pixels.extend_from_slice(&self.pixels[c * stride..(c + 1) * stride]);
+        }
+        Ok(TrackSet {
+            header: TrackHeader {
+                classes,
+                source: serde_json::json!({
+                    "generator": "subset",
+                    "every": every,
+                    "of_classes": self.header.classes,
+                    "of_sha256": of_sha256,
+                    "of": self.header.source,
+                }),
+                ..self.header.clone()
+            },
+            pixels,
+        })
+    }
+
     /// Splits off the last `n` classes (e.g. a validation set of training tracks).
     pub fn split_off(&mut self, n: usize) -> TrackSet {
         let n = n.min(self.header.classes);
@@ -382,6 +414,38 @@ mod tests {
             set.push_class(&refs).unwrap();
         }
         set
+    }
+
+    #[test]
+    fn every_nth_keeps_classes_0_k_2k_and_records_its_origin() {
+        let views = 2;
+        let classes = 7;
+        let pixels: Vec<u8> = (0..classes * views)
+            .flat_map(|i| std::iter::repeat(i as u8).take(PATCH_PIXELS))
+            .collect();
+        let set = TrackSet {
+            header: TrackHeader {
+                classes,
+                views,
+                patch_size: PATCH_SIDE,
+                magnification: 6.0,
+                source: serde_json::json!({"generator": "synthetic", "config": {"seed": 3}}),
+            },
+            pixels,
+        };
+        let sub = set.every_nth(3, "abc").unwrap();
+        // Classes 0, 3, 6 with both views, in order.
+        assert_eq!(sub.header.classes, 3);
+        assert_eq!(sub.pixels.len(), 3 * views * PATCH_PIXELS);
+        let firsts: Vec<u8> = (0..3 * views).map(|i| sub.pixels[i * PATCH_PIXELS]).collect();
+        assert_eq!(firsts, vec![0, 1, 6, 7, 12, 13]);
+        assert_eq!(sub.header.source["generator"], "subset");
+        assert_eq!(sub.header.source["every"], 3);
+        assert_eq!(sub.header.source["of_classes"], 7);
+        assert_eq!(sub.header.source["of_sha256"], "abc");
+        assert_eq!(sub.header.source["of"]["config"]["seed"], 3);
+        assert_eq!(set.every_nth(1, "x").unwrap().pixels, set.pixels);
+        assert!(set.every_nth(0, "x").is_err());
     }
 
     #[test]
