@@ -421,7 +421,7 @@ mod tests {
         let views = 2;
         let classes = 7;
         let pixels: Vec<u8> = (0..classes * views)
-            .flat_map(|i| std::iter::repeat(i as u8).take(PATCH_PIXELS))
+            .flat_map(|i| std::iter::repeat_n(i as u8, PATCH_PIXELS))
             .collect();
         let set = TrackSet {
             header: TrackHeader {
@@ -437,7 +437,9 @@ mod tests {
         // Classes 0, 3, 6 with both views, in order.
         assert_eq!(sub.header.classes, 3);
         assert_eq!(sub.pixels.len(), 3 * views * PATCH_PIXELS);
-        let firsts: Vec<u8> = (0..3 * views).map(|i| sub.pixels[i * PATCH_PIXELS]).collect();
+        let firsts: Vec<u8> = (0..3 * views)
+            .map(|i| sub.pixels[i * PATCH_PIXELS])
+            .collect();
         assert_eq!(firsts, vec![0, 1, 6, 7, 12, 13]);
         assert_eq!(sub.header.source["generator"], "subset");
         assert_eq!(sub.header.source["every"], 3);
