@@ -4,11 +4,16 @@
 mod common;
 
 use descl_training::data::TrackSet;
+use std::path::Path;
 
-fn subset(args: &[&std::ffi::OsStr]) -> std::process::Output {
+/// `descl-train subset --tracks TRACKS --every EVERY --out OUT`.
+fn subset(tracks: &Path, every: &str, out: &Path) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_descl-train"))
         .arg("subset")
-        .args(args)
+        .arg("--tracks")
+        .arg(tracks)
+        .args(["--every", every, "--out"])
+        .arg(out)
         .output()
         .unwrap()
 }
@@ -19,14 +24,7 @@ fn a_subset_keeps_every_kth_class_trains_and_its_card_names_the_original() {
     let whole = dir.path().join("whole.bin");
     common::toy_tracks(&whole, 160, 0.1);
     let sub = dir.path().join("tracks.bin");
-    let out = subset(&[
-        "--tracks".as_ref(),
-        whole.as_os_str(),
-        "--every".as_ref(),
-        "4".as_ref(),
-        "--out".as_ref(),
-        sub.as_os_str(),
-    ]);
+    let out = subset(&whole, "4", &sub);
     assert!(
         out.status.success(),
         "{}",
@@ -59,26 +57,12 @@ fn a_subset_keeps_every_kth_class_trains_and_its_card_names_the_original() {
 
     // Written over its own input: refused, the file unchanged.
     let before = std::fs::read(&whole).unwrap();
-    let same = subset(&[
-        "--tracks".as_ref(),
-        whole.as_os_str(),
-        "--every".as_ref(),
-        "2".as_ref(),
-        "--out".as_ref(),
-        whole.as_os_str(),
-    ]);
+    let same = subset(&whole, "2", &whole);
     assert!(!same.status.success());
     assert!(String::from_utf8_lossy(&same.stderr).contains("another file"));
     assert_eq!(std::fs::read(&whole).unwrap(), before);
     // K = 0 is an error naming it.
-    let zero = subset(&[
-        "--tracks".as_ref(),
-        whole.as_os_str(),
-        "--every".as_ref(),
-        "0".as_ref(),
-        "--out".as_ref(),
-        dir.path().join("z.bin").as_os_str(),
-    ]);
+    let zero = subset(&whole, "0", &dir.path().join("z.bin"));
     assert!(!zero.status.success());
     assert!(String::from_utf8_lossy(&zero.stderr).contains("k >= 1"));
 }

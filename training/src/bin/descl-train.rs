@@ -380,7 +380,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Subset { tracks, every, out } => {
-            if tracks.canonicalize().ok() == out.canonicalize().ok() && out.exists() {
+            if matches!((tracks.canonicalize(), out.canonicalize()), (Ok(a), Ok(b)) if a == b) {
                 anyhow::bail!("{}: a subset is written to another file", out.display());
             }
             let set = descl_training::data::TrackSet::load(&tracks)?;
