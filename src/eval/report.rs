@@ -65,6 +65,10 @@ pub struct Settings {
     /// kept the strongest frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sfm_selection: Option<crate::detect::Selection>,
+    /// `colmap mapper` runs per pipeline and scene of the reconstruction suite; None in reports
+    /// written before 2026-11-26, whose suite mapped once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sfm_mapper_runs: Option<usize>,
 }
 
 /// One group of homography sequences for one method.
@@ -459,9 +463,15 @@ impl BenchReport {
                 crate::detect::COLMAP_PEAK_CONTRAST_THRESHOLD
             );
         }
+        if let Some(n) = self.settings.sfm_mapper_runs.filter(|&n| n > 1) {
+            let _ = writeln!(
+                s,
+                "Each database mapped {n} times (`colmap mapper` is not deterministic): each row is the run with the median centre error; the last column gives every run's centre error in the order they ran (– : no model).\n"
+            );
+        }
         let _ = writeln!(
             s,
-            "| scene | method | registered | rotation error ° (median) | centre error % (median, of the scene's extent) | 3-D points | reprojection error px | seconds |\n|---|---|---|---|---|---|---|---|"
+            "| scene | method | registered | rotation error ° (median) | centre error % (median, of the scene's extent) | 3-D points | reprojection error px | seconds | centre error % of each mapper run |\n|---|---|---|---|---|---|---|---|---|"
         );
         let scenes: std::collections::BTreeSet<&String> =
             self.sfm.values().flat_map(|m| m.keys()).collect();
@@ -470,11 +480,17 @@ impl BenchReport {
                 let Some(r) = by_scene.get(scene) else {
                     continue;
                 };
+                let runs = r
+                    .centre_errors_rel()
+                    .iter()
+                    .map(|e| e.map_or_else(|| "–".to_string(), |e| format!("{:.3}", 100.0 * e)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 match &r.accuracy {
                     Some(a) => {
                         let _ = writeln!(
                             s,
-                            "| {scene} | {m} | {}/{} | {:.3} | {:.3} | {} | {:.3} | {:.0} |",
+                            "| {scene} | {m} | {}/{} | {:.3} | {:.3} | {} | {:.3} | {:.0} | {runs} |",
                             a.registered,
                             a.total,
                             a.median_rotation_error_deg,
@@ -488,7 +504,7 @@ impl BenchReport {
                         let why = r.error.as_deref().unwrap_or("no model");
                         let _ = writeln!(
                             s,
-                            "| {scene} | {m} | failed: {} | | | | | {:.0} |",
+                            "| {scene} | {m} | failed: {} | | | | | {:.0} | {runs} |",
                             why.replace('|', "/"),
                             r.seconds
                         );
@@ -652,15 +668,27 @@ impl BenchReport {
             );
         }
         if let Some(scenes) = self.sfm.get(method) {
-            let row = |r: &SceneReconstruction| match &r.accuracy {
-                Some(a) => json!({
-                    "registered": a.registered,
-                    "images": a.total,
-                    "median_rotation_error_deg": (a.median_rotation_error_deg * 1000.0).round() / 1000.0,
-                    "median_centre_error_percent": (a.median_centre_error_rel * 100_000.0).round() / 1000.0,
-                    "points": a.num_points,
-                }),
-                None => json!({"error": r.error}),
+            let percent = |rel: f64| (rel * 100_000.0).round() / 1000.0;
+            let row = |r: &SceneReconstruction| {
+                let mut v = match &r.accuracy {
+                    Some(a) => json!({
+                        "registered": a.registered,
+                        "images": a.total,
+                        "median_rotation_error_deg": (a.median_rotation_error_deg * 1000.0).round() / 1000.0,
+                        "median_centre_error_percent": percent(a.median_centre_error_rel),
+                        "points": a.num_points,
+                    }),
+                    None => json!({"error": r.error}),
+                };
+                if r.runs.len() > 1 {
+                    let each: Vec<_> = r
+                        .centre_errors_rel()
+                        .into_iter()
+                        .map(|e| e.map(percent))
+                        .collect();
+                    v["centre_error_percent_of_each_mapper_run"] = json!(each);
+                }
+                v
             };
             let peers: serde_json::Map<_, _> = self
                 .sfm

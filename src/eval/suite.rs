@@ -76,6 +76,9 @@ pub struct BenchConfig {
     pub max_keypoints: usize,
     /// Keypoints per image of the reconstruction suite (and COLMAP's features per image).
     pub sfm_max_keypoints: usize,
+    /// `colmap mapper` runs per pipeline and scene in the reconstruction suite (at least 1;
+    /// [`reconstruction::DEFAULT_MAPPER_RUNS`]).
+    pub sfm_mapper_runs: usize,
     /// The command recorded in the report (for people to re-run).
     pub command: String,
 }
@@ -156,6 +159,10 @@ pub fn run(
                 .suites
                 .contains(&Suite::Sfm)
                 .then_some(Selection::Colmap),
+            sfm_mapper_runs: cfg
+                .suites
+                .contains(&Suite::Sfm)
+                .then_some(cfg.sfm_mapper_runs.max(1)),
         },
         methods: methods.iter().map(|m| m.name().to_string()).collect(),
         sequences: BTreeMap::new(),
@@ -345,14 +352,15 @@ impl Run<'_> {
         };
         let work = std::env::temp_dir();
         let (progress, colmap_features) = (self.progress, self.cfg.sfm_max_keypoints);
+        let runs = self.cfg.sfm_mapper_runs.max(1);
         for scene in &scenes {
             for m in self.methods {
                 self.sfm_row(scene, m.name(), || {
-                    reconstruction::reconstruct_with(scene, m, &det, &work, progress)
+                    reconstruction::reconstruct_with(scene, m, &det, &work, runs, progress)
                 })?;
             }
             self.sfm_row(scene, reconstruction::COLMAP_SIFT_PIPELINE, || {
-                reconstruction::reconstruct_with_colmap_sift(scene, colmap_features, &work)
+                reconstruction::reconstruct_with_colmap_sift(scene, colmap_features, &work, runs)
             })?;
         }
         Ok(())
