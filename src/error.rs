@@ -38,6 +38,10 @@ pub enum Error {
     /// Arguments or data that cannot be processed (mismatched descriptor kinds, NaN, ...).
     #[error("{0}")]
     InvalidInput(String),
+    /// `colmap mapper` ran and made no model of the database (no initial pair it accepted):
+    /// an outcome of the data and the mapper's settings, not of a broken installation.
+    #[error("{0}")]
+    NoModel(String),
     /// An error reported by SQLite while writing a COLMAP database.
     #[error("{}: SQLite: {reason}", path.display())]
     Database { path: PathBuf, reason: String },
@@ -88,6 +92,7 @@ impl Error {
             Error::Device(reason) => Error::Device(tell(reason)),
             Error::OpenCv(reason) => Error::OpenCv(tell(reason)),
             Error::InvalidInput(reason) => Error::InvalidInput(tell(reason)),
+            Error::NoModel(reason) => Error::NoModel(tell(reason)),
             Error::Database { path, reason } => Error::Database {
                 path: path.clone(),
                 reason: tell(reason),

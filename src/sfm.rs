@@ -4,12 +4,15 @@
 //! parameter, so any [`crate::describe::Describer`] serves.
 
 use crate::detect::{DetectorConfig, Selection, COLMAP_PEAK_CONTRAST_THRESHOLD};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::Intrinsics;
 use crate::image::image_inputs;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
+use crate::io::colmap_model::{
+    run_mapper, MapperOptions, Reconstruction, COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+};
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{read_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
 use crate::io::writer::Writer;
@@ -23,6 +26,72 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use crate::matching::two_view::{COLMAP_MAX_ERROR_PX, COLMAP_MIN_NUM_INLIERS};
+
+/// The initial-pair angle `descl sfm` maps with when COLMAP's defaults make no model: half of
+/// COLMAP's [`COLMAP_INIT_MIN_TRI_ANGLE_DEG`], at COLMAP's full inlier minimum. COLMAP relaxes
+/// a failed initialisation itself (`IncrementalMapperController::Run`: the inlier minimum
+/// halved, then the angle halved, twice), so it tries 100 inliers at 16°, 50 at 16°, 50 at 8°,
+/// 25 at 8° and 25 at 4°, never 100 at 8°. On forward street motion (opensfm_lund, 29 images,
+/// 2026-11-26) every one of those made no model, while 100 inliers at 8° chose a pair of well
+/// matched images that grew into a model of all 29.
+pub const FALLBACK_INIT_MIN_TRI_ANGLE_DEG: f64 = COLMAP_INIT_MIN_TRI_ANGLE_DEG / 2.0;
+
+/// A reconstruction by [`map`] and the initial-pair angle that made it.
+#[derive(Debug, Clone)]
+pub struct Mapped {
+    pub reconstruction: Reconstruction,
+    /// `Mapper.init_min_tri_angle` of the run that made the model, degrees.
+    pub init_min_tri_angle_deg: f64,
+    /// Why COLMAP's defaults were not enough (their mapper's error), when the fallback made it.
+    pub fallback_after: Option<String>,
+}
+
+/// Runs `colmap mapper` on `database` into `out` (`descl sfm --reconstruct`, and descl's side
+/// of `descl bench sfm`). With no angle in `options`, COLMAP's defaults run first and, only
+/// when they make no model at all, once more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`]: a scene
+/// that COLMAP's defaults reconstruct gets exactly their model. The retry is one more mapper
+/// run, and COLMAP's own relaxation works inside it too (50 inliers at 8°, then 4° and 25
+/// inliers), so 8° is where its search starts, not necessarily the pair it accepts. Only a
+/// failed initialisation ([`Error::NoModel`]) is retried. An angle in `options` is used as
+/// given, with no fallback.
+pub fn map(database: &Path, images: &Path, out: &Path, options: &MapperOptions) -> Result<Mapped> {
+    if let Some(angle) = options.init_min_tri_angle_deg {
+        return Ok(Mapped {
+            reconstruction: run_mapper(database, images, out, options)?,
+            init_min_tri_angle_deg: angle,
+            fallback_after: None,
+        });
+    }
+    let first = match run_mapper(database, images, out, options) {
+        Ok(r) => {
+            return Ok(Mapped {
+                reconstruction: r,
+                init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+                fallback_after: None,
+            })
+        }
+        // Only a failed initialisation is retried; a missing colmap, a bad database or a
+        // crash is passed on as it is.
+        Err(Error::NoModel(why)) => why,
+        Err(e) => return Err(e),
+    };
+    let relaxed = MapperOptions {
+        init_min_tri_angle_deg: Some(FALLBACK_INIT_MIN_TRI_ANGLE_DEG),
+        ..options.clone()
+    };
+    match run_mapper(database, images, out, &relaxed) {
+        Ok(r) => Ok(Mapped {
+            reconstruction: r,
+            init_min_tri_angle_deg: FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
+            fallback_after: Some(first),
+        }),
+        Err(Error::NoModel(second)) => Err(Error::NoModel(format!(
+            "colmap mapper made no model of {}: with COLMAP's defaults ({first}); with an initial-pair angle of {FALLBACK_INIT_MIN_TRI_ANGLE_DEG}° ({second})",
+            database.display()
+        ))),
+        Err(e) => Err(e),
+    }
+}
 
 /// Settings of `descl sfm`.
 #[derive(Debug, Clone)]

@@ -15,8 +15,8 @@ mod common;
 /// a debug build.
 const IMAGES: usize = 5;
 const KEYPOINTS: usize = 1024;
-/// `colmap mapper` runs per database: more than one, so the median row and its runs are checked.
-const MAPPER_RUNS: usize = 2;
+/// Runs per pipeline: more than one, so the median row and its runs are checked.
+const RUNS: usize = 2;
 
 #[test]
 fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
@@ -57,7 +57,7 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
         split: "a".into(),
         max_keypoints: 2048,
         sfm_max_keypoints: KEYPOINTS,
-        sfm_mapper_runs: MAPPER_RUNS,
+        sfm_runs: RUNS,
         command: "test".into(),
     };
     let methods = [Describer::open(ROOTSIFT, Device::Cpu).unwrap()];
@@ -88,8 +88,8 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
         assert!(a.median_rotation_error_deg < 0.5, "{method}: {a:?}");
         assert!(a.num_points > 100, "{method}: {a:?}");
         assert!(r.seconds > 0.0);
-        // Every mapper run is reported; the row is one of them, the better middle one of two.
-        assert_eq!(r.runs.len(), MAPPER_RUNS, "{method}");
+        // Every run is reported; the row is one of them, the better middle one of two.
+        assert_eq!(r.runs.len(), RUNS, "{method}");
         let each = r.centre_errors_rel();
         assert!(each.iter().all(Option::is_some), "{method}: {each:?}");
         let best = each.iter().flatten().copied().fold(f64::INFINITY, f64::min);
@@ -110,14 +110,14 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
     );
     assert!(entry["same_run"][COLMAP_SIFT_PIPELINE]["fountain-small"]["points"].as_u64() > Some(0));
     assert_eq!(
-        entry["scenes"]["fountain-small"]["centre_error_percent_of_each_mapper_run"]
+        entry["scenes"]["fountain-small"]["centre_error_percent_of_each_run"]
             .as_array()
             .map(Vec::len),
-        Some(MAPPER_RUNS)
+        Some(RUNS)
     );
-    assert_eq!(report.settings.sfm_mapper_runs, Some(MAPPER_RUNS));
+    assert_eq!(report.settings.sfm_runs, Some(RUNS));
     assert!(
-        md.contains(&format!("Each database mapped {MAPPER_RUNS} times")),
+        md.contains(&format!("Each pipeline run {RUNS} times")),
         "{md}"
     );
     // The JSON report reads back (older reports without `sfm` read too: the field defaults).

@@ -38,7 +38,7 @@ fn jpeg_and_blur_pairs_of_one_dev_image() {
         split: "a".into(),
         max_keypoints: 1024,
         sfm_max_keypoints: 0,
-        sfm_mapper_runs: 1,
+        sfm_runs: 1,
         command: "test".into(),
     };
     let sift = Describer::open(SIFT, Device::Cpu).unwrap();

@@ -40,6 +40,7 @@ fn mapper_options() -> MapperOptions {
     MapperOptions {
         num_threads: None,
         refine_principal_point: true,
+        init_min_tri_angle_deg: None,
     }
 }
 

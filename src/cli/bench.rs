@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::builder::TypedValueParser;
 use descl::describe::{Describer, ROOTSIFT, SIFT};
 use descl::eval::plot;
-use descl::eval::reconstruction::DEFAULT_MAPPER_RUNS;
+use descl::eval::reconstruction::DEFAULT_SFM_RUNS;
 use descl::eval::runner::BENCH_MAX_KEYPOINTS;
 use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
 use descl::io::atomic::write_bytes_atomic;
@@ -77,10 +77,11 @@ pub struct Args {
     /// Keypoints per image of the sfm suite, and COLMAP's features per image (its default).
     #[arg(long, default_value_t = SFM_MAX_KEYPOINTS)]
     sfm_max_keypoints: usize,
-    /// `colmap mapper` runs per pipeline and scene of the sfm suite (its mapper is not
-    /// deterministic): each row is the run with the median centre error, the others beside it.
-    #[arg(long, default_value_t = DEFAULT_MAPPER_RUNS, value_parser = clap::value_parser!(u16).range(1..=100).map(usize::from))]
-    mapper_runs: usize,
+    /// Runs per pipeline and scene of the sfm suite: each row is the run with the median centre
+    /// error (of an even count the better middle one: prefer odd counts), every run beside it (descl's deterministic database is mapped again each run;
+    /// COLMAP's pipeline, whose descriptors and matches vary, runs whole each time).
+    #[arg(long, default_value_t = DEFAULT_SFM_RUNS, value_parser = clap::value_parser!(u16).range(1..=100).map(usize::from))]
+    sfm_runs: usize,
     /// Inference device.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     device: DeviceArg,
@@ -144,7 +145,7 @@ impl Args {
             split: self.split.clone(),
             max_keypoints: self.max_keypoints,
             sfm_max_keypoints: self.sfm_max_keypoints,
-            sfm_mapper_runs: self.mapper_runs,
+            sfm_runs: self.sfm_runs,
             // `descl` rather than argv[0]: the command is for people to re-run.
             command: std::iter::once("descl".to_string())
                 .chain(std::env::args().skip(1))

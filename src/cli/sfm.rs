@@ -5,7 +5,7 @@
 use super::args::{CameraModelArg, DescribeArgs, MatchArgs, PairArgs, Preset};
 use super::progress::Bar;
 use anyhow::{bail, Context};
-use descl::io::colmap_model::{run_mapper, MapperOptions};
+use descl::io::colmap_model::{model_folders, MapperOptions};
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
 use descl::sfm::{build_database, merge_database, merge_hloc, MergeInputs, SfmConfig};
@@ -36,6 +36,13 @@ pub struct Args {
     /// Let the mapper refine the principal point (COLMAP holds it at the image centre).
     #[arg(long, requires = "reconstruct")]
     refine_principal_point: bool,
+    /// The mapper's smallest initial-pair triangulation angle, degrees (COLMAP's
+    /// `Mapper.init_min_tri_angle`). Default: COLMAP's 16°, and only if that makes no model at
+    /// all, one more mapper run starting at 8° with COLMAP's full inlier minimum (a pair of
+    /// settings COLMAP's own relaxation never tries; forward motion needs it; COLMAP relaxes
+    /// further inside that run). Given, it is used as is.
+    #[arg(long, value_name = "DEG", requires = "reconstruct", value_parser = parse_angle)]
+    init_min_tri_angle: Option<f64>,
     /// COLMAP camera model.
     #[arg(long, value_enum, default_value_t = CameraModelArg::SimpleRadial)]
     camera_model: CameraModelArg,
@@ -261,12 +268,30 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
     let options = MapperOptions {
         num_threads: None,
         refine_principal_point: args.refine_principal_point,
+        init_min_tri_angle_deg: args.init_min_tri_angle,
     };
     let (Some(database), Some(images_dir)) = (&args.database, &args.images_dir) else {
         bail!("--reconstruct needs the image folder and --database");
     };
-    let recon =
-        run_mapper(database, images_dir, &args.sparse_dir(), &options).context("colmap mapper")?;
+    let sparse = args.sparse_dir();
+    // The models of an earlier run into the same folder: replaced under --overwrite (as the
+    // database is), else refused by the mapper's runner.
+    if args.overwrite {
+        for old in model_folders(&sparse) {
+            std::fs::remove_dir_all(&old)
+                .with_context(|| format!("{}: removing the earlier model", old.display()))?;
+        }
+    }
+    let mapped =
+        descl::sfm::map(database, images_dir, &sparse, &options).context("colmap mapper")?;
+    if let Some(why) = &mapped.fallback_after {
+        eprintln!(
+            "note: colmap mapper made no model with COLMAP's defaults; mapped again with an initial-pair angle of {}° ({})",
+            mapped.init_min_tri_angle_deg,
+            why.lines().next_back().unwrap_or_default()
+        );
+    }
+    let recon = &mapped.reconstruction;
     eprintln!(
         "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
         recon.path.display(),
@@ -281,6 +306,17 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "num_points": recon.num_points,
         "mean_reprojection_error_px": recon.mean_reprojection_error,
         "mean_track_length": recon.mean_track_length,
+        "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
+        "fallback": mapped.fallback_after.is_some(),
         "images": recon.images,
     }))
+}
+
+/// An angle in degrees in (0, 90).
+fn parse_angle(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(a) if a > 0.0 && a < 90.0 => Ok(a),
+        Ok(a) => Err(format!("{a}: an angle in degrees between 0 and 90")),
+        Err(e) => Err(format!("{s}: {e}")),
+    }
 }

@@ -13,21 +13,25 @@
 //! detector defaults ([`crate::sfm::sfm_detector`]), so the suite measures what a user of
 //! `descl sfm` gets.
 //!
-//! Each pipeline's database is mapped several times ([`DEFAULT_MAPPER_RUNS`], `descl bench
-//! --mapper-runs`) and the row is the run with the median centre error, the others beside it:
-//! `colmap mapper` is not deterministic, and its run-to-run spread on a Strecha scene (0.053 to
-//! 0.070 % of the extent for COLMAP's own pipeline on fountain-P11) is as large as the
-//! differences between descriptors, so one run of each cannot order them.
+//! Each pipeline runs several times ([`DEFAULT_SFM_RUNS`], `descl bench --sfm-runs`) and the
+//! row is the run with the median centre error, every run beside it. What a run repeats is what
+//! varies: descl's database is deterministic (one extraction, OpenCV's USAC seeded), so its
+//! runs map that one database again (`colmap mapper`'s own run-to-run change was ≤ 0.001 % of
+//! the extent on the Strecha scenes); COLMAP's CPU SIFT descriptors and matches differ from run
+//! to run (same keypoints, other descriptor bytes and match counts on Herz-Jesus-P8, measured
+//! 2026-11-26), and its reconstructions with them moved 0.053–0.070 % on fountain-P11, as much
+//! as descriptors differ, so its runs repeat the whole pipeline.
 
 use crate::describe::Describer;
 use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::eval::pose::PoseScene;
+use crate::io::colmap_model::COLMAP_INIT_MIN_TRI_ANGLE_DEG;
 use crate::io::colmap_model::{run_colmap, run_mapper, MapperOptions, Reconstruction};
 use crate::matching::pairs::file_names;
 use crate::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use crate::progress::Progress;
-use crate::sfm::{build_database, evaluate, GroundTruthCamera, SfmAccuracy, SfmConfig};
+use crate::sfm::{build_database, evaluate, GroundTruthCamera, Mapped, SfmAccuracy, SfmConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -35,23 +39,35 @@ use std::time::Instant;
 /// Method name of the same-run peer: COLMAP's own SIFT extraction, matching and mapping.
 pub const COLMAP_SIFT_PIPELINE: &str = "colmap-sift";
 
-/// Mapper runs per pipeline and scene unless a run asks for another count: COLMAP's mapper is
-/// not deterministic (multi-threaded bundle adjustment, random RANSAC samples), so one run of
-/// it says little about a centre-error difference of a few hundredths of a percent.
-pub const DEFAULT_MAPPER_RUNS: usize = 3;
+/// Runs per pipeline and scene unless a benchmark asks for another count (see the module doc
+/// for what a run repeats).
+pub const DEFAULT_SFM_RUNS: usize = 3;
 
-/// One `colmap mapper` run on a pipeline's database, aligned to the ground truth.
+/// One run of a pipeline on a scene, aligned to the ground truth.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MapperRun {
+pub struct SfmRun {
     /// None when no model could be aligned (`error` says why).
     pub accuracy: Option<SfmAccuracy>,
     pub error: Option<String>,
-    /// Wall time of this mapper run, seconds.
+    /// Wall time of what this run repeated (the mapper; for COLMAP's pipeline, its extraction
+    /// and matching as well), seconds.
     pub seconds: f64,
+    /// The initial-pair angle `descl sfm` fell back to ([`crate::sfm::map`]) when COLMAP's
+    /// defaults made no model; None when they made one (and always for COLMAP's pipeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_init_min_tri_angle_deg: Option<f64>,
 }
 
-/// One method's reconstruction of one scene: one database (extraction and matching are
-/// deterministic), mapped [`MapperRun`]s times.
+/// What a pipeline's runs repeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repeat {
+    /// One database, mapped in every run (the database is deterministic).
+    Mapper,
+    /// The database is built again in every run (it is not).
+    Pipeline,
+}
+
+/// One method's reconstruction of one scene, run [`SfmRun`]s times.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SceneReconstruction {
     /// The median run's accuracy against the ground truth (runs ordered by median centre
@@ -60,12 +76,12 @@ pub struct SceneReconstruction {
     /// registered images, or the mapper failed: `error` says why).
     pub accuracy: Option<SfmAccuracy>,
     pub error: Option<String>,
-    /// Wall time of one pipeline (extract, match, and the first mapper run), seconds.
+    /// Wall time of one whole pipeline (extract, match, map: the first run), seconds.
     pub seconds: f64,
-    /// Every mapper run, in the order they ran. Empty in reports written before 2026-11-26
-    /// (one run, the fields above) and when the database could not be built.
+    /// Every run, in the order they ran. Empty in reports written before 2026-11-26 (one run,
+    /// the fields above) and when descl's database could not be built.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<MapperRun>,
+    pub runs: Vec<SfmRun>,
 }
 
 impl SceneReconstruction {
@@ -77,10 +93,10 @@ impl SceneReconstruction {
             .collect()
     }
 
-    /// The reconstruction made of `runs` (at least one), after a database that took
-    /// `database_seconds`.
-    fn of_runs(runs: Vec<MapperRun>, database_seconds: f64) -> SceneReconstruction {
-        let key = |r: &MapperRun| {
+    /// The reconstruction made of `runs` (at least one), after a shared database that took
+    /// `database_seconds` (0 when each run built its own).
+    fn of_runs(runs: Vec<SfmRun>, database_seconds: f64) -> SceneReconstruction {
+        let key = |r: &SfmRun| {
             r.accuracy
                 .as_ref()
                 .map_or(f64::INFINITY, |a| a.median_centre_error_rel)
@@ -93,7 +109,7 @@ impl SceneReconstruction {
         let first = runs.first().map_or(0.0, |r| r.seconds);
         SceneReconstruction {
             accuracy: median.and_then(|r| r.accuracy.clone()),
-            error: median.map_or_else(|| Some("no mapper run".into()), |r| r.error.clone()),
+            error: median.map_or_else(|| Some("no run".into()), |r| r.error.clone()),
             seconds: database_seconds + first,
             runs,
         }
@@ -105,6 +121,7 @@ fn mapper_options() -> MapperOptions {
     MapperOptions {
         num_threads: None,
         refine_principal_point: false,
+        init_min_tri_angle_deg: None,
     }
 }
 
@@ -126,37 +143,55 @@ fn image_dir(scene: &PoseScene) -> Result<&Path> {
         .ok_or_else(|| Error::InvalidInput(format!("scene {}: no images", scene.name)))
 }
 
-/// Aligns a finished mapper run, turning a failure into a reported run.
-fn outcome(
-    recon: Result<Reconstruction>,
-    truth: &[GroundTruthCamera],
-    started: Instant,
-) -> MapperRun {
-    let accuracy = recon.and_then(|r| evaluate(&r, truth));
+/// Aligns a finished run, turning a failure into a reported run.
+fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant) -> SfmRun {
+    let fallback = recon.as_ref().ok().and_then(|m| {
+        m.fallback_after
+            .is_some()
+            .then_some(m.init_min_tri_angle_deg)
+    });
+    let accuracy = recon.and_then(|m| evaluate(&m.reconstruction, truth));
     let seconds = started.elapsed().as_secs_f64();
-    match accuracy {
-        Ok(a) => MapperRun {
-            accuracy: Some(a),
-            error: None,
-            seconds,
-        },
-        Err(e) => MapperRun {
-            accuracy: None,
-            error: Some(e.to_string()),
-            seconds,
-        },
+    let (accuracy, error) = match accuracy {
+        Ok(a) => (Some(a), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    SfmRun {
+        accuracy,
+        error,
+        seconds,
+        fallback_init_min_tri_angle_deg: fallback,
     }
 }
 
-/// Runs `database(images, folder)` for `scene` in a fresh temporary folder under `work`
-/// (removed afterwards), maps the database it returns `mapper_runs` times (at least once)
-/// and aligns each model to the scene's ground truth. A database that cannot be built is a
-/// failed row, not an error of the benchmark.
+/// How a pipeline maps a database into a folder.
+type MapFn = fn(&Path, &Path, &Path) -> Result<Mapped>;
+
+/// descl's side: `descl sfm --reconstruct`'s mapping, fallback included.
+fn map_as_descl_sfm(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
+    crate::sfm::map(db, images, out, &mapper_options())
+}
+
+/// COLMAP's side: its mapper with its defaults, nothing else.
+fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
+    Ok(Mapped {
+        reconstruction: run_mapper(db, images, out, &mapper_options())?,
+        init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+        fallback_after: None,
+    })
+}
+
+/// Reconstructs `scene` `runs` times (at least once) in a fresh temporary folder under `work`
+/// (removed afterwards): `database(images, folder)` builds a database, once or in every run as
+/// `repeat` says, and `map` maps it in every run; each model is aligned to the scene's
+/// ground truth. A database that cannot be built is a failed run, not an error of the benchmark.
 fn reconstruct(
     scene: &PoseScene,
     work: &Path,
-    mapper_runs: usize,
-    database: impl FnOnce(&Path, &Path) -> Result<PathBuf>,
+    runs: usize,
+    repeat: Repeat,
+    map: MapFn,
+    mut database: impl FnMut(&Path, &Path) -> Result<PathBuf>,
 ) -> Result<SceneReconstruction> {
     let images = image_dir(scene)?;
     let truth = ground_truth(scene);
@@ -164,71 +199,91 @@ fn reconstruct(
         .prefix("descl-bench-sfm-")
         .tempdir_in(work)
         .map_err(|e| Error::io(work, e))?;
+    let run_dir = |k: usize| -> Result<PathBuf> {
+        let d = dir.path().join(format!("run-{k}"));
+        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+        Ok(d)
+    };
     let started = Instant::now();
-    let db = match database(images, dir.path()) {
-        Ok(db) => db,
-        Err(e) => {
-            return Ok(SceneReconstruction {
-                accuracy: None,
-                error: Some(e.to_string()),
-                seconds: started.elapsed().as_secs_f64(),
-                runs: Vec::new(),
-            })
-        }
+    let shared = match repeat {
+        Repeat::Mapper => match database(images, dir.path()) {
+            Ok(db) => Some(db),
+            Err(e) => {
+                return Ok(SceneReconstruction {
+                    accuracy: None,
+                    error: Some(e.to_string()),
+                    seconds: started.elapsed().as_secs_f64(),
+                    runs: Vec::new(),
+                })
+            }
+        },
+        Repeat::Pipeline => None,
     };
     let database_seconds = started.elapsed().as_secs_f64();
-    let runs = (0..mapper_runs.max(1))
-        .map(|k| {
-            let t = Instant::now();
-            let sparse = dir.path().join(format!("sparse-{k}"));
-            outcome(
-                run_mapper(&db, images, &sparse, &mapper_options()),
-                &truth,
-                t,
-            )
-        })
-        .collect();
-    Ok(SceneReconstruction::of_runs(runs, database_seconds))
+    let mut done = Vec::with_capacity(runs.max(1));
+    for k in 0..runs.max(1) {
+        let t = Instant::now();
+        let folder = run_dir(k)?;
+        let recon = match &shared {
+            Some(db) => Ok(db.clone()),
+            None => database(images, &folder),
+        }
+        .and_then(|db| map(&db, images, &folder.join("sparse")));
+        done.push(outcome(recon, &truth, t));
+    }
+    Ok(SceneReconstruction::of_runs(done, database_seconds))
 }
 
 /// Reconstructs `scene` with `describer` on DoG frames (`det`, its `max_keypoints` per image)
-/// through `descl sfm`'s path, in a temporary folder under `work`; the database is mapped
-/// `mapper_runs` times.
+/// through `descl sfm`'s path, in a temporary folder under `work`; its one database is mapped
+/// in each of `runs` runs.
 pub fn reconstruct_with(
     scene: &PoseScene,
     describer: &Describer,
     det: &DetectorConfig,
     work: &Path,
-    mapper_runs: usize,
+    runs: usize,
     progress: &dyn Progress,
 ) -> Result<SceneReconstruction> {
     let extractor = Extractor::with_describer(describer.try_clone()?, *det)
         .max_image_size(COLMAP_MAX_IMAGE_SIZE);
-    reconstruct(scene, work, mapper_runs, |images, dir| {
-        let db = dir.join("database.db");
-        build_database(
-            images,
-            &db,
-            false,
-            &SfmConfig::default(),
-            &extractor,
-            progress,
-        )?;
-        Ok(db)
-    })
+    reconstruct(
+        scene,
+        work,
+        runs,
+        Repeat::Mapper,
+        map_as_descl_sfm,
+        |images, dir| {
+            let db = dir.join("database.db");
+            build_database(
+                images,
+                &db,
+                false,
+                &SfmConfig::default(),
+                &extractor,
+                progress,
+            )?;
+            Ok(db)
+        },
+    )
 }
 
-/// Reconstructs `scene` with COLMAP's own CPU SIFT pipeline, at most `max_features` per image;
-/// its database is mapped `mapper_runs` times.
+/// Reconstructs `scene` with COLMAP's own CPU SIFT pipeline, at most `max_features` per image,
+/// the whole pipeline in each of `runs` runs.
 pub fn reconstruct_with_colmap_sift(
     scene: &PoseScene,
     max_features: usize,
     work: &Path,
-    mapper_runs: usize,
+    runs: usize,
 ) -> Result<SceneReconstruction> {
-    reconstruct(scene, work, mapper_runs, |images, dir| {
-        colmap_sift_database(images, dir, max_features, false)
-    })
+    reconstruct(
+        scene,
+        work,
+        runs,
+        Repeat::Pipeline,
+        map_as_colmap,
+        |images, dir| colmap_sift_database(images, dir, max_features, false),
+    )
 }
 
 /// COLMAP's own SIFT pipeline on `images` (CPU): [`colmap_sift_database`], then `mapper`;
@@ -283,8 +338,8 @@ pub fn colmap_sift_database(
 mod tests {
     use super::*;
 
-    fn run(centre_error_rel: Option<f64>, points: usize) -> MapperRun {
-        MapperRun {
+    fn run(centre_error_rel: Option<f64>, points: usize) -> SfmRun {
+        SfmRun {
             accuracy: centre_error_rel.map(|e| SfmAccuracy {
                 registered: 8,
                 total: 8,
@@ -298,6 +353,7 @@ mod tests {
                 .is_none()
                 .then(|| "colmap mapper registered no model".to_string()),
             seconds: 2.0,
+            fallback_init_min_tri_angle_deg: None,
         }
     }
 
@@ -313,7 +369,7 @@ mod tests {
         // Its other fields are that run's, not a blend.
         assert_eq!(a.num_points, 30);
         assert!(r.error.is_none());
-        // One pipeline's time: the database and the first mapper run.
+        // One pipeline's time: the database and the first run.
         assert_eq!(r.seconds, 7.0);
         assert_eq!(r.centre_errors_rel(), vec![Some(0.003), None, Some(0.001)]);
         // Two runs: the better middle one.
@@ -332,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn a_report_of_one_mapper_run_reads_back_without_runs() {
+    fn a_report_of_one_run_reads_back_without_runs() {
         let old = r#"{"accuracy":null,"error":"no model","seconds":1.5}"#;
         let r: SceneReconstruction = serde_json::from_str(old).unwrap();
         assert!(r.runs.is_empty());

@@ -65,10 +65,10 @@ pub struct Settings {
     /// kept the strongest frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sfm_selection: Option<crate::detect::Selection>,
-    /// `colmap mapper` runs per pipeline and scene of the reconstruction suite; None in reports
-    /// written before 2026-11-26, whose suite mapped once.
+    /// Runs per pipeline and scene of the reconstruction suite; None in reports written before
+    /// 2026-11-26, whose suite ran each once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sfm_mapper_runs: Option<usize>,
+    pub sfm_runs: Option<usize>,
 }
 
 /// One group of homography sequences for one method.
@@ -463,15 +463,15 @@ impl BenchReport {
                 crate::detect::COLMAP_PEAK_CONTRAST_THRESHOLD
             );
         }
-        if let Some(n) = self.settings.sfm_mapper_runs.filter(|&n| n > 1) {
+        if let Some(n) = self.settings.sfm_runs.filter(|&n| n > 1) {
             let _ = writeln!(
                 s,
-                "Each database mapped {n} times (`colmap mapper` is not deterministic): each row is the run with the median centre error; the last column gives every run's centre error in the order they ran (– : no model).\n"
+                "Each pipeline run {n} times: descl's database (deterministic) mapped {n} times, COLMAP's pipeline (its SIFT descriptors and matches vary from run to run) run whole {n} times. Each row is the run with the median centre error (of an even count, the better middle one); the last column gives every run's centre error in the order they ran (– : no model).\n"
             );
         }
         let _ = writeln!(
             s,
-            "| scene | method | registered | rotation error ° (median) | centre error % (median, of the scene's extent) | 3-D points | reprojection error px | seconds | centre error % of each mapper run |\n|---|---|---|---|---|---|---|---|---|"
+            "| scene | method | registered | rotation error ° (median) | centre error % (median, of the scene's extent) | 3-D points | reprojection error px | seconds (one whole pipeline) | centre error % of each run |\n|---|---|---|---|---|---|---|---|---|"
         );
         let scenes: std::collections::BTreeSet<&String> =
             self.sfm.values().flat_map(|m| m.keys()).collect();
@@ -486,11 +486,22 @@ impl BenchReport {
                     .map(|e| e.map_or_else(|| "–".to_string(), |e| format!("{:.3}", 100.0 * e)))
                     .collect::<Vec<_>>()
                     .join(", ");
+                // Runs made by descl sfm's fallback angle (crate::sfm::map) are marked.
+                let fallbacks = r
+                    .runs
+                    .iter()
+                    .filter(|x| x.fallback_init_min_tri_angle_deg.is_some())
+                    .count();
+                let mark = if fallbacks > 0 {
+                    format!(" ({fallbacks} run(s) at the 8° fallback)")
+                } else {
+                    String::new()
+                };
                 match &r.accuracy {
                     Some(a) => {
                         let _ = writeln!(
                             s,
-                            "| {scene} | {m} | {}/{} | {:.3} | {:.3} | {} | {:.3} | {:.0} | {runs} |",
+                            "| {scene} | {m} | {}/{}{mark} | {:.3} | {:.3} | {} | {:.3} | {:.0} | {runs} |",
                             a.registered,
                             a.total,
                             a.median_rotation_error_deg,
@@ -680,13 +691,21 @@ impl BenchReport {
                     }),
                     None => json!({"error": r.error}),
                 };
+                let fallbacks: Vec<_> = r
+                    .runs
+                    .iter()
+                    .filter_map(|x| x.fallback_init_min_tri_angle_deg)
+                    .collect();
+                if !fallbacks.is_empty() {
+                    v["runs_at_fallback_init_min_tri_angle"] = json!(fallbacks.len());
+                }
                 if r.runs.len() > 1 {
                     let each: Vec<_> = r
                         .centre_errors_rel()
                         .into_iter()
                         .map(|e| e.map(percent))
                         .collect();
-                    v["centre_error_percent_of_each_mapper_run"] = json!(each);
+                    v["centre_error_percent_of_each_run"] = json!(each);
                 }
                 v
             };

@@ -76,9 +76,9 @@ pub struct BenchConfig {
     pub max_keypoints: usize,
     /// Keypoints per image of the reconstruction suite (and COLMAP's features per image).
     pub sfm_max_keypoints: usize,
-    /// `colmap mapper` runs per pipeline and scene in the reconstruction suite (at least 1;
-    /// [`reconstruction::DEFAULT_MAPPER_RUNS`]).
-    pub sfm_mapper_runs: usize,
+    /// Runs per pipeline and scene in the reconstruction suite (at least 1;
+    /// [`reconstruction::DEFAULT_SFM_RUNS`]; what a run repeats: [`reconstruction`]).
+    pub sfm_runs: usize,
     /// The command recorded in the report (for people to re-run).
     pub command: String,
 }
@@ -159,10 +159,10 @@ pub fn run(
                 .suites
                 .contains(&Suite::Sfm)
                 .then_some(Selection::Colmap),
-            sfm_mapper_runs: cfg
+            sfm_runs: cfg
                 .suites
                 .contains(&Suite::Sfm)
-                .then_some(cfg.sfm_mapper_runs.max(1)),
+                .then_some(cfg.sfm_runs.max(1)),
         },
         methods: methods.iter().map(|m| m.name().to_string()).collect(),
         sequences: BTreeMap::new(),
@@ -352,7 +352,7 @@ impl Run<'_> {
         };
         let work = std::env::temp_dir();
         let (progress, colmap_features) = (self.progress, self.cfg.sfm_max_keypoints);
-        let runs = self.cfg.sfm_mapper_runs.max(1);
+        let runs = self.cfg.sfm_runs.max(1);
         for scene in &scenes {
             for m in self.methods {
                 self.sfm_row(scene, m.name(), || {

@@ -265,15 +265,50 @@ pub struct MapperOptions {
     /// centre by default; a real camera's is a few pixels off, which biases rotations by
     /// about offset / focal radians.
     pub refine_principal_point: bool,
+    /// `--Mapper.init_min_tri_angle` in degrees (None: COLMAP's default,
+    /// [`COLMAP_INIT_MIN_TRI_ANGLE_DEG`]).
+    pub init_min_tri_angle_deg: Option<f64>,
+}
+
+/// COLMAP's `Mapper.init_min_tri_angle` (`IncrementalMapper::Options`, degrees): the smallest
+/// median triangulation angle of an initial image pair.
+pub const COLMAP_INIT_MIN_TRI_ANGLE_DEG: f64 = 16.0;
+
+/// What `colmap mapper` prints (and exits 1) when it found no initial pair it accepts
+/// (`colmap/exe/sfm.cc`, COLMAP 3.8).
+pub const COLMAP_NO_MODEL_MESSAGE: &str = "failed to create sparse model";
+
+/// The model folders (`N/images.bin`) in `dir`; none when it does not exist.
+pub fn model_folders(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("images.bin").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
 }
 
 /// Runs `colmap mapper` and returns the largest model it produced (most registered images).
+/// `output_dir` must hold no model yet: the mapper numbers its models from 0 and a folder left
+/// by an earlier run would be read as this run's. [`Error::NoModel`] when the mapper made
+/// none.
 pub fn run_mapper(
     database: &Path,
     image_dir: &Path,
     output_dir: &Path,
     options: &MapperOptions,
 ) -> Result<Reconstruction> {
+    if let Some(old) = model_folders(output_dir).first() {
+        return Err(Error::InvalidInput(format!(
+            "{}: holds a model of an earlier run; remove it or map into another folder",
+            old.display()
+        )));
+    }
     std::fs::create_dir_all(output_dir).map_err(|e| Error::io(output_dir, e))?;
     let threads = options
         .num_threads
@@ -284,7 +319,8 @@ pub fn run_mapper(
     } else {
         "0"
     };
-    let args: Vec<&std::ffi::OsStr> = vec![
+    let angle = options.init_min_tri_angle_deg.map(|a| a.to_string());
+    let mut args: Vec<&std::ffi::OsStr> = vec![
         "mapper".as_ref(),
         "--database_path".as_ref(),
         database.as_os_str(),
@@ -297,7 +333,16 @@ pub fn run_mapper(
         "--Mapper.ba_refine_principal_point".as_ref(),
         refine_pp.as_ref(),
     ];
-    run_colmap(&args)?;
+    if let Some(a) = &angle {
+        args.push("--Mapper.init_min_tri_angle".as_ref());
+        args.push(a.as_ref());
+    }
+    match run_colmap(&args) {
+        Err(Error::InvalidInput(why)) if why.contains(COLMAP_NO_MODEL_MESSAGE) => {
+            return Err(Error::NoModel(why))
+        }
+        other => other?,
+    }
     let mut best: Option<Reconstruction> = None;
     let entries = std::fs::read_dir(output_dir).map_err(|e| Error::io(output_dir, e))?;
     for entry in entries {
@@ -313,7 +358,7 @@ pub fn run_mapper(
         }
     }
     best.ok_or_else(|| {
-        Error::InvalidInput(format!(
+        Error::NoModel(format!(
             "colmap mapper registered no model in {}",
             output_dir.display()
         ))
