@@ -107,9 +107,11 @@ impl Default for SfmConfig {
     /// `descl sfm`'s defaults: exhaustive pairs, one SIMPLE_RADIAL camera per image, pairs
     /// verified at COLMAP's two-view threshold ([`COLMAP_MAX_ERROR_PX`] = 4 px). COLMAP's
     /// mapper re-estimates its initial pair's essential matrix at 4 px from the inliers a
-    /// database stores: verified at descl's 1 px, opensfm_lund (forward street motion,
-    /// 48 inliers per pair on average) found no initial pair at all ("failed to create sparse
-    /// model"); at 4 px, 59 inliers per pair and 24 of its 29 images registered.
+    /// database stores. Measured 2026-11-26 (docs/BENCHMARKS.md, "What limits Herz-Jesus-P8's
+    /// camera centres"): 1 px gives the Strecha scenes lower centre errors (Herz-Jesus-P8
+    /// 0.062 against 0.086 % of the extent, fountain-P11 0.042 against 0.051 %), but at 1 or
+    /// 2 px opensfm_lund (forward street motion) gets no model even at [`map`]'s 8° fallback
+    /// (29/29 at 4 px) and skull01 registers 15 of 33 images instead of 19.
     fn default() -> Self {
         let mut pair = PairConfig::default();
         pair.ransac.threshold_px = COLMAP_MAX_ERROR_PX;

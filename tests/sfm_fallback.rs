@@ -81,3 +81,72 @@ fn the_mapper_refuses_a_folder_holding_an_earlier_runs_model() {
     let err = descl::sfm::map(&dir.path().join("p.db"), dir.path(), &out, &options).unwrap_err();
     assert!(matches!(err, descl::Error::InvalidInput(_)), "{err}");
 }
+
+/// `descl sfm --reconstruct` into a sparse folder holding an earlier run's models: without
+/// `--overwrite` the database is refused before any work; with it, the earlier models are
+/// removed and this run's model is the one reported. A stale `7/` planted beside the first
+/// run's `0/` stands for a model of other images that the mapper would not have written over;
+/// before `--overwrite` removed old models, the mapper's runner refused it (or, before that
+/// refusal, read the largest model in the folder as this run's).
+#[test]
+fn descl_sfm_overwrite_replaces_an_earlier_runs_models() {
+    const TEST: &str = "sfm overwrite";
+    let Some(root) = common::data_root_or_skip(TEST) else {
+        return;
+    };
+    if !common::colmap_or_skip(TEST) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Four neighbouring fountain-P11 images and 1024 frames each: a small, quick model.
+    let images = dir.path().join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    for name in ["0003.jpg", "0004.jpg", "0005.jpg", "0006.jpg"] {
+        std::fs::copy(
+            root.join("strecha/fountain-P11/images").join(name),
+            images.join(name),
+        )
+        .unwrap();
+    }
+    let db = dir.path().join("f.db");
+    let sparse = dir.path().join("f-sparse");
+    let sfm = |overwrite: bool| {
+        let mut cmd = common::descl();
+        cmd.arg("sfm")
+            .arg(&images)
+            .arg("--database")
+            .arg(&db)
+            .args(["--single-camera", "--reconstruct", "--json"])
+            .args(["--max-keypoints", "1024"]);
+        if overwrite {
+            cmd.arg("--overwrite");
+        }
+        common::run(&mut cmd)
+    };
+    let (ok, _, stderr) = sfm(false);
+    assert!(ok, "first run failed:\n{stderr}");
+    assert!(sparse.join("0").join("images.bin").is_file());
+    let stale = sparse.join("7");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::copy(sparse.join("0/images.bin"), stale.join("images.bin")).unwrap();
+
+    let (ok, _, stderr) = sfm(false);
+    assert!(!ok, "a second run without --overwrite must be refused");
+    assert!(stderr.contains("--overwrite"), "{stderr}");
+    assert!(
+        stale.join("images.bin").is_file(),
+        "refused run removed files"
+    );
+
+    let (ok, stdout, stderr) = sfm(true);
+    assert!(ok, "run with --overwrite failed:\n{stderr}");
+    assert!(!stale.exists(), "the earlier run's model 7/ is still there");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let r = &out["reconstruction"];
+    assert_eq!(
+        r["path"].as_str().map(std::path::PathBuf::from),
+        Some(sparse.join("0")),
+        "{r}"
+    );
+    assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
+}

@@ -277,7 +277,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
     // database is), else refused by the mapper's runner.
     if args.overwrite {
-        for old in model_folders(&sparse) {
+        for old in model_folders(&sparse)? {
             std::fs::remove_dir_all(&old)
                 .with_context(|| format!("{}: removing the earlier model", old.display()))?;
         }

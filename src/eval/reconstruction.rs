@@ -93,6 +93,14 @@ impl SceneReconstruction {
             .collect()
     }
 
+    /// How many runs `descl sfm`'s fallback angle made ([`crate::sfm::map`]).
+    pub fn fallback_runs(&self) -> usize {
+        self.runs
+            .iter()
+            .filter(|r| r.fallback_init_min_tri_angle_deg.is_some())
+            .count()
+    }
+
     /// The reconstruction made of `runs` (at least one), after a shared database that took
     /// `database_seconds` (0 when each run built its own).
     fn of_runs(runs: Vec<SfmRun>, database_seconds: f64) -> SceneReconstruction {

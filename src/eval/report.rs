@@ -487,13 +487,12 @@ impl BenchReport {
                     .collect::<Vec<_>>()
                     .join(", ");
                 // Runs made by descl sfm's fallback angle (crate::sfm::map) are marked.
-                let fallbacks = r
-                    .runs
-                    .iter()
-                    .filter(|x| x.fallback_init_min_tri_angle_deg.is_some())
-                    .count();
+                let fallbacks = r.fallback_runs();
                 let mark = if fallbacks > 0 {
-                    format!(" ({fallbacks} run(s) at the 8° fallback)")
+                    format!(
+                        " ({fallbacks} run(s) at the {}° fallback)",
+                        crate::sfm::FALLBACK_INIT_MIN_TRI_ANGLE_DEG
+                    )
                 } else {
                     String::new()
                 };
@@ -691,13 +690,9 @@ impl BenchReport {
                     }),
                     None => json!({"error": r.error}),
                 };
-                let fallbacks: Vec<_> = r
-                    .runs
-                    .iter()
-                    .filter_map(|x| x.fallback_init_min_tri_angle_deg)
-                    .collect();
-                if !fallbacks.is_empty() {
-                    v["runs_at_fallback_init_min_tri_angle"] = json!(fallbacks.len());
+                let fallbacks = r.fallback_runs();
+                if fallbacks > 0 {
+                    v["runs_at_fallback_init_min_tri_angle"] = json!(fallbacks);
                 }
                 if r.runs.len() > 1 {
                     let each: Vec<_> = r

@@ -278,19 +278,24 @@ pub const COLMAP_INIT_MIN_TRI_ANGLE_DEG: f64 = 16.0;
 /// (`colmap/exe/sfm.cc`, COLMAP 3.8).
 pub const COLMAP_NO_MODEL_MESSAGE: &str = "failed to create sparse model";
 
-/// The model folders (`N/images.bin`) in `dir`; none when it does not exist.
-pub fn model_folders(dir: &Path) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.join("images.bin").is_file())
-                .collect()
-        })
-        .unwrap_or_default();
+/// The model folders (`N/images.bin`) in `dir`, sorted; none when `dir` does not exist. A
+/// folder that exists but cannot be read is an error, not "no model": the mapper's runner
+/// would otherwise read it as a failed reconstruction (and `sfm::map` would map again).
+pub fn model_folders(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let p = entry.map_err(|e| Error::io(dir, e))?.path();
+        if p.join("images.bin").is_file() {
+            found.push(p);
+        }
+    }
     found.sort();
-    found
+    Ok(found)
 }
 
 /// Runs `colmap mapper` and returns the largest model it produced (most registered images).
@@ -303,7 +308,7 @@ pub fn run_mapper(
     output_dir: &Path,
     options: &MapperOptions,
 ) -> Result<Reconstruction> {
-    if let Some(old) = model_folders(output_dir).first() {
+    if let Some(old) = model_folders(output_dir)?.first() {
         return Err(Error::InvalidInput(format!(
             "{}: holds a model of an earlier run; remove it or map into another folder",
             old.display()
@@ -344,17 +349,13 @@ pub fn run_mapper(
         other => other?,
     }
     let mut best: Option<Reconstruction> = None;
-    let entries = std::fs::read_dir(output_dir).map_err(|e| Error::io(output_dir, e))?;
-    for entry in entries {
-        let p = entry.map_err(|e| Error::io(output_dir, e))?.path();
-        if p.join("images.bin").is_file() {
-            let m = read_model(&p)?;
-            if best
-                .as_ref()
-                .is_none_or(|b| m.images.len() > b.images.len())
-            {
-                best = Some(m);
-            }
+    for p in model_folders(output_dir)? {
+        let m = read_model(&p)?;
+        if best
+            .as_ref()
+            .is_none_or(|b| m.images.len() > b.images.len())
+        {
+            best = Some(m);
         }
     }
     best.ok_or_else(|| {
@@ -363,4 +364,30 @@ pub fn run_mapper(
             output_dir.display()
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_folders_lists_numbered_models_sorted_and_refuses_an_unlistable_path() {
+        let dir = tempfile::tempdir().unwrap();
+        // Missing folder: no model yet.
+        assert!(model_folders(&dir.path().join("absent"))
+            .unwrap()
+            .is_empty());
+        for d in ["1", "0", "2"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        // Only folders holding images.bin are models; "2" is an empty folder.
+        std::fs::write(dir.path().join("1").join("images.bin"), b"").unwrap();
+        std::fs::write(dir.path().join("0").join("images.bin"), b"").unwrap();
+        let found = model_folders(dir.path()).unwrap();
+        assert_eq!(found, vec![dir.path().join("0"), dir.path().join("1")]);
+        // A path that exists but is no folder is an I/O error naming it, not "no model".
+        let file = dir.path().join("0").join("images.bin");
+        let err = model_folders(&file).unwrap_err().to_string();
+        assert!(err.contains(&file.display().to_string()), "{err}");
+    }
 }
