@@ -111,7 +111,7 @@ impl Default for SfmConfig {
     /// camera centres"): 1 px gives the Strecha scenes lower centre errors (Herz-Jesus-P8
     /// 0.062 against 0.086 % of the extent, fountain-P11 0.042 against 0.051 %), but at 1 or
     /// 2 px opensfm_lund (forward street motion) gets no model even at [`map`]'s 8° fallback
-    /// (29/29 at 4 px) and skull01 registers 15 of 33 images instead of 19.
+    /// (29/29 at 4 px), and at 1 px skull01 registers 15 of 33 images instead of 19.
     fn default() -> Self {
         let mut pair = PairConfig::default();
         pair.ransac.threshold_px = COLMAP_MAX_ERROR_PX;

@@ -93,12 +93,13 @@ impl SceneReconstruction {
             .collect()
     }
 
-    /// How many runs `descl sfm`'s fallback angle made ([`crate::sfm::map`]).
-    pub fn fallback_runs(&self) -> usize {
+    /// The initial-pair angle of each run that `descl sfm`'s fallback made
+    /// ([`crate::sfm::map`]), as recorded.
+    pub fn fallback_angles(&self) -> Vec<f64> {
         self.runs
             .iter()
-            .filter(|r| r.fallback_init_min_tri_angle_deg.is_some())
-            .count()
+            .filter_map(|r| r.fallback_init_min_tri_angle_deg)
+            .collect()
     }
 
     /// The reconstruction made of `runs` (at least one), after a shared database that took

@@ -487,12 +487,9 @@ impl BenchReport {
                     .collect::<Vec<_>>()
                     .join(", ");
                 // Runs made by descl sfm's fallback angle (crate::sfm::map) are marked.
-                let fallbacks = r.fallback_runs();
-                let mark = if fallbacks > 0 {
-                    format!(
-                        " ({fallbacks} run(s) at the {}° fallback)",
-                        crate::sfm::FALLBACK_INIT_MIN_TRI_ANGLE_DEG
-                    )
+                let fallbacks = r.fallback_angles();
+                let mark = if let Some(angle) = fallbacks.first() {
+                    format!(" ({} run(s) at the {angle}° fallback)", fallbacks.len())
                 } else {
                     String::new()
                 };
@@ -690,7 +687,7 @@ impl BenchReport {
                     }),
                     None => json!({"error": r.error}),
                 };
-                let fallbacks = r.fallback_runs();
+                let fallbacks = r.fallback_angles().len();
                 if fallbacks > 0 {
                     v["runs_at_fallback_init_min_tri_angle"] = json!(fallbacks);
                 }

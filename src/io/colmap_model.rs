@@ -278,9 +278,11 @@ pub const COLMAP_INIT_MIN_TRI_ANGLE_DEG: f64 = 16.0;
 /// (`colmap/exe/sfm.cc`, COLMAP 3.8).
 pub const COLMAP_NO_MODEL_MESSAGE: &str = "failed to create sparse model";
 
-/// The model folders (`N/images.bin`) in `dir`, sorted; none when `dir` does not exist. A
-/// folder that exists but cannot be read is an error, not "no model": the mapper's runner
-/// would otherwise read it as a failed reconstruction (and `sfm::map` would map again).
+/// The model folders (`N/images.bin`, `N` a number as `colmap mapper` names them) in `dir`,
+/// in numeric order; none when `dir` does not exist. Other folders are not models (and `descl
+/// sfm --overwrite` leaves them alone). A folder that exists but cannot be read is an error,
+/// not "no model": the mapper's runner would otherwise read it as a failed reconstruction (and
+/// `sfm::map` would map again).
 pub fn model_folders(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -290,12 +292,23 @@ pub fn model_folders(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     for entry in entries {
         let p = entry.map_err(|e| Error::io(dir, e))?.path();
-        if p.join("images.bin").is_file() {
-            found.push(p);
+        let Some(n) = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let images = p.join("images.bin");
+        match std::fs::metadata(&images) {
+            Ok(m) if m.is_file() => found.push((n, p)),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&images, e)),
         }
     }
     found.sort();
-    Ok(found)
+    Ok(found.into_iter().map(|(_, p)| p).collect())
 }
 
 /// Runs `colmap mapper` and returns the largest model it produced (most registered images).
@@ -377,14 +390,23 @@ mod tests {
         assert!(model_folders(&dir.path().join("absent"))
             .unwrap()
             .is_empty());
-        for d in ["1", "0", "2"] {
+        for d in ["10", "0", "2", "9", "backup"] {
             std::fs::create_dir_all(dir.path().join(d)).unwrap();
         }
-        // Only folders holding images.bin are models; "2" is an empty folder.
-        std::fs::write(dir.path().join("1").join("images.bin"), b"").unwrap();
-        std::fs::write(dir.path().join("0").join("images.bin"), b"").unwrap();
+        // Only numbered folders holding images.bin are models, in numeric order; "2" is an
+        // empty folder and "backup" no mapper's name.
+        for d in ["10", "0", "9", "backup"] {
+            std::fs::write(dir.path().join(d).join("images.bin"), b"").unwrap();
+        }
         let found = model_folders(dir.path()).unwrap();
-        assert_eq!(found, vec![dir.path().join("0"), dir.path().join("1")]);
+        assert_eq!(
+            found,
+            vec![
+                dir.path().join("0"),
+                dir.path().join("9"),
+                dir.path().join("10")
+            ]
+        );
         // A path that exists but is no folder is an I/O error naming it, not "no model".
         let file = dir.path().join("0").join("images.bin");
         let err = model_folders(&file).unwrap_err().to_string();
