@@ -11,7 +11,8 @@ use crate::image::image_inputs;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
 use crate::io::colmap_model::{
-    run_mapper, MapperOptions, Reconstruction, COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+    model_folders, read_model, run_mapper, run_point_triangulator, MapperOptions, Reconstruction,
+    COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG,
 };
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{read_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
@@ -36,61 +37,253 @@ pub use crate::matching::two_view::{COLMAP_MAX_ERROR_PX, COLMAP_MIN_NUM_INLIERS}
 /// matched images that grew into a model of all 29.
 pub const FALLBACK_INIT_MIN_TRI_ANGLE_DEG: f64 = COLMAP_INIT_MIN_TRI_ANGLE_DEG / 2.0;
 
-/// A reconstruction by [`map`] and the initial-pair angle that made it.
+/// `Mapper.filter_max_reproj_error` of [`map`]'s first mapper run, pixels, a quarter of
+/// COLMAP's [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]. descl's databases hold pairs verified at
+/// COLMAP's 4 px two-view threshold, so tracks take in observations 1–4 px off; COLMAP's 4 px
+/// filter keeps them in every bundle adjustment. Measured 2026-11-26 (docs/BENCHMARKS.md, "What
+/// limits Herz-Jesus-P8's camera centres"): mapped at 1 px, descl's Herz-Jesus-P8 database
+/// gives a 0.057 % centre error against 0.086 % at 4 px (fountain-P11 0.046 against 0.051;
+/// COLMAP's own database 0.057 against 0.059), with 97–98 % of the points. It is a first try,
+/// not the setting: at 1 px opensfm_lund gets no model and skull01 may register fewer images.
+pub const SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX: f64 = 1.0;
+
+/// First characters of [`map`]'s staging folders inside its output folder (hidden, and not a
+/// number, so never read as a model).
+const MAP_STAGING_PREFIX: &str = ".descl-tmp-map-";
+
+/// One `colmap mapper` run of [`map`] and what it made.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MapAttempt {
+    /// `Mapper.filter_max_reproj_error`, pixels.
+    pub filter_max_reproj_error_px: f64,
+    /// `Mapper.init_min_tri_angle`, degrees.
+    pub init_min_tri_angle_deg: f64,
+    /// Images of its largest model (None: it made no model).
+    pub registered: Option<usize>,
+    /// 3-D points of its largest model.
+    pub num_points: Option<usize>,
+    /// Why it made no model (the mapper's message).
+    pub error: Option<String>,
+    /// Whether its models are the ones [`map`] kept in the output folder.
+    pub kept: bool,
+}
+
+/// A reconstruction by [`map`] and the mapper settings that made it.
 #[derive(Debug, Clone)]
 pub struct Mapped {
+    /// The largest model of the kept run, in the output folder.
     pub reconstruction: Reconstruction,
     /// `Mapper.init_min_tri_angle` of the run that made the model, degrees.
     pub init_min_tri_angle_deg: f64,
-    /// Why COLMAP's defaults were not enough (their mapper's error), when the fallback made it.
-    pub fallback_after: Option<String>,
+    /// `Mapper.filter_max_reproj_error` of the run that made the model, pixels.
+    pub filter_max_reproj_error_px: f64,
+    /// Images in the database: the most a model can register.
+    pub database_images: usize,
+    /// The filter at which the kept model's points were triangulated again with its cameras
+    /// held fixed ([`run_point_triangulator`]), when it was mapped at a tighter one.
+    pub retriangulated_at_px: Option<f64>,
+    /// Every mapper run, in the order they ran; exactly one is `kept`.
+    pub attempts: Vec<MapAttempt>,
+}
+
+impl Mapped {
+    /// Whether the model was made at a later initial-pair angle than the first run's (the
+    /// [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] fallback), because the first angle made no model.
+    pub fn angle_fallback(&self) -> bool {
+        self.attempts
+            .first()
+            .is_some_and(|a| a.init_min_tri_angle_deg != self.init_min_tri_angle_deg)
+    }
+
+    /// The runs before the kept one that made no model or registered fewer images, for a
+    /// note: "1 px, 16°: 15/33 images; ...".
+    pub fn passed_over(&self) -> Vec<String> {
+        self.attempts
+            .iter()
+            .filter(|a| !a.kept)
+            .map(|a| {
+                let made = match a.registered {
+                    Some(n) => format!("{n}/{} images", self.database_images),
+                    None => "no model".to_string(),
+                };
+                format!(
+                    "filter {} px, angle {}°: {made}",
+                    a.filter_max_reproj_error_px, a.init_min_tri_angle_deg
+                )
+            })
+            .collect()
+    }
 }
 
 /// Runs `colmap mapper` on `database` into `out` (`descl sfm --reconstruct`, and descl's side
-/// of `descl bench sfm`). With no angle in `options`, COLMAP's defaults run first and, only
-/// when they make no model at all, once more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`]: a scene
-/// that COLMAP's defaults reconstruct gets exactly their model. The retry is one more mapper
-/// run, and COLMAP's own relaxation works inside it too (50 inliers at 8°, then 4° and 25
-/// inliers), so 8° is where its search starts, not necessarily the pair it accepts. Only a
-/// failed initialisation ([`Error::NoModel`]) is retried. An angle in `options` is used as
-/// given, with no fallback.
+/// of `descl bench sfm`), which must hold no model yet. With neither setting in `options`:
+///
+/// 1. at a [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] (1 px) filter and COLMAP's initial-pair
+///    angle; a model that registers every image of the database is kept, after one mapper
+///    run;
+/// 2. otherwise at COLMAP's own defaults (4 px), and when those make no model at all, once
+///    more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] (COLMAP's own relaxation works inside that
+///    run too: 50 inliers at 8°, then 4° and 25 inliers, so 8° is where its search starts);
+/// 3. of the runs that made a model, the one whose largest model registers the most images
+///    is kept, the earlier (tighter) one on a tie.
+///
+/// A setting given in `options` is used as given: an angle leaves out the angle fallback, a
+/// filter the 1 px run. Only a failed initialisation ([`Error::NoModel`]) or an incomplete
+/// model moves on to the next run; a missing colmap, a bad database or a crash is passed on
+/// as it is. Each run maps into a staging folder inside `out` and only the kept run's models
+/// are moved into `out` (under `out`'s lock), so a failed or killed run leaves no model of a
+/// run that was not kept.
 pub fn map(database: &Path, images: &Path, out: &Path, options: &MapperOptions) -> Result<Mapped> {
-    if let Some(angle) = options.init_min_tri_angle_deg {
-        return Ok(Mapped {
-            reconstruction: run_mapper(database, images, out, options)?,
-            init_min_tri_angle_deg: angle,
-            fallback_after: None,
-        });
+    if let Some(old) = model_folders(out)?.first() {
+        return Err(Error::InvalidInput(format!(
+            "{}: holds a model of an earlier run; remove it or map into another folder",
+            old.display()
+        )));
     }
-    let first = match run_mapper(database, images, out, options) {
-        Ok(r) => {
-            return Ok(Mapped {
-                reconstruction: r,
-                init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
-                fallback_after: None,
-            })
+    let database_images = crate::io::colmap::count_images(database)?;
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let _lock = crate::io::atomic::OutputLock::acquire(out, "map into another folder")?;
+    // Staging folders of a killed run (no run holds this folder's lock now).
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for e in entries.flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(MAP_STAGING_PREFIX)
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
         }
-        // Only a failed initialisation is retried; a missing colmap, a bad database or a
-        // crash is passed on as it is.
-        Err(Error::NoModel(why)) => why,
-        Err(e) => return Err(e),
-    };
-    let relaxed = MapperOptions {
-        init_min_tri_angle_deg: Some(FALLBACK_INIT_MIN_TRI_ANGLE_DEG),
-        ..options.clone()
-    };
-    match run_mapper(database, images, out, &relaxed) {
-        Ok(r) => Ok(Mapped {
-            reconstruction: r,
-            init_min_tri_angle_deg: FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
-            fallback_after: Some(first),
-        }),
-        Err(Error::NoModel(second)) => Err(Error::NoModel(format!(
-            "colmap mapper made no model of {}: with COLMAP's defaults ({first}); with an initial-pair angle of {FALLBACK_INIT_MIN_TRI_ANGLE_DEG}° ({second})",
-            database.display()
-        ))),
-        Err(e) => Err(e),
     }
+    let angles = match options.init_min_tri_angle_deg {
+        Some(a) => vec![a],
+        None => vec![
+            COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+            FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
+        ],
+    };
+    let filters = match options.filter_max_reproj_error_px {
+        Some(f) => vec![f],
+        None => vec![
+            SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
+            COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+        ],
+    };
+    let mut attempts: Vec<MapAttempt> = Vec::new();
+    // (index into attempts, its staging folder, its largest model)
+    let mut made: Vec<(usize, tempfile::TempDir, Reconstruction)> = Vec::new();
+    'filters: for (i, &filter) in filters.iter().enumerate() {
+        // The angle fallback runs at the last filter only: a tighter filter is a first try.
+        let tried = if i + 1 == filters.len() {
+            &angles[..]
+        } else {
+            &angles[..1]
+        };
+        for &angle in tried {
+            let staging = tempfile::Builder::new()
+                .prefix(MAP_STAGING_PREFIX)
+                .tempdir_in(out)
+                .map_err(|e| Error::io(out, e))?;
+            let run = MapperOptions {
+                init_min_tri_angle_deg: Some(angle),
+                filter_max_reproj_error_px: Some(filter),
+                ..options.clone()
+            };
+            let mut attempt = MapAttempt {
+                filter_max_reproj_error_px: filter,
+                init_min_tri_angle_deg: angle,
+                registered: None,
+                num_points: None,
+                error: None,
+                kept: false,
+            };
+            match run_mapper(database, images, staging.path(), &run) {
+                Ok(r) => {
+                    attempt.registered = Some(r.images.len());
+                    attempt.num_points = Some(r.num_points);
+                    attempts.push(attempt);
+                    let complete = r.images.len() >= database_images;
+                    made.push((attempts.len() - 1, staging, r));
+                    if complete {
+                        break 'filters;
+                    }
+                    // A model, if incomplete: the next filter, not the next angle.
+                    continue 'filters;
+                }
+                Err(Error::NoModel(why)) => {
+                    attempt.error = Some(why);
+                    attempts.push(attempt);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    // The most images; on a tie the earlier run (strictly more replaces).
+    let mut best: Option<usize> = None;
+    for (k, (_, _, r)) in made.iter().enumerate() {
+        if best.is_none_or(|b| r.images.len() > made[b].2.images.len()) {
+            best = Some(k);
+        }
+    }
+    let Some(best) = best else {
+        let why: Vec<String> = attempts
+            .iter()
+            .map(|a| {
+                format!(
+                    "at a {} px filter and {}°: {}",
+                    a.filter_max_reproj_error_px,
+                    a.init_min_tri_angle_deg,
+                    a.error.as_deref().unwrap_or("no model")
+                )
+            })
+            .collect();
+        return Err(Error::NoModel(format!(
+            "colmap mapper made no model of {}: {}",
+            database.display(),
+            why.join("; ")
+        )));
+    };
+    let (index, staging, mapped) = made.swap_remove(best);
+    // A model mapped at a tighter filter than COLMAP's has cameras bundle-adjusted on the
+    // closest observations only, and fewer points: its tracks are triangulated again at
+    // COLMAP's 4 px with those cameras held fixed (1–2.5 s on the Strecha scenes).
+    let retriangulate =
+        attempts[index].filter_max_reproj_error_px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
+    let triangulated = if retriangulate {
+        let tri = tempfile::Builder::new()
+            .prefix(MAP_STAGING_PREFIX)
+            .tempdir_in(out)
+            .map_err(|e| Error::io(out, e))?;
+        for folder in model_folders(staging.path())? {
+            if let Some(name) = folder.file_name() {
+                run_point_triangulator(database, images, &folder, &tri.path().join(name), options)?;
+            }
+        }
+        Some(tri)
+    } else {
+        None
+    };
+    let source = triangulated.as_ref().map_or(staging.path(), |t| t.path());
+    for folder in model_folders(source)? {
+        let Some(name) = folder.file_name() else {
+            continue;
+        };
+        let target = out.join(name);
+        std::fs::rename(&folder, &target).map_err(|e| Error::io(&target, e))?;
+    }
+    let largest = mapped.path.file_name().ok_or_else(|| {
+        Error::InvalidInput(format!("{}: not a model folder", mapped.path.display()))
+    })?;
+    let reconstruction = read_model(&out.join(largest))?;
+    attempts[index].kept = true;
+    let kept = &attempts[index];
+    Ok(Mapped {
+        retriangulated_at_px: retriangulate.then_some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX),
+        init_min_tri_angle_deg: kept.init_min_tri_angle_deg,
+        filter_max_reproj_error_px: kept.filter_max_reproj_error_px,
+        reconstruction,
+        database_images,
+        attempts,
+    })
 }
 
 /// Settings of `descl sfm`.
@@ -111,7 +304,9 @@ impl Default for SfmConfig {
     /// camera centres"): 1 px gives the Strecha scenes lower centre errors (Herz-Jesus-P8
     /// 0.062 against 0.086 % of the extent, fountain-P11 0.042 against 0.051 %), but at 1 or
     /// 2 px opensfm_lund (forward street motion) gets no model even at [`map`]'s 8° fallback
-    /// (29/29 at 4 px), and at 1 px skull01 registers 15 of 33 images instead of 19.
+    /// (29/29 at 4 px), and at 1 px skull01 registers 15 of 33 images instead of 19. The
+    /// accuracy is taken in the mapper instead: [`map`]'s first run filters at 1 px
+    /// ([`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`]) and falls back to 4 px on such scenes.
     fn default() -> Self {
         let mut pair = PairConfig::default();
         pair.ransac.threshold_px = COLMAP_MAX_ERROR_PX;

@@ -5,8 +5,10 @@
 //! `descl sfm` then maps once more at 8° with COLMAP's full inlier minimum
 //! (`sfm::FALLBACK_INIT_MIN_TRI_ANGLE_DEG`), which registers every frame. Before that fallback
 //! the command failed with exit status 1 (2026-11-26, and so did COLMAP's own SIFT pipeline).
+//! `descl sfm`'s first mapper run, at a 1 px filter (`sfm::map`), makes no model here either.
 
-use descl::sfm::FALLBACK_INIT_MIN_TRI_ANGLE_DEG;
+use descl::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
+use descl::sfm::{FALLBACK_INIT_MIN_TRI_ANGLE_DEG, SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX};
 
 mod common;
 
@@ -48,10 +50,28 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
             r["init_min_tri_angle_deg"].as_f64(),
             Some(FALLBACK_INIT_MIN_TRI_ANGLE_DEG)
         );
-        assert!(
-            stderr.contains("made no model with COLMAP's defaults"),
-            "{stderr}"
+        // The mapper's runs in order (3 with COLMAP 3.8: the 1 px first try and COLMAP's
+        // defaults made nothing): the last one, at the fallback angle and COLMAP's 4 px
+        // filter, made the kept model (no triangulation again).
+        let runs = r["mapper_runs"].as_array().unwrap();
+        assert!(runs.len() >= 2, "{r}");
+        assert_eq!(
+            runs[0]["filter_max_reproj_error_px"].as_f64(),
+            Some(SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX)
         );
+        let last = &runs[runs.len() - 1];
+        assert_eq!(last["kept"].as_bool(), Some(true), "{r}");
+        assert_eq!(
+            last["init_min_tri_angle_deg"].as_f64(),
+            Some(FALLBACK_INIT_MIN_TRI_ANGLE_DEG)
+        );
+        assert_eq!(
+            r["filter_max_reproj_error_px"].as_f64(),
+            Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
+        );
+        assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
+        let ran = format!("colmap mapper ran {} times", runs.len());
+        assert!(stderr.contains(&ran), "{stderr}");
     } else {
         assert_eq!(r["fallback"].as_bool(), Some(false), "{r}");
         eprintln!("{TEST}: COLMAP's defaults reconstructed the scene; fallback not exercised");

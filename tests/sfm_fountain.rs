@@ -41,6 +41,7 @@ fn mapper_options() -> MapperOptions {
         num_threads: None,
         refine_principal_point: true,
         init_min_tri_angle_deg: None,
+        filter_max_reproj_error_px: None,
     }
 }
 

@@ -43,6 +43,13 @@ pub struct Args {
     /// further inside that run). Given, it is used as is.
     #[arg(long, value_name = "DEG", requires = "reconstruct", value_parser = parse_angle)]
     init_min_tri_angle: Option<f64>,
+    /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
+    /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: a first
+    /// mapper run at 1 px, kept when it registers every image (more accurate cameras); else
+    /// COLMAP's 4 px (with the angle fallback above), and the run that registers more images
+    /// is kept. Given, it is used as is.
+    #[arg(long, value_name = "PX", requires = "reconstruct", value_parser = parse_pixels)]
+    filter_max_reproj_error: Option<f64>,
     /// COLMAP camera model.
     #[arg(long, value_enum, default_value_t = CameraModelArg::SimpleRadial)]
     camera_model: CameraModelArg,
@@ -269,6 +276,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         num_threads: None,
         refine_principal_point: args.refine_principal_point,
         init_min_tri_angle_deg: args.init_min_tri_angle,
+        filter_max_reproj_error_px: args.filter_max_reproj_error,
     };
     let (Some(database), Some(images_dir)) = (&args.database, &args.images_dir) else {
         bail!("--reconstruct needs the image folder and --database");
@@ -284,11 +292,14 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
     }
     let mapped =
         descl::sfm::map(database, images_dir, &sparse, &options).context("colmap mapper")?;
-    if let Some(why) = &mapped.fallback_after {
+    let passed_over = mapped.passed_over();
+    if !passed_over.is_empty() {
         eprintln!(
-            "note: colmap mapper made no model with COLMAP's defaults; mapped again with an initial-pair angle of {}° ({})",
+            "note: colmap mapper ran {} times; kept the run at a {} px filter and an initial-pair angle of {}° (others: {})",
+            mapped.attempts.len(),
+            mapped.filter_max_reproj_error_px,
             mapped.init_min_tri_angle_deg,
-            why.lines().next_back().unwrap_or_default()
+            passed_over.join("; ")
         );
     }
     let recon = &mapped.reconstruction;
@@ -307,9 +318,21 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "mean_reprojection_error_px": recon.mean_reprojection_error,
         "mean_track_length": recon.mean_track_length,
         "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
-        "fallback": mapped.fallback_after.is_some(),
+        "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
+        "retriangulated_at_filter_px": mapped.retriangulated_at_px,
+        "fallback": mapped.angle_fallback(),
+        "mapper_runs": mapped.attempts,
         "images": recon.images,
     }))
+}
+
+/// A positive, finite number of pixels.
+fn parse_pixels(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p > 0.0 && p.is_finite() => Ok(p),
+        Ok(p) => Err(format!("{p}: a positive number of pixels")),
+        Err(e) => Err(format!("{s}: {e}")),
+    }
 }
 
 /// An angle in degrees in (0, 90).

@@ -26,8 +26,8 @@ use crate::describe::Describer;
 use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::eval::pose::PoseScene;
-use crate::io::colmap_model::COLMAP_INIT_MIN_TRI_ANGLE_DEG;
 use crate::io::colmap_model::{run_colmap, run_mapper, MapperOptions, Reconstruction};
+use crate::io::colmap_model::{COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG};
 use crate::matching::pairs::file_names;
 use crate::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use crate::progress::Progress;
@@ -56,6 +56,12 @@ pub struct SfmRun {
     /// defaults made no model; None when they made one (and always for COLMAP's pipeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_init_min_tri_angle_deg: Option<f64>,
+    /// `Mapper.filter_max_reproj_error` of the run `descl sfm`'s mapping kept
+    /// ([`crate::sfm::map`]: 1 px when that registered every image, else COLMAP's 4 px);
+    /// COLMAP's default, 4 px, for COLMAP's pipeline; None in reports written before
+    /// 2026-11-26 (evening) and for a failed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_max_reproj_error_px: Option<f64>,
 }
 
 /// What a pipeline's runs repeat.
@@ -102,6 +108,15 @@ impl SceneReconstruction {
             .collect()
     }
 
+    /// The mapper filter of each run that recorded one (`descl sfm`'s runs,
+    /// [`crate::sfm::map`]), pixels.
+    pub fn filters_px(&self) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter_map(|r| r.filter_max_reproj_error_px)
+            .collect()
+    }
+
     /// The reconstruction made of `runs` (at least one), after a shared database that took
     /// `database_seconds` (0 when each run built its own).
     fn of_runs(runs: Vec<SfmRun>, database_seconds: f64) -> SceneReconstruction {
@@ -131,6 +146,7 @@ fn mapper_options() -> MapperOptions {
         num_threads: None,
         refine_principal_point: false,
         init_min_tri_angle_deg: None,
+        filter_max_reproj_error_px: None,
     }
 }
 
@@ -154,11 +170,11 @@ fn image_dir(scene: &PoseScene) -> Result<&Path> {
 
 /// Aligns a finished run, turning a failure into a reported run.
 fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant) -> SfmRun {
-    let fallback = recon.as_ref().ok().and_then(|m| {
-        m.fallback_after
-            .is_some()
-            .then_some(m.init_min_tri_angle_deg)
-    });
+    let fallback = recon
+        .as_ref()
+        .ok()
+        .and_then(|m| m.angle_fallback().then_some(m.init_min_tri_angle_deg));
+    let filter = recon.as_ref().ok().map(|m| m.filter_max_reproj_error_px);
     let accuracy = recon.and_then(|m| evaluate(&m.reconstruction, truth));
     let seconds = started.elapsed().as_secs_f64();
     let (accuracy, error) = match accuracy {
@@ -170,6 +186,7 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
         error,
         seconds,
         fallback_init_min_tri_angle_deg: fallback,
+        filter_max_reproj_error_px: filter,
     }
 }
 
@@ -183,10 +200,21 @@ fn map_as_descl_sfm(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
 
 /// COLMAP's side: its mapper with its defaults, nothing else.
 fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
+    let reconstruction = run_mapper(db, images, out, &mapper_options())?;
     Ok(Mapped {
-        reconstruction: run_mapper(db, images, out, &mapper_options())?,
         init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
-        fallback_after: None,
+        filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+        database_images: crate::io::colmap::count_images(db)?,
+        retriangulated_at_px: None,
+        attempts: vec![crate::sfm::MapAttempt {
+            filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+            init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+            registered: Some(reconstruction.images.len()),
+            num_points: Some(reconstruction.num_points),
+            error: None,
+            kept: true,
+        }],
+        reconstruction,
     })
 }
 
@@ -363,6 +391,7 @@ mod tests {
                 .then(|| "colmap mapper registered no model".to_string()),
             seconds: 2.0,
             fallback_init_min_tri_angle_deg: None,
+            filter_max_reproj_error_px: None,
         }
     }
 

@@ -488,11 +488,24 @@ impl BenchReport {
                     .join(", ");
                 // Runs made by descl sfm's fallback angle (crate::sfm::map) are marked.
                 let fallbacks = r.fallback_angles();
-                let mark = if let Some(angle) = fallbacks.first() {
+                let mut mark = if let Some(angle) = fallbacks.first() {
                     format!(" ({} run(s) at the {angle}° fallback)", fallbacks.len())
                 } else {
                     String::new()
                 };
+                // And descl sfm's runs whose 1 px first try was not kept (COLMAP's pipeline
+                // always maps at its 4 px).
+                let wide = r
+                    .filters_px()
+                    .into_iter()
+                    .filter(|&f| {
+                        m.as_str() != crate::eval::reconstruction::COLMAP_SIFT_PIPELINE
+                            && f != crate::sfm::SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX
+                    })
+                    .collect::<Vec<_>>();
+                if let Some(f) = wide.first() {
+                    mark.push_str(&format!(" ({} run(s) at a {f} px filter)", wide.len()));
+                }
                 match &r.accuracy {
                     Some(a) => {
                         let _ = writeln!(
@@ -690,6 +703,10 @@ impl BenchReport {
                 let fallbacks = r.fallback_angles().len();
                 if fallbacks > 0 {
                     v["runs_at_fallback_init_min_tri_angle"] = json!(fallbacks);
+                }
+                let filters = r.filters_px();
+                if !filters.is_empty() {
+                    v["mapper_filter_px_of_each_run"] = json!(filters);
                 }
                 if r.runs.len() > 1 {
                     let each: Vec<_> = r

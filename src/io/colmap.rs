@@ -566,6 +566,24 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
     Ok(images)
 }
 
+/// The number of images in a COLMAP database (descl's or COLMAP's own): the most a
+/// reconstruction of it can register.
+pub fn count_images(path: &Path) -> Result<usize> {
+    let db_err = |e: rusqlite::Error| Error::Database {
+        path: path.into(),
+        reason: e.to_string(),
+    };
+    if !path.is_file() {
+        return Err(Error::format(path, "not a COLMAP database file"));
+    }
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(db_err)?;
+    let n: i64 = conn
+        .query_row("SELECT COUNT(*) FROM images", [], |row| row.get(0))
+        .map_err(db_err)?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)]
 mod tests {

@@ -268,7 +268,15 @@ pub struct MapperOptions {
     /// `--Mapper.init_min_tri_angle` in degrees (None: COLMAP's default,
     /// [`COLMAP_INIT_MIN_TRI_ANGLE_DEG`]).
     pub init_min_tri_angle_deg: Option<f64>,
+    /// `--Mapper.filter_max_reproj_error` in pixels: observations whose reprojection error
+    /// exceeds it are dropped after each bundle adjustment (None: COLMAP's default,
+    /// [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]).
+    pub filter_max_reproj_error_px: Option<f64>,
 }
+
+/// COLMAP's `Mapper.filter_max_reproj_error` (`IncrementalMapper::Options`, pixels): the
+/// largest reprojection error an observation keeps after bundle adjustment.
+pub const COLMAP_FILTER_MAX_REPROJ_ERROR_PX: f64 = 4.0;
 
 /// COLMAP's `Mapper.init_min_tri_angle` (`IncrementalMapper::Options`, degrees): the smallest
 /// median triangulation angle of an initial image pair.
@@ -355,6 +363,11 @@ pub fn run_mapper(
         args.push("--Mapper.init_min_tri_angle".as_ref());
         args.push(a.as_ref());
     }
+    let filter = options.filter_max_reproj_error_px.map(|f| f.to_string());
+    if let Some(f) = &filter {
+        args.push("--Mapper.filter_max_reproj_error".as_ref());
+        args.push(f.as_ref());
+    }
     match run_colmap(&args) {
         Err(Error::InvalidInput(why)) if why.contains(COLMAP_NO_MODEL_MESSAGE) => {
             return Err(Error::NoModel(why))
@@ -377,6 +390,52 @@ pub fn run_mapper(
             output_dir.display()
         ))
     })
+}
+
+/// Runs `colmap point_triangulator` on the model in `input` into `output` (created; it must
+/// hold no model): the model's cameras and poses are held fixed, its points kept, and every
+/// track of the database's verified matches is triangulated, merged and completed again with
+/// COLMAP's mapper defaults (`Mapper.filter_max_reproj_error` [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`],
+/// `tri_*` thresholds), then its points bundle-adjusted with the poses and intrinsics constant
+/// (COLMAP 3.8, `RunPointTriangulator`). Returns the model it wrote.
+pub fn run_point_triangulator(
+    database: &Path,
+    image_dir: &Path,
+    input: &Path,
+    output: &Path,
+    options: &MapperOptions,
+) -> Result<Reconstruction> {
+    if let Some(old) = model_folders(output)?.first() {
+        return Err(Error::InvalidInput(format!(
+            "{}: holds a model of an earlier run; remove it or triangulate into another folder",
+            old.display()
+        )));
+    }
+    if output.join("images.bin").exists() {
+        return Err(Error::InvalidInput(format!(
+            "{}: holds a model of an earlier run; remove it or triangulate into another folder",
+            output.display()
+        )));
+    }
+    std::fs::create_dir_all(output).map_err(|e| Error::io(output, e))?;
+    let threads = options
+        .num_threads
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| "-1".into());
+    run_colmap(&[
+        "point_triangulator".as_ref(),
+        "--database_path".as_ref(),
+        database.as_os_str(),
+        "--image_path".as_ref(),
+        image_dir.as_os_str(),
+        "--input_path".as_ref(),
+        input.as_os_str(),
+        "--output_path".as_ref(),
+        output.as_os_str(),
+        "--Mapper.num_threads".as_ref(),
+        threads.as_ref(),
+    ])?;
+    read_model(output)
 }
 
 #[cfg(test)]
