@@ -21,12 +21,9 @@ const RUNS: usize = 2;
 #[test]
 fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
     const TEST: &str = "sfm suite";
-    let Some(root) = common::data_root_or_skip(TEST) else {
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
     };
-    if !common::colmap_or_skip(TEST) {
-        return;
-    }
     let src = root.join("strecha").join("fountain-P11");
     // A Strecha root with one scene: the first IMAGES images and their cameras.
     let root = tempfile::tempdir().unwrap();
@@ -101,6 +98,12 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
             "{md}"
         );
     }
+    // descl's side maps as descl sfm does (sfm::map): each run records the filter it kept, 1
+    // px on five overlapping views (every image registered at the first try).
+    assert_eq!(
+        report.sfm[ROOTSIFT]["fountain-small"].filters_px(),
+        vec![descl::sfm::SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX; RUNS]
+    );
     // The card entry quotes the COLMAP peer of the same run.
     let card = report.card_metrics(ROOTSIFT);
     let entry = &card[CARD_SFM];

@@ -22,12 +22,9 @@ const MIN_REGISTERED: u64 = 25;
 #[test]
 fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_make_no_model() {
     const TEST: &str = "sfm fallback";
-    let Some(root) = common::data_root_or_skip(TEST) else {
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
     };
-    if !common::colmap_or_skip(TEST) {
-        return;
-    }
     let images = root.join("train").join("opensfm_lund");
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("lund.db");
@@ -111,12 +108,9 @@ fn the_mapper_refuses_a_folder_holding_an_earlier_runs_model() {
 #[test]
 fn descl_sfm_overwrite_replaces_an_earlier_runs_models() {
     const TEST: &str = "sfm overwrite";
-    let Some(root) = common::data_root_or_skip(TEST) else {
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
     };
-    if !common::colmap_or_skip(TEST) {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     // Four neighbouring fountain-P11 images and 1024 frames each: a small, quick model.
     let images = dir.path().join("images");

@@ -108,12 +108,9 @@ fn points_agree_with_colmaps_text_export(model: &Path, work: &Path) {
 #[test]
 fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
     const TEST: &str = "fountain-P11 sfm";
-    let Some(root) = common::data_root_or_skip(TEST) else {
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
     };
-    if !common::colmap_or_skip(TEST) {
-        return;
-    }
     let dir = root.join("strecha").join("fountain-P11");
     let images = dir.join("images");
     let truth = ground_truth(&dir);

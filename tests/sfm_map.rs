@@ -49,12 +49,9 @@ fn hidden(dir: &Path) -> Vec<String> {
 #[test]
 fn retriangulation_keeps_the_cameras_and_adds_points() {
     const TEST: &str = "sfm map retriangulation";
-    let Some(root) = common::data_root_or_skip(TEST) else {
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
     };
-    if !common::colmap_or_skip(TEST) {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let (db, images) = small_database(&root, dir.path());
     let tight = MapperOptions {
@@ -100,12 +97,9 @@ fn retriangulation_keeps_the_cameras_and_adds_points() {
 #[test]
 fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
     const TEST: &str = "sfm map";
-    let Some(root) = common::data_root_or_skip(TEST) else {
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
     };
-    if !common::colmap_or_skip(TEST) {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let (db, images) = small_database(&root, dir.path());
 
@@ -141,6 +135,46 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
     assert!(model_folders(&out)
         .unwrap()
         .contains(&m.reconstruction.path));
+
+    // `descl sfm evaluate` scores the folder's model against the scene's cameras with
+    // sfm::evaluate: 4 of fountain-P11's 11 cameras, placed within 1 % of its extent.
+    let fountain = root.join("strecha/fountain-P11");
+    let (ok, stdout, stderr) = common::run(
+        common::descl()
+            .args(["sfm", "evaluate"])
+            .arg(&out)
+            .arg("--strecha")
+            .arg(&fountain)
+            .arg("--json"),
+    );
+    assert!(
+        ok,
+        "descl sfm evaluate failed:
+{stderr}"
+    );
+    let scored: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let truth = descl::sfm::read_strecha_scene(&fountain).unwrap();
+    let expected = descl::sfm::evaluate(&m.reconstruction, &truth).unwrap();
+    assert_eq!(scored["registered"].as_u64(), Some(4), "{scored}");
+    assert_eq!(scored["total"].as_u64(), Some(11), "{scored}");
+    assert_eq!(
+        scored["median_centre_error_rel"].as_f64(),
+        Some(expected.median_centre_error_rel)
+    );
+    assert!(expected.median_centre_error_rel < 0.01, "{expected:?}");
+    // A folder without a model is refused, naming it.
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .args(["sfm", "evaluate"])
+            .arg(dir.path())
+            .arg("--strecha")
+            .arg(&fountain),
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains(&dir.path().display().to_string()) && stderr.contains("no model"),
+        "{stderr}"
+    );
 
     // A filter given is used as is: one run at it, nothing triangulated again.
     let out4 = dir.path().join("sparse4");

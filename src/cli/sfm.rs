@@ -75,6 +75,52 @@ enum Stage {
     /// have one writer). Gives what `descl sfm IMAGES` writes when the matches were made with
     /// `--planar-check`, or what `--format h5` writes for the same pairs.
     Merge(MergeArgs),
+    /// Score a reconstruction against a Strecha scene's ground-truth cameras: a similarity
+    /// (Umeyama) alignment of the registered cameras' centres, then the median rotation and
+    /// centre errors, the latter also as a fraction of the largest distance between
+    /// ground-truth cameras (what `descl bench sfm` reports).
+    Evaluate(EvaluateArgs),
+}
+
+#[derive(clap::Args)]
+pub struct EvaluateArgs {
+    /// A model folder (`images.bin`, `points3D.bin`) or a folder of the mapper's numbered
+    /// models (the one with the most registered images is scored).
+    model: PathBuf,
+    /// The scene folder holding `cameras/<image file>.camera` (Strecha et al. 2008).
+    #[arg(long, value_name = "DIR")]
+    strecha: PathBuf,
+    /// Print the scores as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn evaluate(args: EvaluateArgs) -> anyhow::Result<()> {
+    let recon = descl::io::colmap_model::largest_model(&args.model)?
+        .with_context(|| format!("{}: no model (no images.bin)", args.model.display()))?;
+    let truth = descl::sfm::read_strecha_scene(&args.strecha)?;
+    let a = descl::sfm::evaluate(&recon, &truth).with_context(|| {
+        format!(
+            "{} against {}",
+            recon.path.display(),
+            args.strecha.display()
+        )
+    })?;
+    eprintln!(
+        "{}: {}/{} images of the scene, median rotation error {:.3}°, median centre error {:.4} % of the extent, {} points",
+        recon.path.display(),
+        a.registered,
+        a.total,
+        a.median_rotation_error_deg,
+        100.0 * a.median_centre_error_rel,
+        a.num_points
+    );
+    if args.json {
+        let mut out = serde_json::to_value(&a)?;
+        out["model"] = serde_json::json!(recon.path);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
 }
 
 #[derive(clap::Args)]
@@ -213,8 +259,10 @@ impl Args {
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<()> {
-    if let Some(Stage::Merge(m)) = args.stage.take() {
-        return merge(m);
+    match args.stage.take() {
+        Some(Stage::Merge(m)) => return merge(m),
+        Some(Stage::Evaluate(e)) => return evaluate(e),
+        None => {}
     }
     let (Some(images_dir), Some(database)) = (args.images_dir.clone(), args.database.clone())
     else {

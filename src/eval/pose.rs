@@ -90,7 +90,7 @@ pub fn load_scene(dir: &Path) -> Result<PoseScene> {
                 .file_name()
                 .map(|f| f.to_string_lossy().to_string())
                 .unwrap_or_default();
-            read_camera(&dir.join("cameras").join(format!("{file}.camera")))
+            read_camera(&crate::io::strecha::camera_path(dir, &file))
         })
         .collect::<Result<_>>()?;
     let name = dir

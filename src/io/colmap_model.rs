@@ -374,8 +374,23 @@ pub fn run_mapper(
         }
         other => other?,
     }
+    largest_model(output_dir)?.ok_or_else(|| {
+        Error::NoModel(format!(
+            "colmap mapper registered no model in {}",
+            output_dir.display()
+        ))
+    })
+}
+
+/// The model of `dir` with the most registered images (the first in numeric order on a tie):
+/// `dir` itself when it holds `images.bin`, else the largest of its [`model_folders`]; None
+/// when there is none.
+pub fn largest_model(dir: &Path) -> Result<Option<Reconstruction>> {
+    if dir.join("images.bin").is_file() {
+        return read_model(dir).map(Some);
+    }
     let mut best: Option<Reconstruction> = None;
-    for p in model_folders(output_dir)? {
+    for p in model_folders(dir)? {
         let m = read_model(&p)?;
         if best
             .as_ref()
@@ -384,12 +399,7 @@ pub fn run_mapper(
             best = Some(m);
         }
     }
-    best.ok_or_else(|| {
-        Error::NoModel(format!(
-            "colmap mapper registered no model in {}",
-            output_dir.display()
-        ))
-    })
+    Ok(best)
 }
 
 /// Runs `colmap point_triangulator` on the model in `input` into `output` (created; it must

@@ -10,6 +10,19 @@ use crate::error::{Error, Result};
 use crate::geometry::Mat3;
 use std::path::Path;
 
+/// A scene's folder of camera files, beside its `images/`.
+pub const CAMERAS_DIR: &str = "cameras";
+
+/// Suffix of an image's camera file: `cameras/<image file name>.camera`.
+pub const CAMERA_SUFFIX: &str = ".camera";
+
+/// The camera file of image `file` (its file name) in scene folder `scene`.
+pub fn camera_path(scene: &Path, file: &str) -> std::path::PathBuf {
+    scene
+        .join(CAMERAS_DIR)
+        .join(format!("{file}{CAMERA_SUFFIX}"))
+}
+
 /// Largest `.camera` file read: nine short lines of numbers are under 1 KiB; anything near
 /// this limit is not a camera file, and is refused rather than read whole.
 pub const MAX_CAMERA_FILE_BYTES: u64 = 64 * 1024;

@@ -31,6 +31,13 @@ pub fn colmap_or_skip(test: &str) -> bool {
     ok
 }
 
+/// The shared data root when both it and `colmap` are there (see [`data_root_or_skip`] and
+/// [`colmap_or_skip`]: in CI a missing one is a failure).
+pub fn data_and_colmap_or_skip(test: &str) -> Option<PathBuf> {
+    let root = data_root_or_skip(test)?;
+    colmap_or_skip(test).then_some(root)
+}
+
 /// The default model: it is committed in models/, so a failure to resolve it fails the test.
 pub fn default_model_or_skip(test: &str) -> Option<descl::model::ResolvedModel> {
     match descl::model::resolve(descl::model::DEFAULT_MODEL) {
