@@ -49,6 +49,32 @@ def test_pycolmap_mappers_register_every_fountain_image(fountain_db, mapper):
     assert best.compute_mean_reprojection_error() < 1.0
 
 
+# descl sfm's mapping (sfm::map) in pycolmap: a first run at a 1 px filter, then its points
+# triangulated again at COLMAP's 4 px with the cameras held fixed.
+FIRST_FILTER_PX = 1.0
+
+
+def test_descl_sfms_mapping_in_pycolmap_keeps_the_cameras_and_adds_points(fountain_db):
+    db, images, work = fountain_db
+    out = work / "filter1"
+    out.mkdir()
+    options = pycolmap.IncrementalPipelineOptions()
+    options.mapper.filter_max_reproj_error = FIRST_FILTER_PX
+    recs = pycolmap.incremental_mapping(str(db), str(images), str(out), options)
+    tight = max(recs.values(), key=lambda r: r.num_reg_images())
+    assert tight.num_reg_images() == 11, tight.summary()
+    poses = {i.name: i.cam_from_world().matrix() for i in tight.images.values()}
+    before = tight.num_points3D()
+    again = pycolmap.triangulate_points(tight, str(db), str(images), str(work / "again"),
+                                        clear_points=False)
+    assert again.num_reg_images() == 11
+    # Held fixed: equal up to the rounding of pycolmap's quaternion round trip (1e-16).
+    for image in again.images.values():
+        np.testing.assert_allclose(image.cam_from_world().matrix(), poses[image.name],
+                                   rtol=0, atol=1e-12)
+    assert again.num_points3D() > before, (again.num_points3D(), before)
+
+
 def two_view_geometries(path):
     db = pycolmap.Database.open(str(path))
     cams = {c.camera_id: c for c in db.read_all_cameras()}
