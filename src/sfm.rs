@@ -60,7 +60,8 @@ pub struct MapAttempt {
     pub init_min_tri_angle_deg: f64,
     /// Images of its largest model (None: it made no model).
     pub registered: Option<usize>,
-    /// 3-D points of its largest model.
+    /// 3-D points of its largest model, as the mapper made it (before any triangulation
+    /// again: [`Mapped::reconstruction`] has the final count).
     pub num_points: Option<usize>,
     /// Why it made no model (the mapper's message).
     pub error: Option<String>,
@@ -77,11 +78,15 @@ pub struct Mapped {
     pub init_min_tri_angle_deg: f64,
     /// `Mapper.filter_max_reproj_error` of the run that made the model, pixels.
     pub filter_max_reproj_error_px: f64,
-    /// Images in the database: the most a model can register.
-    pub database_images: usize,
+    /// Images of the database with a verified pair of at least
+    /// [`crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES`] inliers: the most a model
+    /// can register.
+    pub registrable_images: usize,
     /// The filter at which the kept model's points were triangulated again with its cameras
     /// held fixed ([`run_point_triangulator`]), when it was mapped at a tighter one.
     pub retriangulated_at_px: Option<f64>,
+    /// Why that triangulation failed, when it did (the model is then the mapper's own).
+    pub retriangulation_error: Option<String>,
     /// Every mapper run, in the order they ran; exactly one is `kept`.
     pub attempts: Vec<MapAttempt>,
 }
@@ -95,15 +100,15 @@ impl Mapped {
             .is_some_and(|a| a.init_min_tri_angle_deg != self.init_min_tri_angle_deg)
     }
 
-    /// The runs before the kept one that made no model or registered fewer images, for a
-    /// note: "1 px, 16°: 15/33 images; ...".
+    /// The runs that were not kept (no model, fewer images, or as many as an earlier run),
+    /// for a note: "filter 1 px, angle 16°: 15/33 images; ...".
     pub fn passed_over(&self) -> Vec<String> {
         self.attempts
             .iter()
             .filter(|a| !a.kept)
             .map(|a| {
                 let made = match a.registered {
-                    Some(n) => format!("{n}/{} images", self.database_images),
+                    Some(n) => format!("{n}/{} images", self.registrable_images),
                     None => "no model".to_string(),
                 };
                 format!(
@@ -116,43 +121,71 @@ impl Mapped {
 }
 
 /// Runs `colmap mapper` on `database` into `out` (`descl sfm --reconstruct`, and descl's side
-/// of `descl bench sfm`), which must hold no model yet. With neither setting in `options`:
+/// of `descl bench sfm`). With neither setting in `options`:
 ///
 /// 1. at a [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] (1 px) filter and COLMAP's initial-pair
-///    angle; a model that registers every image of the database is kept, after one mapper
-///    run;
+///    angle; a model that registers every image that has a verified pair (the most any model
+///    can) is kept, after one mapper run;
 /// 2. otherwise at COLMAP's own defaults (4 px), and when those make no model at all, once
 ///    more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] (COLMAP's own relaxation works inside that
 ///    run too: 50 inliers at 8°, then 4° and 25 inliers, so 8° is where its search starts);
 /// 3. of the runs that made a model, the one whose largest model registers the most images
-///    is kept, the earlier (tighter) one on a tie.
+///    is kept, the earlier (tighter) one on a tie;
+/// 4. a kept 1 px model has its points triangulated again at COLMAP's 4 px with its cameras
+///    held fixed ([`run_point_triangulator`]): the cameras of the 1 px run, about the points
+///    of a 4 px one. Should that fail, the 1 px model is kept as the mapper made it and
+///    [`Mapped::retriangulation_error`] says why.
 ///
 /// A setting given in `options` is used as given: an angle leaves out the angle fallback, a
-/// filter the 1 px run. Only a failed initialisation ([`Error::NoModel`]) or an incomplete
-/// model moves on to the next run; a missing colmap, a bad database or a crash is passed on
-/// as it is. Each run maps into a staging folder inside `out` and only the kept run's models
-/// are moved into `out` (under `out`'s lock), so a failed or killed run leaves no model of a
-/// run that was not kept.
-pub fn map(database: &Path, images: &Path, out: &Path, options: &MapperOptions) -> Result<Mapped> {
-    if let Some(old) = model_folders(out)?.first() {
-        return Err(Error::InvalidInput(format!(
-            "{}: holds a model of an earlier run; remove it or map into another folder",
-            old.display()
-        )));
-    }
-    let database_images = crate::io::colmap::count_images(database)?;
+/// filter the 1 px run and the triangulation (one mapper run at that filter). Only a failed
+/// initialisation ([`Error::NoModel`]) or an incomplete model moves on to the next run; a
+/// missing colmap, a bad database or a crash is passed on as it is.
+///
+/// `out` must hold no folder named as the mapper names its models (0, 1, …); with
+/// `overwrite`, earlier models there (numbered folders holding `images.bin`) are removed
+/// first. All of it happens under `out`'s lock: each run maps into a staging folder inside
+/// `out`, and only the kept run's models are moved in, so a failed or killed run leaves no
+/// model of a run that was not kept.
+pub fn map(
+    database: &Path,
+    images: &Path,
+    out: &Path,
+    options: &MapperOptions,
+    overwrite: bool,
+) -> Result<Mapped> {
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let _lock = crate::io::atomic::OutputLock::acquire(out, "map into another folder")?;
-    // Staging folders of a killed run (no run holds this folder's lock now).
-    if let Ok(entries) = std::fs::read_dir(out) {
-        for e in entries.flatten() {
-            if e.file_name()
-                .to_string_lossy()
-                .starts_with(MAP_STAGING_PREFIX)
-            {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
+    if overwrite {
+        for old in model_folders(out)? {
+            std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         }
+    }
+    if let Some(taken) = numbered_entries(out)?.first() {
+        return Err(Error::InvalidInput(format!(
+            "{}: holds a model of an earlier run (or is named as the mapper names its models); remove it or map into another folder",
+            taken.display()
+        )));
+    }
+    // Staging folders of a killed run (no run holds this folder's lock now).
+    for entry in std::fs::read_dir(out).map_err(|e| Error::io(out, e))? {
+        let path = entry.map_err(|e| Error::io(out, e))?.path();
+        let stale = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(MAP_STAGING_PREFIX));
+        if stale {
+            std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    let registrable = crate::io::colmap::count_registrable_images(
+        database,
+        crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES,
+    )?;
+    if registrable < 2 {
+        return Err(Error::NoModel(format!(
+            "{}: {registrable} images with a verified pair of at least {} inliers; a model needs two",
+            database.display(),
+            crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES
+        )));
     }
     let angles = match options.init_min_tri_angle_deg {
         Some(a) => vec![a],
@@ -161,6 +194,7 @@ pub fn map(database: &Path, images: &Path, out: &Path, options: &MapperOptions) 
             FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
         ],
     };
+    let staged = options.filter_max_reproj_error_px.is_none();
     let filters = match options.filter_max_reproj_error_px {
         Some(f) => vec![f],
         None => vec![
@@ -201,7 +235,7 @@ pub fn map(database: &Path, images: &Path, out: &Path, options: &MapperOptions) 
                     attempt.registered = Some(r.images.len());
                     attempt.num_points = Some(r.num_points);
                     attempts.push(attempt);
-                    let complete = r.images.len() >= database_images;
+                    let complete = r.images.len() >= registrable;
                     made.push((attempts.len() - 1, staging, r));
                     if complete {
                         break 'filters;
@@ -245,20 +279,29 @@ pub fn map(database: &Path, images: &Path, out: &Path, options: &MapperOptions) 
     let (index, staging, mapped) = made.swap_remove(best);
     // A model mapped at a tighter filter than COLMAP's has cameras bundle-adjusted on the
     // closest observations only, and fewer points: its tracks are triangulated again at
-    // COLMAP's 4 px with those cameras held fixed (1–2.5 s on the Strecha scenes).
-    let retriangulate =
-        attempts[index].filter_max_reproj_error_px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
-    let triangulated = if retriangulate {
+    // COLMAP's 4 px with those cameras held fixed (1–2.5 s on the Strecha scenes). All of its
+    // models or none: a failure keeps the mapper's models as they are.
+    let mut retriangulation_error = None;
+    let triangulated = if staged
+        && attempts[index].filter_max_reproj_error_px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX
+    {
         let tri = tempfile::Builder::new()
             .prefix(MAP_STAGING_PREFIX)
             .tempdir_in(out)
             .map_err(|e| Error::io(out, e))?;
+        let mut ok = true;
         for folder in model_folders(staging.path())? {
-            if let Some(name) = folder.file_name() {
-                run_point_triangulator(database, images, &folder, &tri.path().join(name), options)?;
+            let Some(name) = folder.file_name() else {
+                continue;
+            };
+            let target = tri.path().join(name);
+            if let Err(e) = run_point_triangulator(database, images, &folder, &target, options) {
+                retriangulation_error = Some(e.to_string());
+                ok = false;
+                break;
             }
         }
-        Some(tri)
+        ok.then_some(tri)
     } else {
         None
     };
@@ -277,13 +320,33 @@ pub fn map(database: &Path, images: &Path, out: &Path, options: &MapperOptions) 
     attempts[index].kept = true;
     let kept = &attempts[index];
     Ok(Mapped {
-        retriangulated_at_px: retriangulate.then_some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX),
+        retriangulated_at_px: triangulated
+            .is_some()
+            .then_some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX),
+        retriangulation_error,
         init_min_tri_angle_deg: kept.init_min_tri_angle_deg,
         filter_max_reproj_error_px: kept.filter_max_reproj_error_px,
         reconstruction,
-        database_images,
+        registrable_images: registrable,
         attempts,
     })
+}
+
+/// Entries of `dir` named as `colmap mapper` names its models (a number), model or not.
+fn numbered_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        {
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// Settings of `descl sfm`.
@@ -1019,6 +1082,16 @@ pub fn evaluate(
             est.push(img);
             gt.push(g);
         }
+    }
+    if est.len() < 3 {
+        return Err(Error::InvalidInput(format!(
+            "{}: {} of its {} registered images have a ground-truth camera (matched by image name, e.g. {:?}; the ground truth names {:?}, …); the alignment needs 3",
+            recon.path.display(),
+            est.len(),
+            recon.images.len(),
+            recon.images.first().map(|i| i.name.as_str()).unwrap_or(""),
+            truth.first().map(|g| g.name.as_str()).unwrap_or(""),
+        )));
     }
     let sim = crate::geometry::umeyama(
         &est.iter().map(|i| i.centre()).collect::<Vec<_>>(),

@@ -95,7 +95,8 @@ fn the_mapper_refuses_a_folder_holding_an_earlier_runs_model() {
     assert!(msg.contains("earlier run"), "{msg}");
     assert!(msg.contains(&out.join("0").display().to_string()), "{msg}");
     // And through sfm::map: refused, not retried at the fallback angle.
-    let err = descl::sfm::map(&dir.path().join("p.db"), dir.path(), &out, &options).unwrap_err();
+    let err =
+        descl::sfm::map(&dir.path().join("p.db"), dir.path(), &out, &options, false).unwrap_err();
     assert!(matches!(err, descl::Error::InvalidInput(_)), "{err}");
 }
 

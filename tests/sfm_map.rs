@@ -108,13 +108,13 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
     let stale = out.join(".descl-tmp-map-killed");
     std::fs::create_dir_all(stale.join("0")).unwrap();
     std::fs::write(stale.join("0").join("images.bin"), b"").unwrap();
-    let m = map(&db, &images, &out, &MapperOptions::default()).unwrap();
+    let m = map(&db, &images, &out, &MapperOptions::default(), false).unwrap();
     assert!(
         !stale.exists(),
         "a killed run's staging folder is still there"
     );
     assert!(hidden(&out).is_empty(), "left behind: {:?}", hidden(&out));
-    assert_eq!(m.database_images, 4);
+    assert_eq!(m.registrable_images, 4);
     // All four images registered at 1 px: one mapper run, kept, its points triangulated again
     // at COLMAP's 4 px.
     assert_eq!(m.attempts.len(), 1, "{:?}", m.attempts);
@@ -147,11 +147,9 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
             .arg(&fountain)
             .arg("--json"),
     );
-    assert!(
-        ok,
-        "descl sfm evaluate failed:
-{stderr}"
-    );
+    assert!(ok, "descl sfm evaluate failed:\n{stderr}");
+    // Four of eleven cameras: said to be not comparable with a complete model's errors.
+    assert!(stderr.contains("4 of the scene's 11 cameras"), "{stderr}");
     let scored: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let truth = descl::sfm::read_strecha_scene(&fountain).unwrap();
     let expected = descl::sfm::evaluate(&m.reconstruction, &truth).unwrap();
@@ -176,24 +174,171 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
         "{stderr}"
     );
 
-    // A filter given is used as is: one run at it, nothing triangulated again.
-    let out4 = dir.path().join("sparse4");
+    // A filter given is used as is, 1 px included: one run at it, nothing triangulated again.
+    let out1 = dir.path().join("sparse1");
     let given = MapperOptions {
-        filter_max_reproj_error_px: Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX),
+        filter_max_reproj_error_px: Some(SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX),
         ..Default::default()
     };
-    let m4 = map(&db, &images, &out4, &given).unwrap();
-    assert_eq!(m4.attempts.len(), 1);
+    let m1 = map(&db, &images, &out1, &given, false).unwrap();
+    assert_eq!(m1.attempts.len(), 1);
     assert_eq!(
-        m4.filter_max_reproj_error_px,
-        COLMAP_FILTER_MAX_REPROJ_ERROR_PX
+        m1.filter_max_reproj_error_px,
+        SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX
     );
-    assert_eq!(m4.retriangulated_at_px, None);
-    assert!(hidden(&out4).is_empty(), "left behind: {:?}", hidden(&out4));
+    assert_eq!(m1.retriangulated_at_px, None);
+    assert_eq!(
+        Some(m1.reconstruction.num_points),
+        m1.attempts[0].num_points
+    );
+    assert!(hidden(&out1).is_empty(), "left behind: {:?}", hidden(&out1));
 
-    // A second map into a folder holding a model is refused before any mapper run.
-    let err = map(&db, &images, &out, &MapperOptions::default())
+    // A second map into a folder holding a model is refused before any mapper run; with
+    // overwrite the earlier model is replaced.
+    let err = map(&db, &images, &out, &MapperOptions::default(), false)
         .unwrap_err()
         .to_string();
     assert!(err.contains("earlier run"), "{err}");
+    let again = map(&db, &images, &out, &given, true).unwrap();
+    assert_eq!(
+        model_folders(&out).unwrap(),
+        vec![again.reconstruction.path]
+    );
+
+    // A folder named as the mapper names its models, but not one, is refused before any
+    // mapper run (it was found only when the kept model was moved in, after all the mapping).
+    let taken = dir.path().join("sparse-taken");
+    std::fs::create_dir_all(taken.join("0")).unwrap();
+    std::fs::write(taken.join("0").join("notes.txt"), b"mine").unwrap();
+    let err = map(&db, &images, &taken, &MapperOptions::default(), false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&taken.join("0").display().to_string()),
+        "{err}"
+    );
+    assert!(taken.join("0").join("notes.txt").is_file());
+}
+
+/// A `colmap` that behaves as COLMAP except in `mode`: `drop1` takes image 0006.jpg out of
+/// the models of the 1 px run (`colmap image_deleter`), `dropall` out of every run's,
+/// `trifail` makes `point_triangulator` fail.
+fn faulty_colmap(dir: &Path, mode: &str) -> PathBuf {
+    let script = dir.join(format!("colmap-{mode}"));
+    let body = format!(
+        r#"#!/usr/bin/env bash
+mode={mode}
+sub=$1; out=""; filter=""; prev=""
+for a in "$@"; do
+  [ "$prev" = --output_path ] && out=$a
+  [ "$prev" = --Mapper.filter_max_reproj_error ] && filter=$a
+  prev=$a
+done
+if [ "$sub" = point_triangulator ] && [ $mode = trifail ]; then
+  echo "ERROR: simulated failure" >&2; exit 1
+fi
+if [ "$sub" = mapper ] && {{ [ $mode = dropall ] || {{ [ $mode = drop1 ] && [ "$filter" = 1 ]; }}; }}; then
+  colmap "$@" || exit $?
+  echo 0006.jpg > "$out/drop.txt"
+  for m in "$out"/*/; do
+    colmap image_deleter --input_path "$m" --output_path "$m" --image_names_path "$out/drop.txt" >/dev/null || exit 1
+  done
+  rm "$out/drop.txt"; exit 0
+fi
+exec colmap "$@"
+"#
+    );
+    std::fs::write(&script, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// `descl sfm --reconstruct` through a faulty colmap: its JSON reconstruction and stderr.
+fn sfm_with(images: &Path, dir: &Path, colmap: &Path) -> (serde_json::Value, String) {
+    let db = dir.join(format!(
+        "{}.db",
+        colmap.file_name().unwrap().to_string_lossy()
+    ));
+    let (ok, stdout, stderr) = common::run(
+        common::descl()
+            .env("DESCL_COLMAP", colmap)
+            .arg("sfm")
+            .arg(images)
+            .arg("--database")
+            .arg(&db)
+            .args(["--single-camera", "--max-keypoints", "1024"])
+            .args(["--reconstruct", "--json"]),
+    );
+    assert!(ok, "descl sfm failed:\n{stderr}");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    (out["reconstruction"].clone(), stderr)
+}
+
+#[test]
+fn map_chooses_between_its_runs_and_survives_a_failed_triangulation() {
+    const TEST: &str = "sfm map choice";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_, images) = small_database(&root, dir.path());
+
+    // The 1 px run leaves an image out: COLMAP's 4 px run registers all four and is kept,
+    // as the mapper made it.
+    let (r, stderr) = sfm_with(&images, dir.path(), &faulty_colmap(dir.path(), "drop1"));
+    let runs = r["mapper_runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{r}");
+    assert_eq!(runs[0]["registered"].as_u64(), Some(3), "{r}");
+    assert_eq!(runs[0]["kept"].as_bool(), Some(false), "{r}");
+    assert_eq!(runs[1]["kept"].as_bool(), Some(true), "{r}");
+    assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
+    assert_eq!(
+        r["filter_max_reproj_error_px"].as_f64(),
+        Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
+    );
+    assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
+    assert!(stderr.contains("colmap mapper ran 2 times"), "{stderr}");
+
+    // Both runs leave it out: a tie, the 1 px run is kept and triangulated again.
+    let (r, _) = sfm_with(&images, dir.path(), &faulty_colmap(dir.path(), "dropall"));
+    let runs = r["mapper_runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{r}");
+    assert_eq!(runs[0]["kept"].as_bool(), Some(true), "{r}");
+    assert_eq!(r["registered_images"].as_u64(), Some(3), "{r}");
+    assert_eq!(
+        r["filter_max_reproj_error_px"].as_f64(),
+        Some(SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX)
+    );
+    assert_eq!(
+        r["retriangulated_at_filter_px"].as_f64(),
+        Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
+    );
+
+    // The triangulation fails: the complete 1 px model is kept as the mapper made it, and
+    // the failure is reported, naming the model folder.
+    let (r, stderr) = sfm_with(&images, dir.path(), &faulty_colmap(dir.path(), "trifail"));
+    assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
+    assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
+    let why = r["retriangulation_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("simulated failure") && why.contains(".descl-tmp-map-"),
+        "{r}"
+    );
+    assert_eq!(
+        r["num_points"].as_u64(),
+        r["mapper_runs"][0]["num_points"].as_u64()
+    );
+    assert!(
+        stderr.contains("warning: the 1 px model is kept"),
+        "{stderr}"
+    );
+    for sparse in ["colmap-drop1", "colmap-dropall", "colmap-trifail"] {
+        let folder = dir.path().join(format!("{sparse}-sparse"));
+        assert!(
+            hidden(&folder).is_empty(),
+            "left behind: {:?}",
+            hidden(&folder)
+        );
+    }
 }

@@ -5,7 +5,7 @@
 use super::args::{CameraModelArg, DescribeArgs, MatchArgs, PairArgs, Preset};
 use super::progress::Bar;
 use anyhow::{bail, Context};
-use descl::io::colmap_model::{model_folders, MapperOptions};
+use descl::io::colmap_model::MapperOptions;
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
 use descl::sfm::{build_database, merge_database, merge_hloc, MergeInputs, SfmConfig};
@@ -115,6 +115,12 @@ fn evaluate(args: EvaluateArgs) -> anyhow::Result<()> {
         100.0 * a.median_centre_error_rel,
         a.num_points
     );
+    if a.registered < a.total {
+        eprintln!(
+            "warning: {} of the scene's {} cameras registered: the alignment of fewer, nearly collinear cameras fits their centres more easily, so these errors are not comparable with a complete model's",
+            a.registered, a.total
+        );
+    }
     if args.json {
         let mut out = serde_json::to_value(&a)?;
         out["model"] = serde_json::json!(recon.path);
@@ -331,15 +337,9 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
     };
     let sparse = args.sparse_dir();
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
-    // database is), else refused by the mapper's runner.
-    if args.overwrite {
-        for old in model_folders(&sparse)? {
-            std::fs::remove_dir_all(&old)
-                .with_context(|| format!("{}: removing the earlier model", old.display()))?;
-        }
-    }
-    let mapped =
-        descl::sfm::map(database, images_dir, &sparse, &options).context("colmap mapper")?;
+    // database is, inside sfm::map under the folder's lock), else refused.
+    let mapped = descl::sfm::map(database, images_dir, &sparse, &options, args.overwrite)
+        .context("colmap mapper")?;
     let passed_over = mapped.passed_over();
     if !passed_over.is_empty() {
         eprintln!(
@@ -348,6 +348,18 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
             mapped.filter_max_reproj_error_px,
             mapped.init_min_tri_angle_deg,
             passed_over.join("; ")
+        );
+    }
+    if let Some(px) = mapped.retriangulated_at_px {
+        eprintln!(
+            "note: the model's points were triangulated again at {px} px with its {} px cameras held fixed",
+            mapped.filter_max_reproj_error_px
+        );
+    }
+    if let Some(why) = &mapped.retriangulation_error {
+        eprintln!(
+            "warning: the {} px model is kept as the mapper made it (fewer points); triangulating its points again failed: {why}",
+            mapped.filter_max_reproj_error_px
         );
     }
     let recon = &mapped.reconstruction;
@@ -368,6 +380,8 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
         "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
         "retriangulated_at_filter_px": mapped.retriangulated_at_px,
+        "retriangulation_error": mapped.retriangulation_error,
+        "registrable_images": mapped.registrable_images,
         "fallback": mapped.angle_fallback(),
         "mapper_runs": mapped.attempts,
         "images": recon.images,

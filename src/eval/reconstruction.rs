@@ -195,7 +195,7 @@ type MapFn = fn(&Path, &Path, &Path) -> Result<Mapped>;
 
 /// descl's side: `descl sfm --reconstruct`'s mapping, fallback included.
 fn map_as_descl_sfm(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
-    crate::sfm::map(db, images, out, &mapper_options())
+    crate::sfm::map(db, images, out, &mapper_options(), false)
 }
 
 /// COLMAP's side: its mapper with its defaults, nothing else.
@@ -204,8 +204,12 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
     Ok(Mapped {
         init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
         filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
-        database_images: crate::io::colmap::count_images(db)?,
+        registrable_images: crate::io::colmap::count_registrable_images(
+            db,
+            crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES,
+        )?,
         retriangulated_at_px: None,
+        retriangulation_error: None,
         attempts: vec![crate::sfm::MapAttempt {
             filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
             init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,

@@ -566,9 +566,10 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
     Ok(images)
 }
 
-/// The number of images in a COLMAP database (descl's or COLMAP's own): the most a
-/// reconstruction of it can register.
-pub fn count_images(path: &Path) -> Result<usize> {
+/// The images of a COLMAP database (descl's or COLMAP's own) that have a verified pair of at
+/// least `min_inliers` inliers (`two_view_geometries.rows`): the most a reconstruction of it
+/// can register (COLMAP's mapper builds its correspondence graph from those pairs alone).
+pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize> {
     let db_err = |e: rusqlite::Error| Error::Database {
         path: path.into(),
         reason: e.to_string(),
@@ -578,10 +579,19 @@ pub fn count_images(path: &Path) -> Result<usize> {
     }
     let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(db_err)?;
-    let n: i64 = conn
-        .query_row("SELECT COUNT(*) FROM images", [], |row| row.get(0))
+    let mut stmt = conn
+        .prepare("SELECT pair_id FROM two_view_geometries WHERE rows >= ?1")
         .map_err(db_err)?;
-    Ok(usize::try_from(n).unwrap_or(0))
+    let pairs = stmt
+        .query_map([min_inliers as i64], |row| row.get::<_, i64>(0))
+        .map_err(db_err)?;
+    let mut images = std::collections::HashSet::new();
+    for pair in pairs {
+        let (a, b) = image_ids(pair.map_err(db_err)?);
+        images.insert(a);
+        images.insert(b);
+    }
+    Ok(images.len())
 }
 
 #[cfg(test)]

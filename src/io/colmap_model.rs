@@ -138,7 +138,7 @@ const POINT2D_BYTES: usize = 24;
 
 /// Reads a binary COLMAP model folder (images.bin and points3D.bin).
 pub fn read_model(dir: &Path) -> Result<Reconstruction> {
-    let images_path = dir.join("images.bin");
+    let images_path = dir.join(MODEL_IMAGES_FILE);
     let data = read_file(&images_path)?;
     let mut r = Reader {
         data: &data,
@@ -274,6 +274,17 @@ pub struct MapperOptions {
     pub filter_max_reproj_error_px: Option<f64>,
 }
 
+/// COLMAP's `Mapper.min_num_matches` (`IncrementalMapperController::Options`): the fewest
+/// verified matches of an image pair that the mapper's correspondence graph takes in.
+pub const COLMAP_MAPPER_MIN_NUM_MATCHES: usize = 15;
+
+/// `--Mapper.num_threads` for all cores.
+const COLMAP_ALL_THREADS: &str = "-1";
+
+/// The file of a COLMAP binary model that lists its registered images: a folder holding it
+/// is a model.
+pub const MODEL_IMAGES_FILE: &str = "images.bin";
+
 /// COLMAP's `Mapper.filter_max_reproj_error` (`IncrementalMapper::Options`, pixels): the
 /// largest reprojection error an observation keeps after bundle adjustment.
 pub const COLMAP_FILTER_MAX_REPROJ_ERROR_PX: f64 = 4.0;
@@ -307,7 +318,7 @@ pub fn model_folders(dir: &Path) -> Result<Vec<PathBuf>> {
         else {
             continue;
         };
-        let images = p.join("images.bin");
+        let images = p.join(MODEL_IMAGES_FILE);
         match std::fs::metadata(&images) {
             Ok(m) if m.is_file() => found.push((n, p)),
             Ok(_) => {}
@@ -339,7 +350,7 @@ pub fn run_mapper(
     let threads = options
         .num_threads
         .map(|n| n.to_string())
-        .unwrap_or_else(|| "-1".into());
+        .unwrap_or_else(|| COLMAP_ALL_THREADS.into());
     let refine_pp = if options.refine_principal_point {
         "1"
     } else {
@@ -386,7 +397,7 @@ pub fn run_mapper(
 /// `dir` itself when it holds `images.bin`, else the largest of its [`model_folders`]; None
 /// when there is none.
 pub fn largest_model(dir: &Path) -> Result<Option<Reconstruction>> {
-    if dir.join("images.bin").is_file() {
+    if dir.join(MODEL_IMAGES_FILE).is_file() {
         return read_model(dir).map(Some);
     }
     let mut best: Option<Reconstruction> = None;
@@ -421,7 +432,7 @@ pub fn run_point_triangulator(
             old.display()
         )));
     }
-    if output.join("images.bin").exists() {
+    if output.join(MODEL_IMAGES_FILE).exists() {
         return Err(Error::InvalidInput(format!(
             "{}: holds a model of an earlier run; remove it or triangulate into another folder",
             output.display()
@@ -431,7 +442,14 @@ pub fn run_point_triangulator(
     let threads = options
         .num_threads
         .map(|n| n.to_string())
-        .unwrap_or_else(|| "-1".into());
+        .unwrap_or_else(|| COLMAP_ALL_THREADS.into());
+    let with_input = |e: Error| match e {
+        Error::InvalidInput(why) => Error::InvalidInput(format!(
+            "{}: triangulating its points again: {why}",
+            input.display()
+        )),
+        other => other,
+    };
     run_colmap(&[
         "point_triangulator".as_ref(),
         "--database_path".as_ref(),
@@ -444,7 +462,8 @@ pub fn run_point_triangulator(
         output.as_os_str(),
         "--Mapper.num_threads".as_ref(),
         threads.as_ref(),
-    ])?;
+    ])
+    .map_err(with_input)?;
     read_model(output)
 }
 
