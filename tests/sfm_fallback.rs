@@ -114,15 +114,7 @@ fn descl_sfm_overwrite_replaces_an_earlier_runs_models() {
     };
     let dir = tempfile::tempdir().unwrap();
     // Four neighbouring fountain-P11 images and 1024 frames each: a small, quick model.
-    let images = dir.path().join("images");
-    std::fs::create_dir_all(&images).unwrap();
-    for name in ["0003.jpg", "0004.jpg", "0005.jpg", "0006.jpg"] {
-        std::fs::copy(
-            root.join("strecha/fountain-P11/images").join(name),
-            images.join(name),
-        )
-        .unwrap();
-    }
+    let images = common::fountain_quartet(&root, dir.path());
     let db = dir.path().join("f.db");
     let sparse = dir.path().join("f-sparse");
     let sfm = |overwrite: bool| {

@@ -14,15 +14,7 @@ mod common;
 
 /// Four neighbouring fountain-P11 images and the database `descl sfm` writes for them.
 fn small_database(root: &Path, dir: &Path) -> (PathBuf, PathBuf) {
-    let images = dir.join("images");
-    std::fs::create_dir_all(&images).unwrap();
-    for name in ["0003.jpg", "0004.jpg", "0005.jpg", "0006.jpg"] {
-        std::fs::copy(
-            root.join("strecha/fountain-P11/images").join(name),
-            images.join(name),
-        )
-        .unwrap();
-    }
+    let images = common::fountain_quartet(root, dir);
     let db = dir.join("f.db");
     let (ok, _, stderr) = common::run(
         common::descl()

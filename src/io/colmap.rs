@@ -488,21 +488,31 @@ pub struct StoredImage {
     pub frames: Vec<Frame>,
 }
 
+/// An SQLite error of the database at `path`.
+fn database_error(path: &Path, e: rusqlite::Error) -> Error {
+    Error::Database {
+        path: path.into(),
+        reason: e.to_string(),
+    }
+}
+
+/// An existing COLMAP database, opened read-only.
+fn open_read_only(path: &Path) -> Result<Connection> {
+    if !path.is_file() {
+        return Err(Error::format(path, "not a COLMAP database file"));
+    }
+    Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| database_error(path, e))
+}
+
 /// Reads every image's keypoints from a COLMAP database (descl's or COLMAP's own), as frames
 /// in descl's pixel convention (the [`COLMAP_PIXEL_OFFSET`] removed). Keypoints must have 6
 /// columns (x, y, a11, a12, a21, a22: COLMAP's affine shape, as both descl and COLMAP's SIFT
 /// extractor store them). The shape is returned as stored: descl stores `m·σ·R` (its frames),
 /// COLMAP's SIFT extractor `σ·R`, so a caller rescales by the magnification it needs.
 pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
-    let db_err = |e: rusqlite::Error| Error::Database {
-        path: path.into(),
-        reason: e.to_string(),
-    };
-    if !path.is_file() {
-        return Err(Error::format(path, "not a COLMAP database file"));
-    }
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(db_err)?;
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
     let mut stmt = conn
         .prepare(
             "SELECT images.image_id, images.name, keypoints.rows, keypoints.cols, keypoints.data \
@@ -570,15 +580,8 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
 /// least `min_inliers` inliers (`two_view_geometries.rows`): the most a reconstruction of it
 /// can register (COLMAP's mapper builds its correspondence graph from those pairs alone).
 pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize> {
-    let db_err = |e: rusqlite::Error| Error::Database {
-        path: path.into(),
-        reason: e.to_string(),
-    };
-    if !path.is_file() {
-        return Err(Error::format(path, "not a COLMAP database file"));
-    }
-    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(db_err)?;
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
     let mut stmt = conn
         .prepare("SELECT pair_id FROM two_view_geometries WHERE rows >= ?1")
         .map_err(db_err)?;

@@ -289,6 +289,33 @@ pub const MODEL_IMAGES_FILE: &str = "images.bin";
 /// largest reprojection error an observation keeps after bundle adjustment.
 pub const COLMAP_FILTER_MAX_REPROJ_ERROR_PX: f64 = 4.0;
 
+impl MapperOptions {
+    /// `--Mapper.num_threads`'s value.
+    fn threads_arg(&self) -> String {
+        self.num_threads
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| COLMAP_ALL_THREADS.into())
+    }
+}
+
+/// Creates `dir` for a colmap command's models (`what` it does: "map", "triangulate"),
+/// refusing one that holds a model already (itself, or a numbered model folder): the command
+/// would write beside or over it, and the model read back could be the earlier run's.
+fn refuse_earlier_models(dir: &Path, what: &str) -> Result<()> {
+    let old = if dir.join(MODEL_IMAGES_FILE).is_file() {
+        Some(dir.to_path_buf())
+    } else {
+        model_folders(dir)?.into_iter().next()
+    };
+    if let Some(old) = old {
+        return Err(Error::InvalidInput(format!(
+            "{}: holds a model of an earlier run; remove it or {what} into another folder",
+            old.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+}
+
 /// COLMAP's `Mapper.init_min_tri_angle` (`IncrementalMapper::Options`, degrees): the smallest
 /// median triangulation angle of an initial image pair.
 pub const COLMAP_INIT_MIN_TRI_ANGLE_DEG: f64 = 16.0;
@@ -340,17 +367,8 @@ pub fn run_mapper(
     output_dir: &Path,
     options: &MapperOptions,
 ) -> Result<Reconstruction> {
-    if let Some(old) = model_folders(output_dir)?.first() {
-        return Err(Error::InvalidInput(format!(
-            "{}: holds a model of an earlier run; remove it or map into another folder",
-            old.display()
-        )));
-    }
-    std::fs::create_dir_all(output_dir).map_err(|e| Error::io(output_dir, e))?;
-    let threads = options
-        .num_threads
-        .map(|n| n.to_string())
-        .unwrap_or_else(|| COLMAP_ALL_THREADS.into());
+    refuse_earlier_models(output_dir, "map")?;
+    let threads = options.threads_arg();
     let refine_pp = if options.refine_principal_point {
         "1"
     } else {
@@ -426,23 +444,8 @@ pub fn run_point_triangulator(
     output: &Path,
     options: &MapperOptions,
 ) -> Result<Reconstruction> {
-    if let Some(old) = model_folders(output)?.first() {
-        return Err(Error::InvalidInput(format!(
-            "{}: holds a model of an earlier run; remove it or triangulate into another folder",
-            old.display()
-        )));
-    }
-    if output.join(MODEL_IMAGES_FILE).exists() {
-        return Err(Error::InvalidInput(format!(
-            "{}: holds a model of an earlier run; remove it or triangulate into another folder",
-            output.display()
-        )));
-    }
-    std::fs::create_dir_all(output).map_err(|e| Error::io(output, e))?;
-    let threads = options
-        .num_threads
-        .map(|n| n.to_string())
-        .unwrap_or_else(|| COLMAP_ALL_THREADS.into());
+    refuse_earlier_models(output, "triangulate")?;
+    let threads = options.threads_arg();
     let with_input = |e: Error| match e {
         Error::InvalidInput(why) => Error::InvalidInput(format!(
             "{}: triangulating its points again: {why}",

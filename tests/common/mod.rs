@@ -38,6 +38,21 @@ pub fn data_and_colmap_or_skip(test: &str) -> Option<PathBuf> {
     colmap_or_skip(test).then_some(root)
 }
 
+/// Four neighbouring fountain-P11 images (0003–0006) copied into `dir/images`: a set that
+/// `descl sfm` reconstructs in seconds. Returns that folder.
+pub fn fountain_quartet(root: &std::path::Path, dir: &std::path::Path) -> PathBuf {
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    for name in ["0003.jpg", "0004.jpg", "0005.jpg", "0006.jpg"] {
+        std::fs::copy(
+            root.join("strecha/fountain-P11/images").join(name),
+            images.join(name),
+        )
+        .unwrap();
+    }
+    images
+}
+
 /// The default model: it is committed in models/, so a failure to resolve it fails the test.
 pub fn default_model_or_skip(test: &str) -> Option<descl::model::ResolvedModel> {
     match descl::model::resolve(descl::model::DEFAULT_MODEL) {
