@@ -45,9 +45,10 @@ pub struct Args {
     init_min_tri_angle: Option<f64>,
     /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
     /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: a first
-    /// mapper run at 1 px, kept when it registers every image (more accurate cameras); else
-    /// COLMAP's 4 px (with the angle fallback above), and the run that registers more images
-    /// is kept. Given, it is used as is.
+    /// mapper run at 1 px, kept when it registers every image (more accurate cameras), its
+    /// points then triangulated again at 4 px with those cameras held fixed; else COLMAP's 4 px
+    /// (with the angle fallback above), and the run that registers more images is kept.
+    /// Given, one mapper run at PX, nothing triangulated again.
     #[arg(long, value_name = "PX", requires = "reconstruct", value_parser = parse_pixels)]
     filter_max_reproj_error: Option<f64>,
     /// COLMAP camera model.
