@@ -141,9 +141,8 @@ impl Mapped {
 /// initialisation ([`Error::NoModel`]) or an incomplete model moves on to the next run; a
 /// missing colmap, a bad database or a crash is passed on as it is.
 ///
-/// `out` must hold no folder named as the mapper names its models (0, 1, …); with
-/// `overwrite`, earlier models there (numbered folders holding `images.bin`) are removed
-/// first. All of it happens under `out`'s lock: each run maps into a staging folder inside
+/// `out` must pass [`check_sparse_dir`]; with `overwrite`, earlier models there (numbered
+/// folders holding `images.bin`) are removed first. All of it happens under `out`'s lock: each run maps into a staging folder inside
 /// `out`, and only the kept run's models are moved in, so a failed or killed run leaves no
 /// model of a run that was not kept.
 pub fn map(
@@ -153,27 +152,32 @@ pub fn map(
     options: &MapperOptions,
     overwrite: bool,
 ) -> Result<Mapped> {
+    check_sparse_dir(out, overwrite)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let _lock = crate::io::atomic::OutputLock::acquire(out, "map into another folder")?;
+    // The lock is a file beside the folder: named from its canonical path, so that `.` and
+    // the same folder spelt in full take the same lock.
+    let canonical = out.canonicalize().map_err(|e| Error::io(out, e))?;
+    let _lock = crate::io::atomic::OutputLock::acquire(&canonical, "map into another folder")?;
+    // Checked again under the lock: another run may have mapped here since.
+    check_sparse_dir(out, overwrite)?;
     if overwrite {
         for old in model_folders(out)? {
             std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         }
     }
-    if let Some(taken) = numbered_entries(out)?.first() {
-        return Err(Error::InvalidInput(format!(
-            "{}: holds a model of an earlier run (or is named as the mapper names its models); remove it or map into another folder",
-            taken.display()
-        )));
-    }
-    // Staging folders of a killed run (no run holds this folder's lock now).
+    // Staging folders (or files) of a killed run (no run holds this folder's lock now).
     for entry in std::fs::read_dir(out).map_err(|e| Error::io(out, e))? {
         let path = entry.map_err(|e| Error::io(out, e))?.path();
         let stale = path
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with(MAP_STAGING_PREFIX));
         if stale {
-            std::fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|e| Error::io(&path, e))?;
         }
     }
     let registrable = crate::io::colmap::count_registrable_images(
@@ -296,7 +300,10 @@ pub fn map(
             };
             let target = tri.path().join(name);
             if let Err(e) = run_point_triangulator(database, images, &folder, &target, options) {
-                retriangulation_error = Some(e.to_string());
+                retriangulation_error = Some(format!(
+                    "{}: triangulating its points again: {e}",
+                    out.join(name).display()
+                ));
                 ok = false;
                 break;
             }
@@ -330,6 +337,41 @@ pub fn map(
         registrable_images: registrable,
         attempts,
     })
+}
+
+/// Whether `out` can take [`map`]'s models, checked by `descl sfm` before any extraction and
+/// by [`map`] itself: a folder or nothing yet (not a file), holding no entry named as the
+/// mapper names its models (0, 1, …) other than, with `overwrite`, earlier models (numbered
+/// folders with `images.bin`, which [`map`] then removes).
+pub fn check_sparse_dir(out: &Path, overwrite: bool) -> Result<()> {
+    if out.exists() && !out.is_dir() {
+        return Err(Error::InvalidInput(format!(
+            "{}: not a folder (the mapper's models go into a folder)",
+            out.display()
+        )));
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    let models = model_folders(out)?;
+    for taken in numbered_entries(out)? {
+        let model = models.contains(&taken);
+        if model && overwrite {
+            continue;
+        }
+        return Err(Error::InvalidInput(if model {
+            format!(
+                "{}: holds a model of an earlier run; pass --overwrite to replace it, remove it or map into another folder",
+                taken.display()
+            )
+        } else {
+            format!(
+                "{}: named as the mapper names its models, but not one; remove it or map into another folder",
+                taken.display()
+            )
+        }));
+    }
+    Ok(())
 }
 
 /// Entries of `dir` named as `colmap mapper` names its models (a number), model or not.
@@ -1084,13 +1126,20 @@ pub fn evaluate(
         }
     }
     if est.len() < 3 {
+        const LISTED: usize = 5;
+        let without: Vec<&str> = recon
+            .images
+            .iter()
+            .filter(|i| !truth.iter().any(|g| g.name == i.name))
+            .map(|i| i.name.as_str())
+            .take(LISTED)
+            .collect();
         return Err(Error::InvalidInput(format!(
-            "{}: {} of its {} registered images have a ground-truth camera (matched by image name, e.g. {:?}; the ground truth names {:?}, …); the alignment needs 3",
+            "{}: {} of its {} registered images have a ground-truth camera (matched by image name; without one: {without:?}{}); the alignment needs 3",
             recon.path.display(),
             est.len(),
             recon.images.len(),
-            recon.images.first().map(|i| i.name.as_str()).unwrap_or(""),
-            truth.first().map(|g| g.name.as_str()).unwrap_or(""),
+            if recon.images.len() - est.len() > LISTED { ", …" } else { "" },
         )));
     }
     let sim = crate::geometry::umeyama(

@@ -100,6 +100,8 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
     let stale = out.join(".descl-tmp-map-killed");
     std::fs::create_dir_all(stale.join("0")).unwrap();
     std::fs::write(stale.join("0").join("images.bin"), b"").unwrap();
+    // A file by that prefix too (it stopped the mapping with "Not a directory").
+    std::fs::write(out.join(".descl-tmp-map-file"), b"").unwrap();
     let m = map(&db, &images, &out, &MapperOptions::default(), false).unwrap();
     assert!(
         !stale.exists(),
@@ -313,10 +315,13 @@ fn map_chooses_between_its_runs_and_survives_a_failed_triangulation() {
     assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
     assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
     let why = r["retriangulation_error"].as_str().unwrap_or_default();
+    // Named by the model's folder in the output, not the staging folder that is gone.
+    let model = r["path"].as_str().unwrap_or_default();
     assert!(
-        why.contains("simulated failure") && why.contains(".descl-tmp-map-"),
+        why.contains("simulated failure") && why.starts_with(model),
         "{r}"
     );
+    assert!(!why.contains(".descl-tmp-"), "{r}");
     assert_eq!(
         r["num_points"].as_u64(),
         r["mapper_runs"][0]["num_points"].as_u64()
@@ -333,4 +338,60 @@ fn map_chooses_between_its_runs_and_survives_a_failed_triangulation() {
             hidden(&folder)
         );
     }
+}
+
+/// `descl sfm --reconstruct` checks its sparse folder before any extraction (it was checked
+/// only after the database was built, which then had to be built again): a file there, an
+/// earlier model without --overwrite, or a numbered folder that is no model (which
+/// --overwrite does not remove: the earlier model beside it stays).
+#[test]
+fn descl_sfm_checks_the_sparse_folder_before_any_work() {
+    const TEST: &str = "sfm sparse folder";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = common::fountain_quartet(&root, dir.path());
+    let sfm = |sparse: &Path, overwrite: bool| {
+        let db = dir.path().join("s.db");
+        let mut cmd = common::descl();
+        cmd.arg("sfm")
+            .arg(&images)
+            .arg("--database")
+            .arg(&db)
+            .args(["--reconstruct", "--sparse-dir"])
+            .arg(sparse);
+        if overwrite {
+            cmd.arg("--overwrite");
+        }
+        let (ok, _, stderr) = common::run(&mut cmd);
+        assert!(!ok, "descl sfm ran into {}", sparse.display());
+        assert!(!db.exists(), "a database was built before the refusal");
+        stderr
+    };
+    let file = dir.path().join("afile");
+    std::fs::write(&file, b"x").unwrap();
+    let err = sfm(&file, false);
+    assert!(err.contains("not a folder"), "{err}");
+
+    let sparse = dir.path().join("sparse");
+    std::fs::create_dir_all(sparse.join("0")).unwrap();
+    std::fs::write(sparse.join("0").join("images.bin"), b"").unwrap();
+    let err = sfm(&sparse, false);
+    assert!(
+        err.contains("earlier run") && err.contains("--overwrite"),
+        "{err}"
+    );
+
+    std::fs::create_dir_all(sparse.join("7")).unwrap();
+    let err = sfm(&sparse, true);
+    assert!(
+        err.contains(&sparse.join("7").display().to_string()),
+        "{err}"
+    );
+    assert!(err.contains("but not one"), "{err}");
+    assert!(
+        sparse.join("0").join("images.bin").is_file(),
+        "model 0 was removed"
+    );
 }

@@ -22,7 +22,8 @@ pub struct Args {
     /// COLMAP database to write.
     #[arg(long, value_name = "DB", required = true)]
     database: Option<PathBuf>,
-    /// Replace an existing database.
+    /// Replace an existing database (and, with --reconstruct, the models of an earlier run in
+    /// the sparse folder).
     #[arg(long)]
     overwrite: bool,
     /// Run `colmap mapper` afterwards and report registered images and reprojection error.
@@ -30,7 +31,9 @@ pub struct Args {
     /// work).
     #[arg(long)]
     reconstruct: bool,
-    /// Where the mapper writes its models (default: `<database stem>-sparse` beside it).
+    /// Where the mapper writes its models (default: `<database stem>-sparse` beside it),
+    /// checked before any work: an earlier run's models there are refused, or removed with
+    /// --overwrite.
     #[arg(long, value_name = "DIR", requires = "reconstruct")]
     sparse_dir: Option<PathBuf>,
     /// Let the mapper refine the principal point (COLMAP holds it at the image centre).
@@ -45,7 +48,8 @@ pub struct Args {
     init_min_tri_angle: Option<f64>,
     /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
     /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: a first
-    /// mapper run at 1 px, kept when it registers every image (more accurate cameras), its
+    /// mapper run at 1 px, kept when it registers every image that has a verified pair (more
+    /// accurate cameras), its
     /// points then triangulated again at 4 px with those cameras held fixed; else COLMAP's 4 px
     /// (with the angle fallback above), and the run that registers more images is kept.
     /// Given, one mapper run at PX, nothing triangulated again.
@@ -125,6 +129,7 @@ fn evaluate(args: EvaluateArgs) -> anyhow::Result<()> {
     if args.json {
         let mut out = serde_json::to_value(&a)?;
         out["model"] = serde_json::json!(recon.path);
+        out["all_cameras_registered"] = serde_json::json!(a.registered == a.total);
         outln!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
@@ -283,6 +288,9 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     }
     // Before any work: a run must not fail at its end for its output or its mapper.
     descl::io::atomic::check_writable(&database)?;
+    if args.reconstruct {
+        descl::sfm::check_sparse_dir(&args.sparse_dir(), args.overwrite)?;
+    }
     if args.reconstruct && !descl::io::colmap_model::colmap_available() {
         bail!(
             "--reconstruct: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",

@@ -446,13 +446,6 @@ pub fn run_point_triangulator(
 ) -> Result<Reconstruction> {
     refuse_earlier_models(output, "triangulate")?;
     let threads = options.threads_arg();
-    let with_input = |e: Error| match e {
-        Error::InvalidInput(why) => Error::InvalidInput(format!(
-            "{}: triangulating its points again: {why}",
-            input.display()
-        )),
-        other => other,
-    };
     run_colmap(&[
         "point_triangulator".as_ref(),
         "--database_path".as_ref(),
@@ -465,8 +458,7 @@ pub fn run_point_triangulator(
         output.as_os_str(),
         "--Mapper.num_threads".as_ref(),
         threads.as_ref(),
-    ])
-    .map_err(with_input)?;
+    ])?;
     read_model(output)
 }
 
