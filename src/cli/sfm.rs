@@ -41,7 +41,8 @@ pub struct Args {
     refine_principal_point: bool,
     /// The mapper's smallest initial-pair triangulation angle, degrees (COLMAP's
     /// `Mapper.init_min_tri_angle`). Default: COLMAP's 16°, and only if that makes no model at
-    /// all, one more mapper run starting at 8° with COLMAP's full inlier minimum (a pair of
+    /// all at COLMAP's 4 px filter (see --filter-max-reproj-error), one more mapper run
+    /// starting at 8° with COLMAP's full inlier minimum (a pair of
     /// settings COLMAP's own relaxation never tries; forward motion needs it; COLMAP relaxes
     /// further inside that run). Given, it is used as is.
     #[arg(long, value_name = "DEG", requires = "reconstruct", value_parser = parse_angle)]
