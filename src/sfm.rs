@@ -166,20 +166,7 @@ pub fn map(
         }
     }
     // Staging folders (or files) of a killed run (no run holds this folder's lock now).
-    for entry in std::fs::read_dir(out).map_err(|e| Error::io(out, e))? {
-        let path = entry.map_err(|e| Error::io(out, e))?.path();
-        let stale = path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(MAP_STAGING_PREFIX));
-        if stale {
-            let removed = if path.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.map_err(|e| Error::io(&path, e))?;
-        }
-    }
+    crate::io::atomic::remove_stale_staging(out, MAP_STAGING_PREFIX)?;
     let registrable = crate::io::colmap::count_registrable_images(
         database,
         crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES,
@@ -217,10 +204,7 @@ pub fn map(
             &angles[..1]
         };
         for &angle in tried {
-            let staging = tempfile::Builder::new()
-                .prefix(MAP_STAGING_PREFIX)
-                .tempdir_in(out)
-                .map_err(|e| Error::io(out, e))?;
+            let staging = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
             let run = MapperOptions {
                 init_min_tri_angle_deg: Some(angle),
                 filter_max_reproj_error_px: Some(filter),
@@ -289,26 +273,29 @@ pub fn map(
     let triangulated = if staged
         && attempts[index].filter_max_reproj_error_px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX
     {
-        let tri = tempfile::Builder::new()
-            .prefix(MAP_STAGING_PREFIX)
-            .tempdir_in(out)
-            .map_err(|e| Error::io(out, e))?;
-        let mut ok = true;
-        for folder in model_folders(staging.path())? {
-            let Some(name) = folder.file_name() else {
-                continue;
-            };
-            let target = tri.path().join(name);
-            if let Err(e) = run_point_triangulator(database, images, &folder, &target, options) {
-                retriangulation_error = Some(format!(
-                    "{}: triangulating its points again: {e}",
-                    out.join(name).display()
-                ));
-                ok = false;
-                break;
+        let tri = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
+        let retriangulated = model_folders(staging.path())?
+            .iter()
+            .try_for_each(|folder| {
+                let Some(name) = folder.file_name() else {
+                    return Ok(());
+                };
+                run_point_triangulator(database, images, folder, &tri.path().join(name), options)
+                    .map(drop)
+                    .map_err(|e| {
+                        format!(
+                            "{}: triangulating its points again: {e}",
+                            out.join(name).display()
+                        )
+                    })
+            });
+        match retriangulated {
+            Ok(()) => Some(tri),
+            Err(why) => {
+                retriangulation_error = Some(why);
+                None
             }
         }
-        ok.then_some(tri)
     } else {
         None
     };
@@ -939,17 +926,8 @@ pub fn merge_hloc(
         .map(|t| crate::io::atomic::OutputLock::acquire(t, "merge into another folder"))
         .collect::<Result<Vec<_>>>()?;
     // A killed merge's staging folder (no merge holds these locks now).
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&staging_prefix) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
-    let staging = tempfile::Builder::new()
-        .prefix(&staging_prefix)
-        .tempdir_in(dir)
-        .map_err(|e| crate::Error::io(dir, e))?;
+    crate::io::atomic::remove_stale_staging(dir, &staging_prefix)?;
+    let staging = crate::io::atomic::staging_dir(dir, &staging_prefix)?;
     let summary = open(Format::H5, staging.path()).and_then(|w| merge_into(inputs, w, progress))?;
     for (file, target) in HLOC_FILES.iter().zip(&targets) {
         let made = staging.path().join(file);

@@ -590,12 +590,16 @@ fn a_failed_hloc_merge_leaves_the_folder_as_it_was() {
             .arg(&out)
             .args(extra))
     };
-    // A killed merge's staging folder is cleared by the next.
+    // A killed merge's staging folder, or a file of that name, is cleared by the next (a
+    // file stayed before io::atomic::remove_stale_staging).
     let stale = out.join(".descl-tmp-hloc-merge-killed");
     std::fs::create_dir_all(&stale).unwrap();
+    let stale_file = out.join(".descl-tmp-hloc-merge-file");
+    std::fs::write(&stale_file, b"").unwrap();
     let (ok, _, err) = merge(&[]);
     assert!(ok, "{err}");
     assert!(!stale.exists());
+    assert!(!stale_file.exists());
     let before: Vec<Vec<u8>> = ["features.h5", "matches.h5"]
         .iter()
         .map(|f| std::fs::read(out.join(f)).unwrap())

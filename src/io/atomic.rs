@@ -71,6 +71,41 @@ pub fn check_writable(path: &Path) -> Result<()> {
     temp_beside(path, "", "").map(drop)
 }
 
+/// A new staging folder inside `dir`, named `prefix` + random characters: a run builds its
+/// outputs there and renames them into place once complete. Errors name `dir`.
+#[cfg(feature = "full")]
+pub(crate) fn staging_dir(dir: &Path, prefix: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Removes what a killed run left in `dir` under `prefix` (its [`staging_dir`] folders, or a
+/// file of that name). Call it only under the lock such runs hold, so that no live run's
+/// staging is taken. A failed removal is an error naming the path: the run would otherwise
+/// go on beside a half-removed folder.
+#[cfg(feature = "full")]
+pub(crate) fn remove_stale_staging(dir: &Path, prefix: &str) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        {
+            continue;
+        }
+        // symlink_metadata: a link named so is removed, never followed.
+        let removed = if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}
+
 /// [`write_atomic`] for bytes already in memory.
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic(path, |w| w.write_all(bytes).map_err(|e| Error::io(path, e)))
@@ -153,6 +188,36 @@ pub(crate) fn remove_stale_temporaries(target: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "full")]
+    #[test]
+    fn stale_staging_is_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let prefix = ".descl-tmp-x-";
+        let stale_dir = staging_dir(d, prefix).unwrap().keep();
+        std::fs::write(stale_dir.join("inside"), b"1").unwrap();
+        std::fs::write(d.join(format!("{prefix}file")), b"").unwrap();
+        // A link of the prefix's name to a folder outside: the link goes, the folder stays.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), b"k").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(outside.path(), d.join(format!("{prefix}link"))).unwrap();
+        std::fs::write(d.join("other"), b"").unwrap();
+        std::fs::create_dir(d.join(".descl-tmp-y-dir")).unwrap();
+        remove_stale_staging(d, prefix).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".descl-tmp-y-dir", "other"]);
+        assert!(outside.path().join("keep").exists());
+        // A folder that cannot be read is an error naming it.
+        let gone = d.join("gone");
+        let err = remove_stale_staging(&gone, prefix).unwrap_err().to_string();
+        assert!(err.contains("gone"), "{err}");
+    }
 
     #[test]
     fn failed_write_leaves_no_file() {
