@@ -37,6 +37,22 @@ pub use crate::matching::two_view::{COLMAP_MAX_ERROR_PX, COLMAP_MIN_NUM_INLIERS}
 /// matched images that grew into a model of all 29.
 pub const FALLBACK_INIT_MIN_TRI_ANGLE_DEG: f64 = COLMAP_INIT_MIN_TRI_ANGLE_DEG / 2.0;
 
+/// The focal length [`map`] starts cameras of unknown focal length from (no EXIF, no flag:
+/// `prior_focal_length = 0`) when no run from the database's own priors made a model, as a
+/// factor of max(width, height): OpenSfM's `default_focal_prior`, a 61° field of view across
+/// the long side where COLMAP's 1.2 ([`crate::geometry::DEFAULT_FOCAL_FACTOR`]) is a 45° one.
+/// Images without EXIF are often video frames from wide cameras, and with a focal prior far
+/// too long COLMAP's initial two-view reconstruction of forward motion goes wrong. Measured on
+/// opensfm_lund (29 street frames, no EXIF, a lens of about 740–750 px, 0.73 · 1024) with the
+/// database of `descl-hynet-sdgm-real25all-b1024` (2026-11-26): from COLMAP's 1229 px the
+/// mapper made no model at 16° or 8°; from 870 px (this factor) COLMAP's defaults registered
+/// all 29 frames, as they did from 860 and 1000 px (from 748 px, 24).
+pub const FALLBACK_FOCAL_PRIOR_FACTOR: f64 = 0.85;
+
+/// File name of the database copy that [`map`]'s focal-prior fallback maps from, inside one
+/// of its staging folders.
+const FOCAL_FALLBACK_DATABASE: &str = "focal-prior.db";
+
 /// `Mapper.filter_max_reproj_error` of [`map`]'s first mapper run, pixels, a quarter of
 /// COLMAP's [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]. descl's databases hold pairs verified at
 /// COLMAP's 4 px two-view threshold, so tracks take in observations 1–4 px off; COLMAP's 4 px
@@ -58,6 +74,9 @@ pub struct MapAttempt {
     pub filter_max_reproj_error_px: f64,
     /// `Mapper.init_min_tri_angle`, degrees.
     pub init_min_tri_angle_deg: f64,
+    /// None: cameras started from the database's focal lengths; a factor: cameras of unknown
+    /// focal length started from factor · max(width, height) ([`FALLBACK_FOCAL_PRIOR_FACTOR`]).
+    pub focal_prior_factor: Option<f64>,
     /// Images of its largest model (None: it made no model).
     pub registered: Option<usize>,
     /// 3-D points of its largest model, as the mapper made it (before any triangulation
@@ -67,6 +86,21 @@ pub struct MapAttempt {
     pub error: Option<String>,
     /// Whether its models are the ones [`map`] kept in the output folder.
     pub kept: bool,
+}
+
+impl MapAttempt {
+    /// The run's settings for a message: "filter 4 px, angle 8°" (", focal prior 0.85 ·
+    /// max(w, h)" for the focal-prior fallback).
+    pub fn settings(&self) -> String {
+        let focal = self
+            .focal_prior_factor
+            .map(|k| format!(", focal prior {k} · max(w, h)"))
+            .unwrap_or_default();
+        format!(
+            "filter {} px, angle {}°{focal}",
+            self.filter_max_reproj_error_px, self.init_min_tri_angle_deg
+        )
+    }
 }
 
 /// A reconstruction by [`map`] and the mapper settings that made it.
@@ -100,6 +134,20 @@ impl Mapped {
             .is_some_and(|a| a.init_min_tri_angle_deg != self.init_min_tri_angle_deg)
     }
 
+    /// The focal-prior factor of the kept run ([`FALLBACK_FOCAL_PRIOR_FACTOR`]), when no run
+    /// from the database's own focal lengths made a model.
+    pub fn focal_prior_factor(&self) -> Option<f64> {
+        self.attempts
+            .iter()
+            .find(|a| a.kept)
+            .and_then(|a| a.focal_prior_factor)
+    }
+
+    /// Whether a fallback made the model: the angle, the focal prior or both.
+    pub fn fallback(&self) -> bool {
+        self.angle_fallback() || self.focal_prior_factor().is_some()
+    }
+
     /// The runs that were not kept (no model, fewer images, or as many as an earlier run),
     /// for a note: "filter 1 px, angle 16°: 15/33 images; ...".
     pub fn passed_over(&self) -> Vec<String> {
@@ -111,12 +159,51 @@ impl Mapped {
                     Some(n) => format!("{n}/{} images", self.registrable_images),
                     None => "no model".to_string(),
                 };
-                format!(
-                    "filter {} px, angle {}°: {made}",
-                    a.filter_max_reproj_error_px, a.init_min_tri_angle_deg
-                )
+                format!("{}: {made}", a.settings())
             })
             .collect()
+    }
+}
+
+/// One `colmap mapper` run of [`map`] from `database` into a fresh staging folder of `out`:
+/// what it made, and its staging folder and largest model when it made one. Only a failed
+/// initialisation ([`Error::NoModel`]) is an attempt without a model; any other error is
+/// passed on.
+fn map_once(
+    database: &Path,
+    images: &Path,
+    out: &Path,
+    options: &MapperOptions,
+    filter: f64,
+    angle: f64,
+    focal_prior_factor: Option<f64>,
+) -> Result<(MapAttempt, Option<(tempfile::TempDir, Reconstruction)>)> {
+    let staging = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
+    let run = MapperOptions {
+        init_min_tri_angle_deg: Some(angle),
+        filter_max_reproj_error_px: Some(filter),
+        ..options.clone()
+    };
+    let mut attempt = MapAttempt {
+        filter_max_reproj_error_px: filter,
+        init_min_tri_angle_deg: angle,
+        focal_prior_factor,
+        registered: None,
+        num_points: None,
+        error: None,
+        kept: false,
+    };
+    match run_mapper(database, images, staging.path(), &run) {
+        Ok(r) => {
+            attempt.registered = Some(r.images.len());
+            attempt.num_points = Some(r.num_points);
+            Ok((attempt, Some((staging, r))))
+        }
+        Err(Error::NoModel(why)) => {
+            attempt.error = Some(why);
+            Ok((attempt, None))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -129,9 +216,13 @@ impl Mapped {
 /// 2. otherwise at COLMAP's own defaults (4 px), and when those make no model at all, once
 ///    more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] (COLMAP's own relaxation works inside that
 ///    run too: 50 inliers at 8°, then 4° and 25 inliers, so 8° is where its search starts);
-/// 3. of the runs that made a model, the one whose largest model registers the most images
+/// 3. when no run made a model and some camera's focal length is unknown, the last filter's
+///    angles once more on a copy of the database whose cameras of unknown focal length start
+///    from [`FALLBACK_FOCAL_PRIOR_FACTOR`] · max(w, h) (the database itself keeps its priors;
+///    the kept run's [`MapAttempt::focal_prior_factor`] says so);
+/// 4. of the runs that made a model, the one whose largest model registers the most images
 ///    is kept, the earlier (tighter) one on a tie;
-/// 4. a kept 1 px model has its points triangulated again at COLMAP's 4 px with its cameras
+/// 5. a kept 1 px model has its points triangulated again at COLMAP's 4 px with its cameras
 ///    held fixed ([`run_point_triangulator`]): the cameras of the 1 px run, about the points
 ///    of a 4 px one. Should that fail, the 1 px model is kept as the mapper made it and
 ///    [`Mapped::retriangulation_error`] says why.
@@ -204,41 +295,42 @@ pub fn map(
             &angles[..1]
         };
         for &angle in tried {
-            let staging = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
-            let run = MapperOptions {
-                init_min_tri_angle_deg: Some(angle),
-                filter_max_reproj_error_px: Some(filter),
-                ..options.clone()
-            };
-            let mut attempt = MapAttempt {
-                filter_max_reproj_error_px: filter,
-                init_min_tri_angle_deg: angle,
-                registered: None,
-                num_points: None,
-                error: None,
-                kept: false,
-            };
-            match run_mapper(database, images, staging.path(), &run) {
-                Ok(r) => {
-                    attempt.registered = Some(r.images.len());
-                    attempt.num_points = Some(r.num_points);
-                    attempts.push(attempt);
-                    let complete = r.images.len() >= registrable;
-                    made.push((attempts.len() - 1, staging, r));
-                    if complete {
-                        break 'filters;
-                    }
-                    // A model, if incomplete: the next filter, not the next angle.
-                    continue 'filters;
+            let (attempt, model) = map_once(database, images, out, options, filter, angle, None)?;
+            attempts.push(attempt);
+            if let Some((staging, r)) = model {
+                let complete = r.images.len() >= registrable;
+                made.push((attempts.len() - 1, staging, r));
+                if complete {
+                    break 'filters;
                 }
-                Err(Error::NoModel(why)) => {
-                    attempt.error = Some(why);
-                    attempts.push(attempt);
-                }
-                Err(e) => return Err(e),
+                // A model, if incomplete: the next filter, not the next angle.
+                continue 'filters;
             }
         }
     }
+    // No model from the database's focal priors: a copy with a wide camera's, at the last
+    // filter and each angle. The copy lives in a staging folder until the end of this run.
+    let _focal_copy = if made.is_empty() {
+        let dir = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
+        let copy = dir.path().join(FOCAL_FALLBACK_DATABASE);
+        std::fs::copy(database, &copy).map_err(|e| Error::io(&copy, e))?;
+        let factor = FALLBACK_FOCAL_PRIOR_FACTOR;
+        if crate::io::colmap::set_unknown_focal_priors(&copy, factor)? > 0 {
+            let filter = *filters.last().unwrap_or(&COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
+            for &angle in &angles {
+                let (attempt, model) =
+                    map_once(&copy, images, out, options, filter, angle, Some(factor))?;
+                attempts.push(attempt);
+                if let Some((staging, r)) = model {
+                    made.push((attempts.len() - 1, staging, r));
+                    break;
+                }
+            }
+        }
+        Some(dir)
+    } else {
+        None
+    };
     // The most images; on a tie the earlier run (strictly more replaces).
     let mut best: Option<usize> = None;
     for (k, (_, _, r)) in made.iter().enumerate() {
@@ -251,9 +343,8 @@ pub fn map(
             .iter()
             .map(|a| {
                 format!(
-                    "at a {} px filter and {}°: {}",
-                    a.filter_max_reproj_error_px,
-                    a.init_min_tri_angle_deg,
+                    "{}: {}",
+                    a.settings(),
                     a.error.as_deref().unwrap_or("no model")
                 )
             })
@@ -269,8 +360,7 @@ pub fn map(
     // closest observations only, and fewer points: its tracks are triangulated again at
     // COLMAP's 4 px with those cameras held fixed (1–2.5 s on the Strecha scenes). All of its
     // models or none: a failure keeps the mapper's models as they are.
-    let mut retriangulation_error = None;
-    let triangulated = if staged
+    let (triangulated, retriangulation_error) = if staged
         && attempts[index].filter_max_reproj_error_px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX
     {
         let tri = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
@@ -290,14 +380,11 @@ pub fn map(
                     })
             });
         match retriangulated {
-            Ok(()) => Some(tri),
-            Err(why) => {
-                retriangulation_error = Some(why);
-                None
-            }
+            Ok(()) => (Some(tri), None),
+            Err(why) => (None, Some(why)),
         }
     } else {
-        None
+        (None, None)
     };
     let source = triangulated.as_ref().map_or(staging.path(), |t| t.path());
     for folder in model_folders(source)? {

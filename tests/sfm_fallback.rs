@@ -1,14 +1,21 @@
 //! `descl sfm --reconstruct` on forward street motion: opensfm_lund (29 frames from a car,
-//! 1024×768, a training set of ../shared/data/train). With COLMAP's mapper defaults its
-//! database gives no model at all ("failed to create sparse model": COLMAP's own relaxation of
+//! 1024×768, no EXIF, a training set of ../shared/data/train). With COLMAP's mapper defaults
+//! the database of `descl-l2net-real25-b1024` (the default until 2026-11-26, night) gives no
+//! model at all ("failed to create sparse model": COLMAP's own relaxation of
 //! a failed initialisation tries 100 inliers at 16°, 50 at 16°, 50 at 8°, 25 at 8°, 25 at 4°).
 //! `descl sfm` then maps once more at 8° with COLMAP's full inlier minimum
 //! (`sfm::FALLBACK_INIT_MIN_TRI_ANGLE_DEG`), which registers every frame. Before that fallback
 //! the command failed with exit status 1 (2026-11-26, and so did COLMAP's own SIFT pipeline).
 //! `descl sfm`'s first mapper run, at a 1 px filter (`sfm::map`), makes no model here either.
+//! With the full-width HyNet's database no run from COLMAP's 1.2 · max(w, h) focal prior makes
+//! a model, at either angle; `descl sfm` then maps from a wide camera's focal prior
+//! (`sfm::FALLBACK_FOCAL_PRIOR_FACTOR`) on a copy of the database, which registers the street.
 
 use descl::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
-use descl::sfm::{FALLBACK_INIT_MIN_TRI_ANGLE_DEG, SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX};
+use descl::sfm::{
+    FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
+    SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
+};
 
 mod common;
 
@@ -34,6 +41,7 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
             .arg(&images)
             .arg("--database")
             .arg(&db)
+            .args(["-m", "descl-l2net-real25-b1024"])
             .args(["--single-camera", "--reconstruct", "--json"]),
     );
     assert!(ok, "descl sfm failed:\n{stderr}");
@@ -42,7 +50,7 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
     assert_eq!(r["total_images"].as_u64(), Some(FRAMES), "{r}");
     // With COLMAP 3.8 (Debian's, CI's) its defaults made nothing and the fallback made the
     // model, and says so; a COLMAP whose defaults do reconstruct the street needs none.
-    if r["fallback"].as_bool() == Some(true) {
+    if r["fallback"].as_bool() == Some(true) && r["focal_prior_factor"].is_null() {
         assert_eq!(
             r["init_min_tri_angle_deg"].as_f64(),
             Some(FALLBACK_INIT_MIN_TRI_ANGLE_DEG)
@@ -69,6 +77,14 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
         assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
         let ran = format!("colmap mapper ran {} times", runs.len());
         assert!(stderr.contains(&ran), "{stderr}");
+    } else if r["fallback"].as_bool() == Some(true) {
+        // The mapper is not deterministic: the 8° run may miss where it registered all 29,
+        // and the focal-prior fallback made the model.
+        assert_eq!(
+            r["focal_prior_factor"].as_f64(),
+            Some(FALLBACK_FOCAL_PRIOR_FACTOR),
+            "{r}"
+        );
     } else {
         assert_eq!(r["fallback"].as_bool(), Some(false), "{r}");
         eprintln!("{TEST}: COLMAP's defaults reconstructed the scene; fallback not exercised");
@@ -76,6 +92,84 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
     let registered = r["registered_images"].as_u64().unwrap_or(0);
     assert!(registered >= MIN_REGISTERED, "{registered}/{FRAMES}: {r}");
     assert!(r["num_points"].as_u64() > Some(1000), "{r}");
+}
+
+/// `descl sfm -m descl-hynet-sdgm-real25all-b1024` (the default since 2026-11-26, night) on the
+/// same street: with COLMAP's focal
+/// prior (1229 px for a lens of about 750 px) the 1 px, 4 px and 8° runs all made no model, and
+/// the command failed with exit status 1 (CI, 2026-11-26). The focal-prior fallback maps a copy
+/// of the database whose cameras start from 0.85 · 1024 px and registers the street; the
+/// database itself keeps COLMAP's prior.
+#[test]
+fn descl_sfm_maps_from_a_wide_focal_prior_when_colmaps_makes_no_model() {
+    const TEST: &str = "sfm focal fallback";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let images = root.join("train").join("opensfm_lund");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("lund.db");
+    let (ok, stdout, stderr) = common::run(
+        common::descl()
+            .arg("sfm")
+            .arg(&images)
+            .arg("--database")
+            .arg(&db)
+            .args(["-m", "descl-hynet-sdgm-real25all-b1024"])
+            .args(["--single-camera", "--reconstruct", "--json"]),
+    );
+    assert!(ok, "descl sfm failed:\n{stderr}");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let r = &out["reconstruction"];
+    let registered = r["registered_images"].as_u64().unwrap_or(0);
+    assert!(registered >= MIN_REGISTERED, "{registered}/{FRAMES}: {r}");
+    let runs = r["mapper_runs"].as_array().unwrap();
+    let kept: Vec<_> = runs.iter().filter(|a| a["kept"] == true).collect();
+    assert_eq!(kept.len(), 1, "{r}");
+    // Whichever run made it, every run before it made no model; a run from the wide prior
+    // comes only after every run from the database's own.
+    let first_wide = runs
+        .iter()
+        .position(|a| !a["focal_prior_factor"].is_null())
+        .unwrap_or(runs.len());
+    assert!(
+        runs[first_wide..]
+            .iter()
+            .all(|a| a["focal_prior_factor"].as_f64() == Some(FALLBACK_FOCAL_PRIOR_FACTOR)),
+        "{r}"
+    );
+    if first_wide < runs.len() {
+        assert!(
+            runs[..first_wide].iter().all(|a| a["registered"].is_null()),
+            "{r}"
+        );
+        assert_eq!(
+            r["focal_prior_factor"].as_f64(),
+            Some(FALLBACK_FOCAL_PRIOR_FACTOR)
+        );
+        assert_eq!(r["fallback"].as_bool(), Some(true), "{r}");
+        assert!(
+            stderr.contains("focal length started from 0.85"),
+            "{stderr}"
+        );
+    } else {
+        eprintln!("{TEST}: a run from COLMAP's focal prior made the model; fallback not exercised");
+    }
+    // The database keeps COLMAP's prior, 1.2 · 1024 px.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let params: Vec<u8> = conn
+        .query_row("SELECT params FROM cameras", [], |row| row.get(0))
+        .unwrap();
+    let focal = f64::from_le_bytes(params[..8].try_into().unwrap());
+    assert_eq!(focal, descl::geometry::DEFAULT_FOCAL_FACTOR * 1024.0);
+    // The copy it mapped from is gone with the staging folders.
+    let sparse = dir.path().join("lund-sparse");
+    let left: Vec<_> = std::fs::read_dir(&sparse)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// A model folder left by an earlier run is refused before the mapper runs: the mapper numbers

@@ -44,7 +44,10 @@ pub struct Args {
     /// all at COLMAP's 4 px filter (see --filter-max-reproj-error), one more mapper run
     /// starting at 8° with COLMAP's full inlier minimum (a pair of
     /// settings COLMAP's own relaxation never tries; forward motion needs it; COLMAP relaxes
-    /// further inside that run). Given, it is used as is.
+    /// further inside that run). Given, it is used as is. When no run makes a model and some
+    /// image has no known focal length (no EXIF), the angles are tried once more on a copy of
+    /// the database whose cameras of unknown focal length start from 0.85 · max(width, height)
+    /// (OpenSfM's prior, a wide camera's) instead of COLMAP's 1.2 ·; the database keeps its own.
     #[arg(long, value_name = "DEG", requires = "reconstruct", value_parser = parse_angle)]
     init_min_tri_angle: Option<f64>,
     /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
@@ -352,8 +355,17 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         .context("colmap mapper")?;
     let passed_over = mapped.passed_over();
     if !passed_over.is_empty() {
+        let focal = mapped
+            .focal_prior_factor()
+            .map(|k| {
+                format!(
+                    ", its cameras of unknown focal length started from {k} · max(width, height) \
+                     (the database keeps its own priors)"
+                )
+            })
+            .unwrap_or_default();
         eprintln!(
-            "note: colmap mapper ran {} times; kept the run at a {} px filter and an initial-pair angle of {}° (others: {})",
+            "note: colmap mapper ran {} times; kept the run at a {} px filter and an initial-pair angle of {}°{focal} (others: {})",
             mapped.attempts.len(),
             mapped.filter_max_reproj_error_px,
             mapped.init_min_tri_angle_deg,
@@ -392,7 +404,8 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "retriangulated_at_filter_px": mapped.retriangulated_at_px,
         "retriangulation_error": mapped.retriangulation_error,
         "registrable_images": mapped.registrable_images,
-        "fallback": mapped.angle_fallback(),
+        "fallback": mapped.fallback(),
+        "focal_prior_factor": mapped.focal_prior_factor(),
         "mapper_runs": mapped.attempts,
         "images": recon.images,
     }))

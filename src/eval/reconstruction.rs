@@ -56,6 +56,10 @@ pub struct SfmRun {
     /// defaults made no model; None when they made one (and always for COLMAP's pipeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_init_min_tri_angle_deg: Option<f64>,
+    /// The focal-prior factor `descl sfm` fell back to ([`crate::sfm::FALLBACK_FOCAL_PRIOR_FACTOR`])
+    /// when no run from the database's own focal lengths made a model; None otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_focal_prior_factor: Option<f64>,
     /// `Mapper.filter_max_reproj_error` of the run `descl sfm`'s mapping kept
     /// ([`crate::sfm::map`]: 1 px when that registered every image, else COLMAP's 4 px);
     /// COLMAP's default, 4 px, for COLMAP's pipeline; None in reports written before
@@ -105,6 +109,14 @@ impl SceneReconstruction {
         self.runs
             .iter()
             .filter_map(|r| r.fallback_init_min_tri_angle_deg)
+            .collect()
+    }
+
+    /// The focal-prior factor of each run that `descl sfm`'s focal fallback made.
+    pub fn fallback_focal_priors(&self) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter_map(|r| r.fallback_focal_prior_factor)
             .collect()
     }
 
@@ -174,6 +186,7 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
         .as_ref()
         .ok()
         .and_then(|m| m.angle_fallback().then_some(m.init_min_tri_angle_deg));
+    let focal = recon.as_ref().ok().and_then(Mapped::focal_prior_factor);
     let filter = recon.as_ref().ok().map(|m| m.filter_max_reproj_error_px);
     let accuracy = recon.and_then(|m| evaluate(&m.reconstruction, truth));
     let seconds = started.elapsed().as_secs_f64();
@@ -186,6 +199,7 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
         error,
         seconds,
         fallback_init_min_tri_angle_deg: fallback,
+        fallback_focal_prior_factor: focal,
         filter_max_reproj_error_px: filter,
     }
 }
@@ -213,6 +227,7 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
         attempts: vec![crate::sfm::MapAttempt {
             filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
             init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+            focal_prior_factor: None,
             registered: Some(reconstruction.images.len()),
             num_points: Some(reconstruction.num_points),
             error: None,
@@ -395,6 +410,7 @@ mod tests {
                 .then(|| "colmap mapper registered no model".to_string()),
             seconds: 2.0,
             fallback_init_min_tri_angle_deg: None,
+            fallback_focal_prior_factor: None,
             filter_max_reproj_error_px: None,
         }
     }

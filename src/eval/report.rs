@@ -493,6 +493,13 @@ impl BenchReport {
                 } else {
                     String::new()
                 };
+                let focal = r.fallback_focal_priors();
+                if let Some(k) = focal.first() {
+                    mark.push_str(&format!(
+                        " ({} run(s) from the {k} · max(w, h) focal-prior fallback)",
+                        focal.len()
+                    ));
+                }
                 // And descl sfm's runs whose 1 px first try was not kept (COLMAP's pipeline
                 // always maps at its 4 px).
                 let wide = r
@@ -703,6 +710,10 @@ impl BenchReport {
                 let fallbacks = r.fallback_angles().len();
                 if fallbacks > 0 {
                     v["runs_at_fallback_init_min_tri_angle"] = json!(fallbacks);
+                }
+                let focal = r.fallback_focal_priors().len();
+                if focal > 0 {
+                    v["runs_at_fallback_focal_prior"] = json!(focal);
                 }
                 let filters = r.filters_px();
                 if !filters.is_empty() {

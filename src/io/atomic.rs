@@ -88,15 +88,14 @@ pub(crate) fn staging_dir(dir: &Path, prefix: &str) -> Result<tempfile::TempDir>
 #[cfg(feature = "full")]
 pub(crate) fn remove_stale_staging(dir: &Path, prefix: &str) -> Result<()> {
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let path = entry.map_err(|e| Error::io(dir, e))?.path();
-        if !path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-        {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
             continue;
         }
-        // symlink_metadata: a link named so is removed, never followed.
-        let removed = if path.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        let path = entry.path();
+        // `DirEntry::file_type` does not follow links (and needs no second stat): a link
+        // named so is removed, never followed.
+        let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
             std::fs::remove_dir_all(&path)
         } else {
             std::fs::remove_file(&path)

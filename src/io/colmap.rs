@@ -597,6 +597,71 @@ pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize
     Ok(images.len())
 }
 
+/// Starts every camera of the database at `path` whose focal length is not known
+/// (`prior_focal_length = 0`: no EXIF, no flag) from `factor` · max(width, height) instead of
+/// the focal length it holds, and returns how many cameras changed. Only the models descl
+/// writes ([`CameraModel`]) are changed (both focal lengths of PINHOLE); cameras of other
+/// models stay as they are. Meant for a copy ([`crate::sfm::map`]'s focal-prior fallback): the
+/// database a user was given keeps its priors.
+pub fn set_unknown_focal_priors(path: &Path, factor: f64) -> Result<usize> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    if !path.is_file() {
+        return Err(Error::format(path, "not a COLMAP database file"));
+    }
+    let mut conn = Connection::open(path).map_err(db_err)?;
+    let tx = conn.transaction().map_err(db_err)?;
+    type CameraRow = (i64, i64, i64, i64, Option<Vec<u8>>);
+    let cameras: Vec<CameraRow> = {
+        let mut stmt = tx
+            .prepare(
+                "SELECT camera_id, model, width, height, params FROM cameras \
+                 WHERE prior_focal_length = 0",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .map_err(db_err)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(db_err)?
+    };
+    let mut changed = 0;
+    for (id, model, width, height, blob) in cameras {
+        let focal_params = match model {
+            m if m == CameraModel::SimplePinhole as i64
+                || m == CameraModel::SimpleRadial as i64 =>
+            {
+                1
+            }
+            m if m == CameraModel::Pinhole as i64 => 2,
+            _ => continue,
+        };
+        let blob = blob.unwrap_or_default();
+        let mut params: Vec<f64> = blob
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+            .collect();
+        if params.len() < focal_params || blob.len() % 8 != 0 || width <= 0 || height <= 0 {
+            return Err(Error::format(
+                path,
+                format!(
+                    "camera {id}: {} parameter bytes for a {width}×{height} camera of model {model}",
+                    blob.len()
+                ),
+            ));
+        }
+        params[..focal_params].fill(factor * width.max(height) as f64);
+        tx.execute(
+            "UPDATE cameras SET params = ?1 WHERE camera_id = ?2",
+            params![f64_blob(&params), id],
+        )
+        .map_err(db_err)?;
+        changed += 1;
+    }
+    tx.commit().map_err(db_err)?;
+    Ok(changed)
+}
+
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)]
 mod tests {
@@ -736,5 +801,45 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("missing.db"), "{err}");
+    }
+
+    #[test]
+    fn unknown_focal_priors_are_reset_and_known_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.db");
+        let db = Database::create(&path, false).unwrap();
+        let model = CameraModel::SimpleRadial;
+        let unknown = db
+            .add_camera(model, 1024, 768, &model.params(1228.8, 1024, 768), false)
+            .unwrap();
+        let known = db
+            .add_camera(model, 1024, 768, &model.params(700.0, 1024, 768), true)
+            .unwrap();
+        let pinhole = CameraModel::Pinhole;
+        let both = db
+            .add_camera(pinhole, 600, 800, &pinhole.params(960.0, 600, 800), false)
+            .unwrap();
+        db.finish().unwrap();
+        assert_eq!(set_unknown_focal_priors(&path, 0.85).unwrap(), 2);
+        let conn = Connection::open(&path).unwrap();
+        let params = |id: i64| -> Vec<f64> {
+            let b: Vec<u8> = conn
+                .query_row(
+                    "SELECT params FROM cameras WHERE camera_id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            b.chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        // 0.85 · 1024 = 870.4; principal point and distortion untouched.
+        assert_eq!(params(unknown), [870.4, 512.0, 384.0, 0.0]);
+        assert_eq!(params(known), [700.0, 512.0, 384.0, 0.0]);
+        // PINHOLE: both focal lengths, from the long side (0.85 · 800).
+        assert_eq!(params(both), [0.85 * 800.0, 0.85 * 800.0, 300.0, 400.0]);
+        let err = set_unknown_focal_priors(&dir.path().join("none.db"), 0.85).unwrap_err();
+        assert!(err.to_string().contains("none.db"), "{err}");
     }
 }

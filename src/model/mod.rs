@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// The model `descl` uses when none is named (the best measured on the dev data: models/README.md).
 /// Named here and nowhere else.
-pub const DEFAULT_MODEL: &str = "descl-l2net-real25-b1024";
+pub const DEFAULT_MODEL: &str = "descl-hynet-sdgm-real25all-b1024";
 
 /// Environment variable that overrides [`models_dir`].
 pub const MODELS_ENV: &str = "DESCL_MODELS";
