@@ -165,6 +165,25 @@ impl Mapped {
     }
 }
 
+/// The database copy of [`map`]'s focal-prior fallback, in a new staging folder of `out`: a
+/// consistent snapshot of `database` (`VACUUM INTO` from a read-only connection, so a
+/// journal or write-ahead log beside it cannot leave the copy stale) whose cameras of unknown
+/// focal length start from [`FALLBACK_FOCAL_PRIOR_FACTOR`] · max(w, h). None, and nothing
+/// copied, when no camera's focal length is unknown.
+fn focal_fallback_database(
+    database: &Path,
+    out: &Path,
+) -> Result<Option<(tempfile::TempDir, PathBuf)>> {
+    if crate::io::colmap::count_unknown_focal_cameras(database)? == 0 {
+        return Ok(None);
+    }
+    let dir = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
+    let copy = dir.path().join(FOCAL_FALLBACK_DATABASE);
+    crate::io::colmap::snapshot(database, &copy)?;
+    crate::io::colmap::set_unknown_focal_priors(&copy, FALLBACK_FOCAL_PRIOR_FACTOR)?;
+    Ok(Some((dir, copy)))
+}
+
 /// One `colmap mapper` run of [`map`] from `database` into a fresh staging folder of `out`:
 /// what it made, and its staging folder and largest model when it made one. Only a failed
 /// initialisation ([`Error::NoModel`]) is an attempt without a model; any other error is
@@ -216,8 +235,8 @@ fn map_once(
 /// 2. otherwise at COLMAP's own defaults (4 px), and when those make no model at all, once
 ///    more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] (COLMAP's own relaxation works inside that
 ///    run too: 50 inliers at 8°, then 4° and 25 inliers, so 8° is where its search starts);
-/// 3. when no run made a model and some camera's focal length is unknown, the last filter's
-///    angles once more on a copy of the database whose cameras of unknown focal length start
+/// 3. when no run made a model, no angle was given and some camera's focal length is unknown,
+///    the last filter's angles once more on a copy of the database whose cameras of unknown focal length start
 ///    from [`FALLBACK_FOCAL_PRIOR_FACTOR`] · max(w, h) (the database itself keeps its priors;
 ///    the kept run's [`MapAttempt::focal_prior_factor`] says so);
 /// 4. of the runs that made a model, the one whose largest model registers the most images
@@ -227,8 +246,8 @@ fn map_once(
 ///    of a 4 px one. Should that fail, the 1 px model is kept as the mapper made it and
 ///    [`Mapped::retriangulation_error`] says why.
 ///
-/// A setting given in `options` is used as given: an angle leaves out the angle fallback, a
-/// filter the 1 px run and the triangulation (one mapper run at that filter). Only a failed
+/// A setting given in `options` is used as given: an angle leaves out both fallbacks (angle
+/// and focal prior), a filter the 1 px run and the triangulation (the runs are at that filter). Only a failed
 /// initialisation ([`Error::NoModel`]) or an incomplete model moves on to the next run; a
 /// missing colmap, a bad database or a crash is passed on as it is.
 ///
@@ -309,25 +328,32 @@ pub fn map(
         }
     }
     // No model from the database's focal priors: a copy with a wide camera's, at the last
-    // filter and each angle. The copy lives in a staging folder until the end of this run.
-    let _focal_copy = if made.is_empty() {
-        let dir = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
-        let copy = dir.path().join(FOCAL_FALLBACK_DATABASE);
-        std::fs::copy(database, &copy).map_err(|e| Error::io(&copy, e))?;
-        let factor = FALLBACK_FOCAL_PRIOR_FACTOR;
-        if crate::io::colmap::set_unknown_focal_priors(&copy, factor)? > 0 {
-            let filter = *filters.last().unwrap_or(&COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
-            for &angle in &angles {
-                let (attempt, model) =
-                    map_once(&copy, images, out, options, filter, angle, Some(factor))?;
-                attempts.push(attempt);
-                if let Some((staging, r)) = model {
-                    made.push((attempts.len() - 1, staging, r));
-                    break;
+    // filter and each angle (not when the angle was given: then nothing falls back). The copy
+    // lives in a staging folder until the end of this run. A failure to make the copy does
+    // not hide the runs before it: it joins the no-model report.
+    let mut focal_fallback_error = None;
+    let _focal_copy = if made.is_empty() && options.init_min_tri_angle_deg.is_none() {
+        match focal_fallback_database(database, out) {
+            Ok(Some((dir, copy))) => {
+                let factor = FALLBACK_FOCAL_PRIOR_FACTOR;
+                let filter = *filters.last().unwrap_or(&COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
+                for &angle in &angles {
+                    let (attempt, model) =
+                        map_once(&copy, images, out, options, filter, angle, Some(factor))?;
+                    attempts.push(attempt);
+                    if let Some((staging, r)) = model {
+                        made.push((attempts.len() - 1, staging, r));
+                        break;
+                    }
                 }
+                Some(dir)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                focal_fallback_error = Some(e.to_string());
+                None
             }
         }
-        Some(dir)
     } else {
         None
     };
@@ -349,8 +375,11 @@ pub fn map(
                 )
             })
             .collect();
+        let skipped = focal_fallback_error
+            .map(|e| format!("; the focal-prior fallback did not run: {e}"))
+            .unwrap_or_default();
         return Err(Error::NoModel(format!(
-            "colmap mapper made no model of {}: {}",
+            "colmap mapper made no model of {}: {}{skipped}",
             database.display(),
             why.join("; ")
         )));
@@ -360,8 +389,11 @@ pub fn map(
     // closest observations only, and fewer points: its tracks are triangulated again at
     // COLMAP's 4 px with those cameras held fixed (1–2.5 s on the Strecha scenes). All of its
     // models or none: a failure keeps the mapper's models as they are.
+    // (Never a model of the focal-prior fallback's copy, which maps at the last filter: the
+    // triangulation reads the user's database, whose cameras are not the copy's.)
     let (triangulated, retriangulation_error) = if staged
         && attempts[index].filter_max_reproj_error_px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX
+        && attempts[index].focal_prior_factor.is_none()
     {
         let tri = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
         let retriangulated = model_folders(staging.path())?

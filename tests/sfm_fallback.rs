@@ -17,6 +17,9 @@ use descl::sfm::{
     SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
 };
 
+use serde_json::Value;
+use std::path::PathBuf;
+
 mod common;
 
 /// Frames of the scene.
@@ -26,12 +29,11 @@ const FRAMES: u64 = 29;
 /// street, not a fragment.
 const MIN_REGISTERED: u64 = 25;
 
-#[test]
-fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_make_no_model() {
-    const TEST: &str = "sfm fallback";
-    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
-        return;
-    };
+/// `descl sfm LUND --database lund.db -m MODEL --single-camera --reconstruct --json` as a user
+/// runs it: its folder (kept alive), the database, the JSON reconstruction and stderr; None
+/// when the data or colmap are missing.
+fn sfm_lund(test: &str, model: &str) -> Option<(tempfile::TempDir, PathBuf, Value, String)> {
+    let root = common::data_and_colmap_or_skip(test)?;
     let images = root.join("train").join("opensfm_lund");
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("lund.db");
@@ -41,12 +43,21 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
             .arg(&images)
             .arg("--database")
             .arg(&db)
-            .args(["-m", "descl-l2net-real25-b1024"])
+            .args(["-m", model])
             .args(["--single-camera", "--reconstruct", "--json"]),
     );
     assert!(ok, "descl sfm failed:\n{stderr}");
-    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let r = &out["reconstruction"];
+    let out: Value = serde_json::from_str(&stdout).unwrap();
+    Some((dir, db, out["reconstruction"].clone(), stderr))
+}
+
+#[test]
+fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_make_no_model() {
+    const TEST: &str = "sfm fallback";
+    let Some((_dir, _, r, stderr)) = sfm_lund(TEST, "descl-l2net-real25-b1024") else {
+        return;
+    };
+    let r = &r;
     assert_eq!(r["total_images"].as_u64(), Some(FRAMES), "{r}");
     // With COLMAP 3.8 (Debian's, CI's) its defaults made nothing and the fallback made the
     // model, and says so; a COLMAP whose defaults do reconstruct the street needs none.
@@ -103,24 +114,10 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
 #[test]
 fn descl_sfm_maps_from_a_wide_focal_prior_when_colmaps_makes_no_model() {
     const TEST: &str = "sfm focal fallback";
-    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+    let Some((dir, db, r, stderr)) = sfm_lund(TEST, "descl-hynet-sdgm-real25all-b1024") else {
         return;
     };
-    let images = root.join("train").join("opensfm_lund");
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("lund.db");
-    let (ok, stdout, stderr) = common::run(
-        common::descl()
-            .arg("sfm")
-            .arg(&images)
-            .arg("--database")
-            .arg(&db)
-            .args(["-m", "descl-hynet-sdgm-real25all-b1024"])
-            .args(["--single-camera", "--reconstruct", "--json"]),
-    );
-    assert!(ok, "descl sfm failed:\n{stderr}");
-    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let r = &out["reconstruction"];
+    let r = &r;
     let registered = r["registered_images"].as_u64().unwrap_or(0);
     assert!(registered >= MIN_REGISTERED, "{registered}/{FRAMES}: {r}");
     let runs = r["mapper_runs"].as_array().unwrap();

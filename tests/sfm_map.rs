@@ -7,7 +7,10 @@ use descl::io::colmap_model::{
     model_folders, run_mapper, run_point_triangulator, MapperOptions,
     COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
 };
-use descl::sfm::{map, SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX};
+use descl::sfm::{
+    map, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
+    SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
+};
 use std::path::{Path, PathBuf};
 
 mod common;
@@ -222,12 +225,18 @@ fn faulty_colmap(dir: &Path, mode: &str) -> PathBuf {
     let body = format!(
         r#"#!/usr/bin/env bash
 mode={mode}
-sub=$1; out=""; filter=""; prev=""
+sub=$1; out=""; filter=""; db=""; prev=""
 for a in "$@"; do
   [ "$prev" = --output_path ] && out=$a
   [ "$prev" = --Mapper.filter_max_reproj_error ] && filter=$a
+  [ "$prev" = --database_path ] && db=$a
   prev=$a
 done
+# nomodel: every mapper run fails to initialise; widefocal: all but those from the
+# focal-prior fallback's copy of the database.
+if [ "$sub" = mapper ] && {{ [ $mode = nomodel ] || {{ [ $mode = widefocal ] && [ "${{db##*/}}" != focal-prior.db ]; }}; }}; then
+  echo "ERROR: failed to create sparse model" >&2; exit 1
+fi
 if [ "$sub" = point_triangulator ] && [ $mode = trifail ]; then
   echo "ERROR: simulated failure" >&2; exit 1
 fi
@@ -394,4 +403,109 @@ fn descl_sfm_checks_the_sparse_folder_before_any_work() {
         sparse.join("0").join("images.bin").is_file(),
         "model 0 was removed"
     );
+}
+
+/// The focal-prior fallback through a colmap whose mapper makes no model except from the
+/// fallback's copy of the database: the runs in order (1 px, 4 px, 8°, then the copy at
+/// COLMAP's angle), the copy's model kept and not triangulated again, the user's database
+/// keeping COLMAP's prior, no copy left; and with a mapper that never makes a model, every run
+/// named in the error (five: the fallback's two angles included) and nothing left either.
+#[test]
+fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
+    const TEST: &str = "sfm map focal fallback";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_, images) = small_database(&root, dir.path());
+    let colmap = faulty_colmap(dir.path(), "widefocal");
+    let (r, stderr) = sfm_with(&images, dir.path(), &colmap);
+    let runs = r["mapper_runs"].as_array().unwrap();
+    let settings: Vec<_> = runs
+        .iter()
+        .map(|a| {
+            (
+                a["filter_max_reproj_error_px"].as_f64().unwrap(),
+                a["init_min_tri_angle_deg"].as_f64().unwrap(),
+                a["focal_prior_factor"].as_f64(),
+                a["kept"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let (px1, px4) = (
+        SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
+        COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+    );
+    let wide = Some(FALLBACK_FOCAL_PRIOR_FACTOR);
+    assert_eq!(
+        settings,
+        [
+            (px1, 16.0, None, false),
+            (px4, 16.0, None, false),
+            (px4, FALLBACK_INIT_MIN_TRI_ANGLE_DEG, None, false),
+            (px4, 16.0, wide, true),
+        ],
+        "{r}"
+    );
+    assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
+    assert_eq!(r["focal_prior_factor"].as_f64(), wide, "{r}");
+    assert_eq!(r["fallback"].as_bool(), Some(true), "{r}");
+    assert_eq!(r["angle_fallback"].as_bool(), Some(false), "{r}");
+    assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
+    assert!(
+        stderr.contains("focal length started from 0.85"),
+        "{stderr}"
+    );
+    // The user's database keeps COLMAP's prior; the model's camera is the mapper's refinement
+    // from 0.85 · max(w, h), not 1.2 ·.
+    let db = dir.path().join("colmap-widefocal.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (w, h, params): (u32, u32, Vec<u8>) = conn
+        .query_row("SELECT width, height, params FROM cameras", [], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .unwrap();
+    let focal = f64::from_le_bytes(params[..8].try_into().unwrap());
+    assert_eq!(
+        focal,
+        descl::geometry::DEFAULT_FOCAL_FACTOR * w.max(h) as f64
+    );
+    let sparse = dir.path().join("colmap-widefocal-sparse");
+    assert!(
+        hidden(&sparse).is_empty(),
+        "left behind: {:?}",
+        hidden(&sparse)
+    );
+
+    // No run makes a model: all five named in the error, the database untouched, no copy left.
+    let colmap = faulty_colmap(dir.path(), "nomodel");
+    let db = dir.path().join("colmap-nomodel.db");
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .env("DESCL_COLMAP", &colmap)
+            .arg("sfm")
+            .arg(&images)
+            .arg("--database")
+            .arg(&db)
+            .args([
+                "--single-camera",
+                "--max-keypoints",
+                "1024",
+                "--reconstruct",
+            ]),
+    );
+    assert!(!ok, "{stderr}");
+    assert_eq!(
+        stderr.matches("failed to create sparse model").count(),
+        5,
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("focal prior 0.85").count(), 2, "{stderr}");
+    let sparse = dir.path().join("colmap-nomodel-sparse");
+    assert!(
+        hidden(&sparse).is_empty(),
+        "left behind: {:?}",
+        hidden(&sparse)
+    );
+    assert!(model_folders(&sparse).unwrap().is_empty());
 }

@@ -44,10 +44,12 @@ pub struct Args {
     /// all at COLMAP's 4 px filter (see --filter-max-reproj-error), one more mapper run
     /// starting at 8° with COLMAP's full inlier minimum (a pair of
     /// settings COLMAP's own relaxation never tries; forward motion needs it; COLMAP relaxes
-    /// further inside that run). Given, it is used as is. When no run makes a model and some
+    /// further inside that run). Not given, when no run makes a model and some
     /// image has no known focal length (no EXIF), the angles are tried once more on a copy of
     /// the database whose cameras of unknown focal length start from 0.85 · max(width, height)
-    /// (OpenSfM's prior, a wide camera's) instead of COLMAP's 1.2 ·; the database keeps its own.
+    /// (OpenSfM's prior, a wide camera's) instead of COLMAP's 1.2 ·; the database keeps its own
+    /// (the model's cameras.bin holds what the mapper refined; the JSON's `focal_prior_factor`
+    /// records the fallback). Given, it is used as is, with neither fallback.
     #[arg(long, value_name = "DEG", requires = "reconstruct", value_parser = parse_angle)]
     init_min_tri_angle: Option<f64>,
     /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
@@ -56,7 +58,8 @@ pub struct Args {
     /// accurate cameras), its
     /// points then triangulated again at 4 px with those cameras held fixed; else COLMAP's 4 px
     /// (with the angle fallback above), and the run that registers more images is kept.
-    /// Given, one mapper run at PX, nothing triangulated again.
+    /// Given, the mapper runs at PX only (the fallbacks of --init-min-tri-angle included),
+    /// nothing triangulated again.
     #[arg(long, value_name = "PX", requires = "reconstruct", value_parser = parse_pixels)]
     filter_max_reproj_error: Option<f64>,
     /// COLMAP camera model.
@@ -404,7 +407,9 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "retriangulated_at_filter_px": mapped.retriangulated_at_px,
         "retriangulation_error": mapped.retriangulation_error,
         "registrable_images": mapped.registrable_images,
+        // Either fallback made the model; `angle_fallback`: the 8° one.
         "fallback": mapped.fallback(),
+        "angle_fallback": mapped.angle_fallback(),
         "focal_prior_factor": mapped.focal_prior_factor(),
         "mapper_runs": mapped.attempts,
         "images": recon.images,

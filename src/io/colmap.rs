@@ -597,6 +597,37 @@ pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize
     Ok(images.len())
 }
 
+/// The cameras of the database at `path` whose focal length is not known
+/// (`prior_focal_length = 0`) and of a model [`set_unknown_focal_priors`] changes.
+pub fn count_unknown_focal_cameras(path: &Path) -> Result<usize> {
+    let conn = open_read_only(path)?;
+    let n: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM cameras WHERE prior_focal_length = 0 AND model IN (?1, ?2, ?3)",
+            params![
+                CameraModel::SimplePinhole as i64,
+                CameraModel::Pinhole as i64,
+                CameraModel::SimpleRadial as i64
+            ],
+            |r| r.get(0),
+        )
+        .map_err(|e| database_error(path, e))?;
+    Ok(n.max(0) as usize)
+}
+
+/// A consistent copy of the database at `path` in the new file `copy` (SQLite's
+/// `VACUUM INTO` from a read-only connection: committed content only, whatever journal or
+/// write-ahead log lies beside the original, and a writable file whatever its mode).
+pub fn snapshot(path: &Path, copy: &Path) -> Result<()> {
+    let conn = open_read_only(path)?;
+    let target = copy
+        .to_str()
+        .ok_or_else(|| Error::InvalidInput(format!("{}: not a UTF-8 path", copy.display())))?;
+    conn.execute("VACUUM INTO ?1", [target])
+        .map_err(|e| database_error(copy, e))?;
+    Ok(())
+}
+
 /// Starts every camera of the database at `path` whose focal length is not known
 /// (`prior_focal_length = 0`: no EXIF, no flag) from `factor` · max(width, height) instead of
 /// the focal length it holds, and returns how many cameras changed. Only the models descl
