@@ -331,32 +331,29 @@ pub fn map(
     // filter and each angle (not when the angle was given: then nothing falls back). The copy
     // lives in a staging folder until the end of this run. A failure to make the copy does
     // not hide the runs before it: it joins the no-model report.
-    let mut focal_fallback_error = None;
-    let _focal_copy = if made.is_empty() && options.init_min_tri_angle_deg.is_none() {
-        match focal_fallback_database(database, out) {
-            Ok(Some((dir, copy))) => {
-                let factor = FALLBACK_FOCAL_PRIOR_FACTOR;
-                let filter = *filters.last().unwrap_or(&COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
-                for &angle in &angles {
-                    let (attempt, model) =
-                        map_once(&copy, images, out, options, filter, angle, Some(factor))?;
-                    attempts.push(attempt);
-                    if let Some((staging, r)) = model {
-                        made.push((attempts.len() - 1, staging, r));
-                        break;
+    let (_focal_copy, focal_fallback_error) =
+        if made.is_empty() && options.init_min_tri_angle_deg.is_none() {
+            match focal_fallback_database(database, out) {
+                Ok(Some((dir, copy))) => {
+                    let factor = FALLBACK_FOCAL_PRIOR_FACTOR;
+                    let filter = *filters.last().unwrap_or(&COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
+                    for &angle in &angles {
+                        let (attempt, model) =
+                            map_once(&copy, images, out, options, filter, angle, Some(factor))?;
+                        attempts.push(attempt);
+                        if let Some((staging, r)) = model {
+                            made.push((attempts.len() - 1, staging, r));
+                            break;
+                        }
                     }
+                    (Some(dir), None)
                 }
-                Some(dir)
+                Ok(None) => (None, None),
+                Err(e) => (None, Some(e.to_string())),
             }
-            Ok(None) => None,
-            Err(e) => {
-                focal_fallback_error = Some(e.to_string());
-                None
-            }
-        }
-    } else {
-        None
-    };
+        } else {
+            (None, None)
+        };
     // The most images; on a tie the earlier run (strictly more replaces).
     let mut best: Option<usize> = None;
     for (k, (_, _, r)) in made.iter().enumerate() {

@@ -52,6 +52,23 @@ pub enum CameraModel {
 }
 
 impl CameraModel {
+    /// The model of COLMAP's model id, when it is one of these.
+    pub fn from_id(id: i64) -> Option<Self> {
+        [
+            CameraModel::SimplePinhole,
+            CameraModel::Pinhole,
+            CameraModel::SimpleRadial,
+        ]
+        .into_iter()
+        .find(|m| *m as i64 == id)
+    }
+    /// How many leading parameters are focal lengths (f, or fx and fy).
+    pub fn focal_params(self) -> usize {
+        match self {
+            CameraModel::Pinhole => 2,
+            CameraModel::SimplePinhole | CameraModel::SimpleRadial => 1,
+        }
+    }
     pub fn num_params(self) -> usize {
         match self {
             CameraModel::SimplePinhole => 3,
@@ -600,19 +617,20 @@ pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize
 /// The cameras of the database at `path` whose focal length is not known
 /// (`prior_focal_length = 0`) and of a model [`set_unknown_focal_priors`] changes.
 pub fn count_unknown_focal_cameras(path: &Path) -> Result<usize> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
     let conn = open_read_only(path)?;
-    let n: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM cameras WHERE prior_focal_length = 0 AND model IN (?1, ?2, ?3)",
-            params![
-                CameraModel::SimplePinhole as i64,
-                CameraModel::Pinhole as i64,
-                CameraModel::SimpleRadial as i64
-            ],
-            |r| r.get(0),
-        )
-        .map_err(|e| database_error(path, e))?;
-    Ok(n.max(0) as usize)
+    let mut stmt = conn
+        .prepare("SELECT model FROM cameras WHERE prior_focal_length = 0")
+        .map_err(db_err)?;
+    let models = stmt
+        .query_map([], |r| r.get::<_, i64>(0))
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(db_err)?;
+    Ok(models
+        .into_iter()
+        .filter(|&m| CameraModel::from_id(m).is_some())
+        .count())
 }
 
 /// A consistent copy of the database at `path` in the new file `copy` (SQLite's
@@ -658,14 +676,8 @@ pub fn set_unknown_focal_priors(path: &Path, factor: f64) -> Result<usize> {
     };
     let mut changed = 0;
     for (id, model, width, height, blob) in cameras {
-        let focal_params = match model {
-            m if m == CameraModel::SimplePinhole as i64
-                || m == CameraModel::SimpleRadial as i64 =>
-            {
-                1
-            }
-            m if m == CameraModel::Pinhole as i64 => 2,
-            _ => continue,
+        let Some(focal_params) = CameraModel::from_id(model).map(CameraModel::focal_params) else {
+            continue;
         };
         let blob = blob.unwrap_or_default();
         let mut params: Vec<f64> = blob
