@@ -62,13 +62,23 @@ fn run_folder(
 }
 
 fn gpu_return(out: &Path, runs: &[&Path], max_files: usize, max_bytes: usize) -> (i32, String) {
+    gpu_return_with(out, runs, max_files, max_bytes, &PIECE_BYTES.to_string())
+}
+
+fn gpu_return_with(
+    out: &Path,
+    runs: &[&Path],
+    max_files: usize,
+    max_bytes: usize,
+    piece: &str,
+) -> (i32, String) {
     let o = Command::new("bash")
         .arg(script())
         .arg(out)
         .args(runs)
         .env("DESCL_RETURN_MAX_FILES", max_files.to_string())
         .env("DESCL_RETURN_MAX_BYTES", max_bytes.to_string())
-        .env("DESCL_RETURN_PIECE_BYTES", PIECE_BYTES.to_string())
+        .env("DESCL_RETURN_PIECE_BYTES", piece)
         .output()
         .unwrap();
     let text = format!(
@@ -226,4 +236,62 @@ fn files_already_in_the_return_folder_count_against_the_limits() {
     let (code, text) = gpu_return(&out, &[&a], 8, 64 * 1024);
     assert_eq!(code, 3, "{text}");
     assert!(text.contains("a: NOT returned"), "{text}");
+}
+
+#[test]
+fn hostile_run_folders_are_named_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r1, r2) = (dir.path().join("r1"), dir.path().join("r2"));
+    let a1 = run_folder(&r1, "a", 100, 100, 1000);
+    let a2 = run_folder(&r2, "a", 100, 100, 1000);
+    let bad = run_folder(&r1, "my run", 100, 100, 1000);
+
+    // Two folders of one name would overwrite each other's pieces: the second is refused.
+    let out = dir.path().join("out");
+    let (code, text) = gpu_return(&out, &[&a1, &a2, &bad], 8, 64 * 1024);
+    assert_eq!(code, 3, "{text}");
+    assert!(text.contains("a is already in this call"), "{text}");
+    // A name the tool would not return (a space) is named, not written.
+    assert!(
+        text.contains("my run: NOT returned: the name must be"),
+        "{text}"
+    );
+    let back = reassemble(&out);
+    assert_eq!(back.keys().collect::<Vec<_>>(), vec!["a"]);
+    assert_eq!(back["a"]["a.onnx"], fs::read(a1.join("a.onnx")).unwrap());
+
+    // Pieces already in the return folder under that name: refused, not mixed in.
+    let (code, text) = gpu_return(&out, &[&a2], 16, 64 * 1024);
+    assert_eq!(code, 3, "{text}");
+    assert!(text.contains("already in this call or in"), "{text}");
+
+    // A run folder that is a symbolic link brings its files, not the link.
+    let links = dir.path().join("links");
+    fs::create_dir_all(&links).unwrap();
+    let linked = links.join("b");
+    std::os::unix::fs::symlink(&a1, &linked).unwrap();
+    let out3 = dir.path().join("out3");
+    let (code, text) = gpu_return(&out3, &[&linked], 8, 64 * 1024);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        reassemble(&out3)["b"]["a.onnx"],
+        fs::read(a1.join("a.onnx")).unwrap()
+    );
+
+    // More than ten pieces: suffixes of one width keep `cat NAME.tar.*` in order.
+    let big = run_folder(&dir.path().join("r3"), "big", 5, 100, 120_000);
+    let out4 = dir.path().join("out4");
+    let (code, text) = gpu_return(&out4, &[&big], 40, 1 << 20);
+    assert_eq!(code, 0, "{text}");
+    assert!(fs::read_dir(&out4).unwrap().count() > 10, "{text}");
+    assert_eq!(
+        reassemble(&out4)["big"]["checkpoint.safetensors"],
+        fs::read(big.join("checkpoint.safetensors")).unwrap()
+    );
+
+    // Limits that are not whole numbers, or pieces the tool would not take, are refused.
+    for piece in ["0", "-5", "abc", "17000000"] {
+        let (code, text) = gpu_return_with(&dir.path().join("out5"), &[&a1], 8, 64 * 1024, piece);
+        assert_eq!(code, 2, "piece {piece}: {text}");
+    }
 }
