@@ -57,8 +57,28 @@ fn jpeg_and_blur_pairs_of_one_dev_image() {
                 assert!((0.0..=100.0).contains(&v), "{family} {}: {v}", l.level);
             }
             assert!(l.summary.mean_matches > 0.0, "{family} {}", l.level);
+            // The detector's share is part of the wrong matches; descl match's matcher (mutual
+            // NN + ratio) keeps a subset of the mutual-NN matches.
+            let p = &l.pairs[0];
+            assert!(
+                p.unrepeated_wrong_3px <= p.matches - p.correct[2],
+                "{family} {}",
+                l.level
+            );
+            assert!(
+                p.lowe_matches > 0 && p.lowe_matches <= p.matches,
+                "{family} {}",
+                l.level
+            );
+            assert!(
+                p.lowe_correct_3px <= p.lowe_matches.min(p.correct[2]),
+                "{family} {}",
+                l.level
+            );
         }
     }
+    // JPEG 15 moves the detections: some wrong matches join frames without counterparts.
+    assert!(families[JPEG].levels[4].pairs[0].unrepeated_wrong_3px > 0);
     let levels: Vec<f64> = families[JPEG].levels.iter().map(|l| l.level).collect();
     assert_eq!(levels, vec![90.0, 70.0, 50.0, 30.0, 15.0]);
     // The identity pair at JPEG 90 is nearly perfect; quality 15 cannot be better.
@@ -88,6 +108,7 @@ fn jpeg_and_blur_pairs_of_one_dev_image() {
         "{md}"
     );
     assert!(md.contains("| sift |"), "{md}");
+    assert!(md.contains("| jpeg | jpeg, ratio 0.8 |"), "{md}");
     let card = report.card_metrics(SIFT);
     let entry = &card[CARD_ROBUSTNESS];
     assert_eq!(entry["jpeg_mma@3_by_level"]["15"].as_f64().unwrap(), {
@@ -106,4 +127,15 @@ fn reports_written_before_the_suite_still_read() {
     assert!(r.robustness.is_empty());
     assert!(!r.sequences.is_empty());
     assert!(!r.markdown().contains("### Robustness"));
+    // Columns added later read as 0 from reports without them.
+    let s = &r
+        .sequences
+        .values()
+        .next()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .summary;
+    assert_eq!((s.lowe_mma3, s.mean_unrepeated_wrong_3px), (0.0, 0.0));
 }

@@ -199,6 +199,77 @@ pub fn matching_accuracy(errors: &[f64], thresholds: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// Matches wrong at `t` px (‖H·x₁ − x₂‖ ≥ t) whose two frames are both *unrepeated*: the frame
+/// in image 1 has no frame of image 2 within `t` px of H·x₁, and the frame in image 2 has no
+/// frame of image 1 whose projection lies within `t` px of it (all distances in image 2, as the
+/// matching accuracy's). The detector found such frames in one image only, so no describer can
+/// match them correctly; mutual nearest neighbours pairs whatever is left, and the MMA counts
+/// those pairs. This splits a method's wrong matches into the detector's share and its own.
+/// `frames1`, `frames2`: every frame of each image; `pts1`, `pts2`: the matched ones.
+pub fn unrepeated_wrong_matches(
+    h: &[[f64; 3]; 3],
+    frames1: &[(f64, f64)],
+    frames2: &[(f64, f64)],
+    pts1: &[(f64, f64)],
+    pts2: &[(f64, f64)],
+    t: f64,
+) -> usize {
+    let projected: Vec<(f64, f64)> = frames1
+        .iter()
+        .filter_map(|&(x, y)| apply_homography(h, x, y))
+        .collect();
+    let near2 = PointGrid::new(frames2, t);
+    let near_projected = PointGrid::new(&projected, t);
+    pts1.iter()
+        .zip(pts2)
+        .filter(|&(&(x1, y1), &p2)| match apply_homography(h, x1, y1) {
+            Some(p1) => {
+                let wrong = (p1.0 - p2.0).hypot(p1.1 - p2.1) >= t;
+                wrong && !near2.any_within(p1, t) && !near_projected.any_within(p2, t)
+            }
+            // A frame that projects to infinity has no counterpart either.
+            None => !near_projected.any_within(p2, t),
+        })
+        .count()
+}
+
+/// Points bucketed in square cells of side `cell`, for "is any point within r ≤ cell of p".
+struct PointGrid {
+    cell: f64,
+    cells: std::collections::HashMap<(i64, i64), Vec<(f64, f64)>>,
+}
+
+impl PointGrid {
+    fn new(points: &[(f64, f64)], cell: f64) -> Self {
+        let cell = if cell > 0.0 { cell } else { 1.0 };
+        let mut cells: std::collections::HashMap<(i64, i64), Vec<(f64, f64)>> =
+            std::collections::HashMap::new();
+        for &p in points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()) {
+            cells.entry(Self::key(p, cell)).or_default().push(p);
+        }
+        PointGrid { cell, cells }
+    }
+
+    fn key(p: (f64, f64), cell: f64) -> (i64, i64) {
+        ((p.0 / cell).floor() as i64, (p.1 / cell).floor() as i64)
+    }
+
+    /// Whether a point lies strictly within `r` (at most the cell side) of `p`.
+    fn any_within(&self, p: (f64, f64), r: f64) -> bool {
+        if !(p.0.is_finite() && p.1.is_finite()) {
+            return false;
+        }
+        let (cx, cy) = Self::key(p, self.cell);
+        (cx - 1..=cx + 1).any(|x| {
+            (cy - 1..=cy + 1).any(|y| {
+                self.cells
+                    .get(&(x, y))
+                    .is_some_and(|v| v.iter().any(|q| (q.0 - p.0).hypot(q.1 - p.1) < r))
+            })
+        })
+    }
+}
+
 /// Mean corner error (px) of an estimated homography: the four corners of image 1
 /// ((0,0), (w−1,0), (0,h−1), (w−1,h−1), as SuperPoint's evaluation) mapped by the ground truth
 /// and by the estimate, mean distance (in image 2). Infinite if either maps a corner to infinity.
@@ -293,6 +364,36 @@ mod tests {
 
     fn close(a: f64, b: f64) {
         assert!((a - b).abs() < 1e-12, "{a} != {b}");
+    }
+
+    #[test]
+    fn unrepeated_wrong_matches_by_hand() {
+        // H shifts by +10 px in x. Image 1: A (0,0), B (10,10), C (50,50), projected to
+        // (10,0), (20,10), (60,50). Image 2: a (10.5,0) is A's counterpart (0.5 px), z (21,10)
+        // B's (1 px), x (90,90) and y (60,60) nobody's (y is 10 px from C's projection).
+        let h = [[1.0, 0.0, 10.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+        let f1 = [(0.0, 0.0), (10.0, 10.0), (50.0, 50.0)];
+        let f2 = [(10.5, 0.0), (90.0, 90.0), (60.0, 60.0), (21.0, 10.0)];
+        // Matches A–a (correct), B–x (wrong, B has a counterpart), C–y (wrong, neither has
+        // one), A–x (wrong, A has one).
+        let p1 = [f1[0], f1[1], f1[2], f1[0]];
+        let p2 = [f2[0], f2[1], f2[2], f2[1]];
+        assert_eq!(unrepeated_wrong_matches(&h, &f1, &f2, &p1, &p2, 3.0), 1);
+        // At 1 px B's counterpart (exactly 1 px away) no longer counts: B–x joins C–y.
+        assert_eq!(unrepeated_wrong_matches(&h, &f1, &f2, &p1, &p2, 1.0), 2);
+        // A correct match never counts, and without matches there is nothing to count.
+        assert_eq!(
+            unrepeated_wrong_matches(&h, &f1, &f2, &p1[..1], &p2[..1], 3.0),
+            0
+        );
+        assert_eq!(unrepeated_wrong_matches(&h, &[], &[], &[], &[], 3.0), 0);
+        // With a frame at C's projection (60,50), C has a counterpart: its wrong match is the
+        // describer's error, not the detector's.
+        let shifted_only = [(60.0, 50.0)];
+        assert_eq!(
+            unrepeated_wrong_matches(&h, &f1, &shifted_only, &[f1[2]], &[(70.0, 50.0)], 3.0),
+            0
+        );
     }
 
     #[test]

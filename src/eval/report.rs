@@ -207,8 +207,8 @@ impl BenchReport {
             let _ = write!(header, " {g} MMA@3 ({n}) |");
             rule += "---|";
         }
-        header += " MMA@1 / @5 / @10 | H acc @1 / @3 / @5 px | keypoints | matches | correct@3 |";
-        rule += "---|---|---|---|---|";
+        header += " MMA@1 / @5 / @10 | H acc @1 / @3 / @5 px | keypoints | matches | correct@3 | wrong@3 unrepeated | MMA@3, matches with ratio 0.8 |";
+        rule += "---|---|---|---|---|---|---|";
         let _ = writeln!(s, "{header}\n{rule}");
         for (m, by_group) in &self.sequences {
             let mut row = format!("| {m} |");
@@ -225,7 +225,7 @@ impl BenchReport {
                 let sm = &x.summary;
                 let _ = write!(
                     row,
-                    " {} / {} / {} | {} / {} / {} | {:.0} | {:.0} | {:.0} |",
+                    " {} / {} / {} | {} / {} / {} | {:.0} | {:.0} | {:.0} | {:.1} | {}, {:.0} |",
                     f1(sm.mma[0].1),
                     f1(sm.mma[4].1),
                     f1(sm.mma[9].1),
@@ -234,7 +234,10 @@ impl BenchReport {
                     f1(sm.homography_accuracy[2].1),
                     sm.mean_keypoints,
                     sm.mean_matches,
-                    sm.mean_correct_3px
+                    sm.mean_correct_3px,
+                    sm.mean_unrepeated_wrong_3px,
+                    f1(sm.lowe_mma3),
+                    sm.mean_lowe_matches
                 );
             }
             let _ = writeln!(s, "{row}");
@@ -282,6 +285,41 @@ impl BenchReport {
                 for (i, _) in f0.levels.iter().enumerate() {
                     let l = f.and_then(|f| f.levels.get(i)).map(|l| &l.summary);
                     let _ = write!(row, " {} |", mma3(l));
+                }
+            }
+            let _ = writeln!(s, "{row}");
+        }
+        s.push('\n');
+        // Where the wrong matches come from: MMA is a precision, and mutual nearest neighbours
+        // also pairs frames that the detector found in one image only.
+        let _ = writeln!(
+            s,
+            "Per pair (mean over each family's pairs): mutual-NN matches / correct at 3 px / wrong at 3 px / of those, between two unrepeated frames (no counterpart within 3 px in the other image: the detector's share, which no describer can make correct); then MMA@3 and matches under `descl match`'s matcher (mutual NN + Lowe's ratio 0.8)\n"
+        );
+        let mut header = "| method |".to_string();
+        let mut rule = "|---|".to_string();
+        for family in first.keys() {
+            let _ = write!(header, " {family} | {family}, ratio 0.8 |");
+            rule += "---|---|";
+        }
+        let _ = writeln!(s, "{header}\n{rule}");
+        for (m, families) in &self.robustness {
+            let mut row = format!("| {m} |");
+            for family in first.keys() {
+                match families.get(family).map(|f| &f.summary) {
+                    Some(x) => {
+                        let _ = write!(
+                            row,
+                            " {:.0} / {:.0} / {:.0} / {:.1} | {}, {:.0} |",
+                            x.mean_matches,
+                            x.mean_correct_3px,
+                            x.mean_matches - x.mean_correct_3px,
+                            x.mean_unrepeated_wrong_3px,
+                            f1(x.lowe_mma3),
+                            x.mean_lowe_matches
+                        );
+                    }
+                    None => row += " — | — |",
                 }
             }
             let _ = writeln!(s, "{row}");

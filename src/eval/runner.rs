@@ -193,14 +193,29 @@ fn homography_pair(
     mt.match_s += t.elapsed().as_secs_f64();
     mt.pairs_matched += 1;
     let (pa, pb) = matched_points(first, other, &matches.pairs);
+    // The same descriptors under `descl match`'s matcher (mutual NN + Lowe's ratio), untimed:
+    // the precision its users get, beside the protocol's.
+    let lowe = match_descriptors(
+        &first.descriptors[mi],
+        &other.descriptors[mi],
+        &MatchConfig::default(),
+    )?;
+    let (la, lb) = matched_points(first, other, &lowe.pairs);
     let v = geometry::verify(&pa, &pb, ModelKind::Homography, &ransac, None)?;
     let tup = |p: &[[f64; 2]]| p.iter().map(|q| (q[0], q[1])).collect::<Vec<_>>();
+    let at = |f: &ImageFeatures| {
+        f.frames
+            .iter()
+            .map(|p| (f64::from(p.x), f64::from(p.y)))
+            .collect::<Vec<_>>()
+    };
     Ok(evaluate_pair(
         sequence,
         target,
-        (first.frames.len(), other.frames.len()),
+        (&at(first), &at(other)),
         &tup(&pa),
         &tup(&pb),
+        (&tup(&la), &tup(&lb)),
         h_gt,
         v.model.as_ref(),
         first.size,

@@ -8,7 +8,7 @@
 use crate::error::{Error, Result};
 use crate::eval::metrics::{
     accuracy_at, homography_corner_error, matching_accuracy, reprojection_errors,
-    HOMOGRAPHY_THRESHOLDS, MMA_THRESHOLDS,
+    unrepeated_wrong_matches, HOMOGRAPHY_THRESHOLDS, MMA_THRESHOLDS,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -138,26 +138,45 @@ pub struct PairResult {
     pub correct: Vec<usize>,
     /// Matching accuracy at each of [`MMA_THRESHOLDS`] (0 without matches).
     pub accuracy: Vec<f64>,
+    /// Matches of the same descriptors under `descl match`'s matcher (mutual nearest neighbours
+    /// and Lowe's ratio 0.8, `MatchConfig::default()`), and how many of them are correct at
+    /// 3 px: the precision a user of `descl match` gets (0 in reports written before it existed).
+    #[serde(default)]
+    pub lowe_matches: usize,
+    /// Of [`PairResult::lowe_matches`], those correct at 3 px.
+    #[serde(default)]
+    pub lowe_correct_3px: usize,
+    /// Matches wrong at 3 px between two frames that each have no counterpart within 3 px in
+    /// the other image ([`unrepeated_wrong_matches`]): the detector's share of the wrong
+    /// matches, which no describer can make correct (0 in reports written before it existed).
+    #[serde(default)]
+    pub unrepeated_wrong_3px: usize,
     /// Mean corner error (px) of the estimated homography; infinite when none was found (JSON
     /// writes that as `null`, which reads back as infinite).
     #[serde(deserialize_with = "crate::eval::report::infinite_if_null")]
     pub corner_error: f64,
 }
 
-/// Evaluates one pair from the matched point coordinates (image 1, image k), the ground truth
-/// and the estimated homography (`None` when estimation failed), image 1's size.
+/// Positions (x, y) in image 1 and in image k.
+pub type PointSets<'a> = (&'a [(f64, f64)], &'a [(f64, f64)]);
+
+/// Evaluates one pair from every frame's position in each image, the matched point coordinates
+/// (image 1, image k) of the protocol's matcher and of `descl match`'s (`lowe`), the ground
+/// truth and the estimated homography (`None` when estimation failed), image 1's size.
 // The arguments are the protocol's inputs for one pair; a struct would only rename them.
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_pair(
     sequence: &str,
     target: usize,
-    keypoints: (usize, usize),
+    frames: PointSets<'_>,
     pts1: &[(f64, f64)],
     pts2: &[(f64, f64)],
+    lowe: PointSets<'_>,
     h_gt: &Mat3,
     h_est: Option<&Mat3>,
     size1: (u32, u32),
 ) -> PairResult {
+    let t3 = MMA_THRESHOLDS[MMA3_INDEX];
     let errors = reprojection_errors(h_gt, pts1, pts2);
     let correct = MMA_THRESHOLDS
         .iter()
@@ -166,10 +185,16 @@ pub fn evaluate_pair(
     PairResult {
         sequence: sequence.to_string(),
         target,
-        keypoints,
+        keypoints: (frames.0.len(), frames.1.len()),
         matches: pts1.len(),
         correct,
         accuracy: matching_accuracy(&errors, &MMA_THRESHOLDS),
+        lowe_matches: lowe.0.len(),
+        lowe_correct_3px: reprojection_errors(h_gt, lowe.0, lowe.1)
+            .iter()
+            .filter(|&&e| e < t3)
+            .count(),
+        unrepeated_wrong_3px: unrepeated_wrong_matches(h_gt, frames.0, frames.1, pts1, pts2, t3),
         corner_error: h_est.map_or(f64::INFINITY, |h| {
             homography_corner_error(h_gt, h, size1.0, size1.1)
         }),
@@ -188,6 +213,16 @@ pub struct SequenceSummary {
     pub mean_matches: f64,
     /// Mean correct matches at 3 px.
     pub mean_correct_3px: f64,
+    /// Mean wrong matches at 3 px between unrepeated frames ([`PairResult::unrepeated_wrong_3px`]).
+    #[serde(default)]
+    pub mean_unrepeated_wrong_3px: f64,
+    /// MMA@3 (%) under `descl match`'s matcher ([`PairResult::lowe_matches`]), averaged over
+    /// pairs as `mma` (a pair without matches counts 0).
+    #[serde(default)]
+    pub lowe_mma3: f64,
+    /// Mean matches under `descl match`'s matcher.
+    #[serde(default)]
+    pub mean_lowe_matches: f64,
 }
 
 /// Averages pair results (each pair weighs the same).
@@ -224,6 +259,21 @@ pub fn summarise(pairs: &[PairResult]) -> SequenceSummary {
             .map(|p| p.correct[MMA3_INDEX] as f64)
             .sum::<f64>()
             / n,
+        mean_unrepeated_wrong_3px: pairs
+            .iter()
+            .map(|p| p.unrepeated_wrong_3px as f64)
+            .sum::<f64>()
+            / n,
+        lowe_mma3: 100.0
+            * pairs
+                .iter()
+                .map(|p| match p.lowe_matches {
+                    0 => 0.0,
+                    m => p.lowe_correct_3px as f64 / m as f64,
+                })
+                .sum::<f64>()
+            / n,
+        mean_lowe_matches: pairs.iter().map(|p| p.lowe_matches as f64).sum::<f64>() / n,
     }
 }
 
@@ -235,26 +285,60 @@ mod tests {
     fn pair_and_summary_by_hand() {
         let id = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
         // Errors 0.5, 2.5, 20 → correct at 1 px: 1, at 3 px: 2, at 10 px: 2.
+        let (m1, m2) = (
+            [(0.0, 0.0), (5.0, 5.0), (9.0, 9.0)],
+            [(0.5, 0.0), (5.0, 7.5), (29.0, 9.0)],
+        );
+        // 10 and 12 frames: the matched ones and others far from all of them, so that the
+        // wrong match (9,9)–(29,9) joins two frames without a counterpart.
+        let far = |n: usize| (0..n).map(|i| (60.0 + 3.5 * i as f64, 90.0));
+        let f1: Vec<(f64, f64)> = m1.iter().copied().chain(far(7)).collect();
+        let f2: Vec<(f64, f64)> = m2
+            .iter()
+            .copied()
+            .chain(far(9).map(|p| (p.0, p.1 - 40.0)))
+            .collect();
+        // descl match's matcher kept two of them, one correct.
+        let lowe = ([m1[0], m1[2]], [m2[0], m2[2]]);
         let p = evaluate_pair(
             "s",
             2,
-            (10, 12),
-            &[(0.0, 0.0), (5.0, 5.0), (9.0, 9.0)],
-            &[(0.5, 0.0), (5.0, 7.5), (29.0, 9.0)],
+            (&f1, &f2),
+            &m1,
+            &m2,
+            (&lowe.0, &lowe.1),
             &id,
             Some(&id),
             (100, 100),
         );
+        assert_eq!(p.keypoints, (10, 12));
+        assert_eq!(p.unrepeated_wrong_3px, 1);
+        assert_eq!((p.lowe_matches, p.lowe_correct_3px), (2, 1));
         assert_eq!(p.correct[0], 1);
         assert_eq!(p.correct[2], 2);
         assert_eq!(p.correct[9], 2);
         assert!((p.accuracy[2] - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(p.corner_error, 0.0);
-        let empty = evaluate_pair("s", 3, (0, 0), &[], &[], &id, None, (100, 100));
+        let none: &[(f64, f64)] = &[];
+        let empty = evaluate_pair(
+            "s",
+            3,
+            (none, none),
+            none,
+            none,
+            (none, none),
+            &id,
+            None,
+            (100, 100),
+        );
         let s = summarise(&[p, empty]);
         assert!((s.mma[2].1 - 100.0 / 3.0).abs() < 1e-9);
         assert_eq!(s.homography_accuracy[0].1, 50.0);
         assert_eq!(s.mean_matches, 1.5);
         assert_eq!(s.mean_correct_3px, 1.0);
+        assert_eq!(s.mean_unrepeated_wrong_3px, 0.5);
+        // (1/2 + 0) / 2 pairs: the empty pair counts 0, as in the MMA.
+        assert!((s.lowe_mma3 - 25.0).abs() < 1e-9);
+        assert_eq!(s.mean_lowe_matches, 1.0);
     }
 }
