@@ -132,7 +132,14 @@ pub enum Decay {
     Linear,
     /// Half-cosine decay to zero.
     Cosine,
+    /// Halved after each of [`SDGMNET_HALVING_PARTS`] equal parts of the iterations (SDGMNet
+    /// §IV-A: "The learning rate is initialized with 1 and divided by 2 after each 10% of
+    /// iterations").
+    Halving,
 }
+
+/// [`Decay::Halving`] halves the rate after each 1/10 of the iterations (SDGMNet §IV-A).
+pub const SDGMNET_HALVING_PARTS: usize = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -156,6 +163,11 @@ impl Schedule {
             Decay::Constant => 1.0,
             Decay::Linear => 1.0 - t,
             Decay::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * t).cos()),
+            // ⌊step · parts / iterations⌋ halvings, in integers (no rounding at the boundaries).
+            Decay::Halving => {
+                let halvings = step.saturating_mul(SDGMNET_HALVING_PARTS) / iterations.max(1);
+                0.5f64.powi(i32::try_from(halvings).unwrap_or(i32::MAX))
+            }
         };
         base * ramp * decay
     }
@@ -1264,6 +1276,19 @@ mod tests {
             warmup: 4,
         };
         assert!((w.lr(1.0, 1, 10) - 0.5).abs() < 1e-12);
+        // SDGMNet's: 1 for the first 10 %, then halved at 10 %, 20 %, … (0.5⁹ in the last 10 %).
+        let h = Schedule {
+            decay: Decay::Halving,
+            warmup: 0,
+        };
+        assert_eq!(h.lr(1.0, 0, 20_000), 1.0);
+        assert_eq!(h.lr(1.0, 1_999, 20_000), 1.0);
+        assert_eq!(h.lr(1.0, 2_000, 20_000), 0.5);
+        assert_eq!(h.lr(1.0, 6_000, 20_000), 0.125);
+        assert_eq!(h.lr(1.0, 5_999, 20_000), 0.25);
+        assert_eq!(h.lr(1.0, 19_999, 20_000), 0.5f64.powi(9));
+        let d: Schedule = serde_json::from_str(r#"{"decay": "halving"}"#).unwrap();
+        assert_eq!(d.decay, Decay::Halving);
     }
 
     #[test]
