@@ -397,6 +397,61 @@ mod tests {
     }
 
     #[test]
+    fn unrepeated_wrong_matches_equals_brute_force() {
+        // Against the definition evaluated pair by pair (no grid), on clustered points with
+        // negative coordinates, points on cell boundaries and a projective H.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let h = [[1.02, 0.01, -3.0], [-0.02, 0.98, 2.5], [1e-5, -2e-5, 1.0]];
+        for t in [1.0, 3.0, 5.0] {
+            let pts = |n: usize, next: &mut dyn FnMut() -> f64| -> Vec<(f64, f64)> {
+                (0..n)
+                    .map(|i| {
+                        // A square of side 40 t: about half the frames have no counterpart.
+                        if i % 7 == 0 {
+                            // On a cell boundary of the grid.
+                            ((next() * 40.0).floor() * t - 20.0 * t, 3.0 * t)
+                        } else {
+                            (next() * 40.0 * t - 20.0 * t, next() * 40.0 * t - 20.0 * t)
+                        }
+                    })
+                    .collect()
+            };
+            let f1 = pts(300, &mut next);
+            let f2 = pts(300, &mut next);
+            let pairs: Vec<(usize, usize)> = (0..300).map(|i| (i, (i * 37 + 11) % 300)).collect();
+            let p1: Vec<_> = pairs.iter().map(|&(i, _)| f1[i]).collect();
+            let p2: Vec<_> = pairs.iter().map(|&(_, j)| f2[j]).collect();
+            let proj: Vec<(f64, f64)> = f1
+                .iter()
+                .filter_map(|&(a, b)| apply_homography(&h, a, b))
+                .collect();
+            let d = |a: (f64, f64), b: (f64, f64)| (a.0 - b.0).hypot(a.1 - b.1);
+            let brute = p1
+                .iter()
+                .zip(&p2)
+                .filter(|&(&a, &b)| {
+                    let pa = apply_homography(&h, a.0, a.1).unwrap();
+                    d(pa, b) >= t
+                        && f2.iter().all(|&q| d(pa, q) >= t)
+                        && proj.iter().all(|&q| d(b, q) >= t)
+                })
+                .count();
+            let got = unrepeated_wrong_matches(&h, &f1, &f2, &p1, &p2, t);
+            assert_eq!(got, brute, "t = {t}");
+            assert!(
+                brute > 0 && brute < 300,
+                "t = {t}: {brute} (the case must discriminate)"
+            );
+        }
+    }
+
+    #[test]
     fn ap_hand_computed() {
         // Ranks by distance: 0.1 (pos), 0.2 (neg), 0.3 (pos).
         // recall:    0, 0.5, 0.5, 1
