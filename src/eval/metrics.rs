@@ -184,6 +184,11 @@ pub fn reprojection_errors(
         .collect()
 }
 
+/// Matches correct at `t` px: reprojection error `< t` (D2-Net's MMA criterion).
+pub fn correct_at(errors: &[f64], t: f64) -> usize {
+    errors.iter().filter(|&&e| e < t).count()
+}
+
 /// Matching accuracy of one pair at each threshold: the fraction of matches with error `< t`
 /// (a pair without matches has accuracy 0, so a method cannot gain by matching nothing).
 pub fn matching_accuracy(errors: &[f64], thresholds: &[f64]) -> Vec<f64> {
@@ -193,7 +198,7 @@ pub fn matching_accuracy(errors: &[f64], thresholds: &[f64]) -> Vec<f64> {
             if errors.is_empty() {
                 0.0
             } else {
-                errors.iter().filter(|&&e| e < t).count() as f64 / errors.len() as f64
+                correct_at(errors, t) as f64 / errors.len() as f64
             }
         })
         .collect()

@@ -16,7 +16,7 @@ use crate::eval::sequences::{self, evaluate_pair, HomographySequence, PairResult
 use crate::frame::Frame;
 use crate::geometry::{self, Intrinsics, ModelKind, RansacConfig};
 use crate::image::{load_gray, GrayImage};
-use crate::matching::{match_descriptors, MatchConfig};
+use crate::matching::{checked_nearest_two, filters, match_descriptors, MatchConfig};
 use crate::pipeline::Extractor;
 use crate::progress::Progress;
 use serde::{Deserialize, Serialize};
@@ -188,18 +188,17 @@ fn homography_pair(
         ..RansacConfig::default()
     };
     let t = Instant::now();
-    let matches = match_descriptors(&first.descriptors[mi], &other.descriptors[mi], &mutual_nn())?;
+    let protocol = mutual_nn();
+    let nn = checked_nearest_two(&first.descriptors[mi], &other.descriptors[mi], &protocol)?;
+    let matches = filters::apply(&nn, &protocol);
     let mt = timing.per_method.entry(m.name().to_string()).or_default();
     mt.match_s += t.elapsed().as_secs_f64();
     mt.pairs_matched += 1;
     let (pa, pb) = matched_points(first, other, &matches.pairs);
-    // The same descriptors under `descl match`'s matcher (mutual NN + Lowe's ratio), untimed:
-    // the precision its users get, beside the protocol's.
-    let lowe = match_descriptors(
-        &first.descriptors[mi],
-        &other.descriptors[mi],
-        &MatchConfig::default(),
-    )?;
+    // The same neighbours under `descl match`'s matcher (mutual NN + Lowe's ratio), untimed:
+    // the precision its users get, beside the protocol's. (An image 2 with one frame gives it
+    // no matches, where `descl match` refuses the pair.)
+    let lowe = filters::apply(&nn, &MatchConfig::default());
     let (la, lb) = matched_points(first, other, &lowe.pairs);
     let v = geometry::verify(&pa, &pb, ModelKind::Homography, &ransac, None)?;
     let tup = |p: &[[f64; 2]]| p.iter().map(|q| (q[0], q[1])).collect::<Vec<_>>();

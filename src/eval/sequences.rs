@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::eval::metrics::{
-    accuracy_at, homography_corner_error, matching_accuracy, reprojection_errors,
+    accuracy_at, correct_at, homography_corner_error, matching_accuracy, reprojection_errors,
     unrepeated_wrong_matches, HOMOGRAPHY_THRESHOLDS, MMA_THRESHOLDS,
 };
 use serde::{Deserialize, Serialize};
@@ -180,7 +180,7 @@ pub fn evaluate_pair(
     let errors = reprojection_errors(h_gt, pts1, pts2);
     let correct = MMA_THRESHOLDS
         .iter()
-        .map(|&t| errors.iter().filter(|&&e| e < t).count())
+        .map(|&t| correct_at(&errors, t))
         .collect();
     PairResult {
         sequence: sequence.to_string(),
@@ -190,10 +190,7 @@ pub fn evaluate_pair(
         correct,
         accuracy: matching_accuracy(&errors, &MMA_THRESHOLDS),
         lowe_matches: lowe.0.len(),
-        lowe_correct_3px: reprojection_errors(h_gt, lowe.0, lowe.1)
-            .iter()
-            .filter(|&&e| e < t3)
-            .count(),
+        lowe_correct_3px: correct_at(&reprojection_errors(h_gt, lowe.0, lowe.1), t3),
         unrepeated_wrong_3px: unrepeated_wrong_matches(h_gt, frames.0, frames.1, pts1, pts2, t3),
         corner_error: h_est.map_or(f64::INFINITY, |h| {
             homography_corner_error(h_gt, h, size1.0, size1.1)

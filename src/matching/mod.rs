@@ -170,8 +170,19 @@ pub fn match_descriptors(
     b: &Descriptors,
     config: &MatchConfig,
 ) -> Result<Matches> {
+    Ok(filters::apply(&checked_nearest_two(a, b, config)?, config))
+}
+
+/// [`nearest_two`] after checking `config` and the inputs for it ([`validate`]): what
+/// [`match_descriptors`] filters. Another config may filter the same search
+/// ([`filters::apply`]) instead of searching again; its ratio test then drops a row without a
+/// second neighbour rather than refusing the pair.
+pub fn checked_nearest_two(
+    a: &Descriptors,
+    b: &Descriptors,
+    config: &MatchConfig,
+) -> Result<NearestTwo> {
     config.check()?;
     validate(a, b, config)?;
-    let nn = nearest_two(a, b)?;
-    Ok(filters::apply(&nn, config))
+    nearest_two(a, b)
 }
