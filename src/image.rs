@@ -451,6 +451,27 @@ impl GrayImage {
         GrayImage::from_mat_f32(&dst)
     }
 
+    /// Warped by the homography `h` (row-major, x' ~ h·x, pixel centres at integer coordinates)
+    /// onto a canvas of the same size: OpenCV `warpPerspective`, bilinear, `BORDER_REFLECT_101`
+    /// where the canvas sees past the image. The one warp of the synthetic training views and
+    /// the benchmark's rotation-and-zoom pairs.
+    #[cfg(feature = "full")]
+    pub fn warp_perspective(&self, h: &[[f64; 3]; 3]) -> Result<GrayImage> {
+        let flat: Vec<f64> = h.iter().flatten().copied().collect();
+        let m = opencv::core::Mat::new_rows_cols_with_data(3, 3, &flat)?.try_clone()?;
+        let mut out = opencv::core::Mat::default();
+        opencv::imgproc::warp_perspective(
+            &self.to_mat_f32()?,
+            &mut out,
+            &m,
+            opencv::core::Size::new(self.width as i32, self.height as i32),
+            opencv::imgproc::INTER_LINEAR,
+            opencv::core::BORDER_REFLECT_101,
+            opencv::core::Scalar::default(),
+        )?;
+        GrayImage::from_mat_f32(&out)
+    }
+
     /// One pyramid step as OpenCV's `pyrDown`: blur with [1 4 6 4 1]/16 (BORDER_REFLECT_101) and
     /// keep the even rows and columns, so level-l pixel (i, j) sits at level-0 point
     /// (2^l·j, 2^l·i) — coordinates simply scale by 2^-l with integer pixel centres.

@@ -100,7 +100,7 @@ fn sequences_report_json_markdown_and_plots() {
             .iter()
             .all(|p| p["keypoints"][0].as_u64().unwrap() <= 400));
         // The robustness pairs: both reference images at each of the 5 levels per family.
-        for family in ["jpeg", "blur"] {
+        for family in ["jpeg", "blur", "zoom"] {
             let f = &r["robustness"][m][family];
             assert_eq!(f["summary"]["pairs"], 10, "{m} {family}");
             assert_eq!(f["levels"].as_array().unwrap().len(), 5, "{m} {family}");

@@ -1,11 +1,11 @@
 //! The robustness suite (`descl bench robustness`) on one small dev image (Oxford graf's
-//! reference, 800×640) with SIFT: JPEG and blur levels, MMA in [0, 100], stronger degradation
+//! reference, 800×640) with SIFT: JPEG, blur and rotation-and-zoom levels, MMA in [0, 100], stronger degradation
 //! no better than the mildest, the report's JSON round trip (and reports written before the
 //! suite existed still read), markdown and card metrics.
 
 use descl::describe::{Describer, SIFT};
 use descl::eval::report::{BenchReport, CARD_ROBUSTNESS};
-use descl::eval::robustness::{BLUR, BLUR_SIGMAS, JPEG, JPEG_QUALITIES};
+use descl::eval::robustness::{BLUR, BLUR_SIGMAS, JPEG, JPEG_QUALITIES, ZOOM, ZOOM_LEVELS};
 use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
 use descl::model::Device;
 use descl::progress::Silent;
@@ -22,7 +22,7 @@ fn data() -> Option<std::path::PathBuf> {
 }
 
 #[test]
-fn jpeg_and_blur_pairs_of_one_dev_image() {
+fn jpeg_blur_and_zoom_pairs_of_one_dev_image() {
     let Some(root) = data() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let ox = tmp.path().join("ox");
@@ -46,7 +46,11 @@ fn jpeg_and_blur_pairs_of_one_dev_image() {
     assert!(report.sequences.is_empty() && report.pose.is_empty());
     let families = &report.robustness[SIFT];
     let mma3 = |family: &str, i: usize| families[family].levels[i].summary.mma[2].1;
-    for (family, n) in [(JPEG, JPEG_QUALITIES.len()), (BLUR, BLUR_SIGMAS.len())] {
+    for (family, n) in [
+        (JPEG, JPEG_QUALITIES.len()),
+        (BLUR, BLUR_SIGMAS.len()),
+        (ZOOM, ZOOM_LEVELS.len()),
+    ] {
         let f = &families[family];
         assert_eq!(f.levels.len(), n, "{family}");
         assert_eq!(f.summary.pairs, n, "{family}: one pair per level");
@@ -90,6 +94,40 @@ fn jpeg_and_blur_pairs_of_one_dev_image() {
         mma3(JPEG, 0)
     );
     assert!(mma3(BLUR, 4) <= mma3(BLUR, 0), "σ 5 better than σ 1");
+    // Rotation and zoom: each level names its angle; the mildest keeps most matches correct
+    // under the ground-truth similarity (a wrong ground truth would leave almost none), the
+    // strongest sees a sixth of the reference, so more of its wrong matches are the detector's.
+    let zoom = &families[ZOOM];
+    let zl: Vec<(f64, Option<f64>)> = zoom
+        .levels
+        .iter()
+        .map(|l| (l.level, l.rotation_deg))
+        .collect();
+    assert_eq!(
+        zl,
+        ZOOM_LEVELS
+            .iter()
+            .map(|&(k, r)| (f64::from(k), Some(f64::from(r))))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(zoom.levels[0].pairs[0].target, 125);
+    assert!(mma3(ZOOM, 0) > 50.0, "×1.25 10°: {}", mma3(ZOOM, 0));
+    assert!(
+        mma3(ZOOM, 4) < mma3(ZOOM, 0),
+        "×2.5 60° {} ≥ ×1.25 10° {}",
+        mma3(ZOOM, 4),
+        mma3(ZOOM, 0)
+    );
+    let unrepeated = |i: usize| {
+        let p = &zoom.levels[i].pairs[0];
+        p.unrepeated_wrong_3px as f64 / (p.matches - p.correct[2]).max(1) as f64
+    };
+    assert!(
+        unrepeated(4) > unrepeated(0),
+        "{} {}",
+        unrepeated(4),
+        unrepeated(0)
+    );
     // Only the degraded image's detections change: the count of the reference is shared.
     let kp = |family: &str, i: usize| families[family].levels[i].pairs[0].keypoints.0;
     assert_eq!(kp(JPEG, 0), kp(BLUR, 4));
@@ -104,7 +142,7 @@ fn jpeg_and_blur_pairs_of_one_dev_image() {
         "{md}"
     );
     assert!(
-        md.contains("| jpeg (all) | q90 |") && md.contains("σ5 |"),
+        md.contains("| jpeg (all) | q90 |") && md.contains("σ5 |") && md.contains("| ×2.5 60° |"),
         "{md}"
     );
     assert!(md.contains("| sift |"), "{md}");
@@ -115,6 +153,9 @@ fn jpeg_and_blur_pairs_of_one_dev_image() {
         (mma3(JPEG, 4) * 100.0).round() / 100.0
     });
     assert!(entry["blur_mma@3"].is_number());
+    assert_eq!(entry["zoom_mma@3_by_level"]["1.25"].as_f64().unwrap(), {
+        (mma3(ZOOM, 0) * 100.0).round() / 100.0
+    });
 }
 
 #[test]

@@ -13,7 +13,11 @@ It then reports, per describer:
     that pair is mutual;
   - the hubness of NN occurrences among unrepeated frames (skewness of N1, Radovanović et al.
     2010);
-  - precision under `descl match`'s matcher (mutual NN + Lowe's ratio 0.8).
+  - precision under `descl match`'s matcher (mutual NN + Lowe's ratio 0.8);
+  - by quartile of patch contrast (grey standard deviation of the reference image within 3σ of
+    an unrepeated reference frame, σ = scale / 6 for DoG's magnification 6), how often such a
+    frame ends in a mutual wrong match with an unrepeated frame: a check of whether the
+    leftovers that pair are low-contrast patches (docs/BENCHMARKS.md, "Rotation and zoom").
 
     python3 -m venv /tmp/v && /tmp/v/bin/pip install numpy pillow
     /tmp/v/bin/python scripts/analysis/jpeg-leftovers.py [--descl target/release/descl] \
@@ -48,17 +52,35 @@ def make_images(refs, img_dir):
 
 def load(folder, stem):
     z = np.load(f"{folder}/{stem}.npz")
-    return z["frames"][:, :2].astype(np.float64), z["descriptors"].astype(np.float64)
+    return z["frames"].astype(np.float64), z["descriptors"].astype(np.float64)
 
 
-def analyse(folder, names):
+MAGNIFICATION = 6.0  # descl's DoG frames: scale = sqrt|det a| = 6σ
+
+
+def contrast(img, frames):
+    """Grey standard deviation in a square of half-side 3σ around each frame (at least 2 px)."""
+    out = np.empty(len(frames))
+    for k, f in enumerate(frames):
+        r = max(2.0, 3.0 * np.sqrt(abs(f[2] * f[5] - f[3] * f[4])) / MAGNIFICATION)
+        x0, x1 = int(max(0, f[0] - r)), int(min(img.shape[1], f[0] + r + 1))
+        y0, y1 = int(max(0, f[1] - r)), int(min(img.shape[0], f[1] + r + 1))
+        out[k] = img[y0:y1, x0:x1].std()
+    return out
+
+
+def analyse(folder, names, img_dir):
     t = dict(matches=0, correct=0, wrong=0, unrep=0, ref_unrep=0, nn_unrep=0, mutual=0,
              lowe=0, lowe_ok=0, pairs=0)
     skew = []
+    unrep_contrast, paired_contrast, rep_contrast = [], [], []
     for n in names:
-        x1, d1 = load(folder, f"{n}_ref")
+        f1, d1 = load(folder, f"{n}_ref")
+        x1 = f1[:, :2]
+        c1 = contrast(np.asarray(Image.open(f"{img_dir}/{n}_ref.png"), dtype=np.float64) / 255, f1)
         for q in QUALITIES:
-            x2, d2 = load(folder, f"{n}_q{q}")
+            f2, d2 = load(folder, f"{n}_q{q}")
+            x2 = f2[:, :2]
             t["pairs"] += 1
             dist = np.clip((d1**2).sum(1)[:, None] + (d2**2).sum(1)[None] - 2 * d1 @ d2.T, 0, None)
             a, b = dist.argmin(1), dist.argmin(0)
@@ -72,7 +94,11 @@ def analyse(folder, names):
             t["matches"] += mutual.sum()
             t["correct"] += (mutual & ok).sum()
             t["wrong"] += (mutual & ~ok).sum()
-            t["unrep"] += (mutual & ~ok & ~has1 & ~has2[a]).sum()
+            paired = mutual & ~ok & ~has1 & ~has2[a]
+            t["unrep"] += paired.sum()
+            unrep_contrast.append(c1[~has1])
+            rep_contrast.append(c1[has1])
+            paired_contrast.append(c1[paired])
             keep = mutual & (ratio < LOWE_RATIO)
             t["lowe"] += keep.sum()
             t["lowe_ok"] += (keep & ok).sum()
@@ -86,6 +112,14 @@ def analyse(folder, names):
                 occ = np.bincount(sub.argmin(1), minlength=sub.shape[1]).astype(float)
                 skew.append(((occ - occ.mean()) ** 3).mean() / occ.std() ** 3)
     p = t["pairs"]
+    every, paired = np.concatenate(unrep_contrast), np.concatenate(paired_contrast)
+    edges = np.quantile(every, [0.25, 0.5, 0.75])
+    n_all = np.bincount(np.digitize(every, edges), minlength=4)
+    n_paired = np.bincount(np.digitize(paired, edges), minlength=4)
+    by_quartile = {
+        f"unrepeated frames in contrast quartile {k + 1}: mutual wrong match %": 100 * n_paired[k] / max(n_all[k], 1)
+        for k in range(4)
+    }
     return {
         "matches per pair": t["matches"] / p,
         "correct@3 per pair": t["correct"] / p,
@@ -98,6 +132,10 @@ def analyse(folder, names):
         "N1 skewness among unrepeated frames": float(np.mean(skew)),
         "ratio 0.8: matches per pair": t["lowe"] / p,
         "ratio 0.8: precision at 3 px %": 100 * t["lowe_ok"] / t["lowe"],
+        "median contrast of repeated reference frames": float(np.median(np.concatenate(rep_contrast))),
+        "median contrast of unrepeated reference frames": float(np.median(every)),
+        "  of those in a mutual wrong match": float(np.median(paired)),
+        **by_quartile,
     }
 
 
@@ -116,12 +154,12 @@ def main():
     for m in args.methods:
         out = os.path.join(args.work, os.path.basename(m))
         subprocess.run([args.descl, "extract", "--out", out, "-m", m, img], check=True)
-        rows[m] = analyse(out, sorted(refs))
+        rows[m] = analyse(out, sorted(refs), img)
     keys = list(next(iter(rows.values())))
     print("| | " + " | ".join(rows) + " |")
     print("|---|" + "---|" * len(rows))
     for k in keys:
-        print(f"| {k} | " + " | ".join(f"{rows[m][k]:.2f}" for m in rows) + " |")
+        print(f"| {k} | " + " | ".join(f"{rows[m][k]:.3g}" if abs(rows[m][k]) < 1 else f"{rows[m][k]:.2f}" for m in rows) + " |")
 
 
 if __name__ == "__main__":

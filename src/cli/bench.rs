@@ -21,7 +21,8 @@ pub enum SuiteArg {
     /// HPatches sequences + Oxford Affine: MMA at 1..10 px, homography accuracy.
     Sequences,
     /// The dev sequences' reference images against JPEG (quality 90..15) and blurred (σ 1..5 px)
-    /// copies of themselves, identity homography: MMA per family and level.
+    /// copies of themselves (identity homography) and against copies turned and magnified
+    /// about the centre (×1.25 10° .. ×2.5 60°): MMA per family and level.
     Robustness,
     /// Oxford matching score and repeatability for DoG and Harris-Affine frames.
     MatchingScore,

@@ -255,9 +255,22 @@ impl BenchReport {
             .next()
             .and_then(|f| f.levels.first())
             .map_or(0, |l| l.summary.pairs);
+        let geometry: Vec<&str> = first
+            .keys()
+            .map(|family| match family.as_str() {
+                robustness::ZOOM => "zoom: turned and magnified about the centre",
+                _ => "",
+            })
+            .filter(|g| !g.is_empty())
+            .collect();
+        let geometry = if geometry.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", geometry.join("; "))
+        };
         let _ = writeln!(
             s,
-            "### Robustness ({images} dev reference images against degraded copies, identity homography): MMA@3 (%)\n"
+            "### Robustness ({images} dev reference images against changed copies: identity homography{geometry}): MMA@3 (%)\n"
         );
         let mut header = "| method |".to_string();
         let mut rule = "|---|".to_string();
@@ -268,6 +281,9 @@ impl BenchReport {
                 let label = match family.as_str() {
                     robustness::JPEG => format!("q{}", l.level),
                     robustness::BLUR => format!("σ{}", l.level),
+                    robustness::ZOOM => {
+                        format!("×{} {}°", l.level, l.rotation_deg.map_or(f64::NAN, |r| r))
+                    }
                     _ => format!("{}", l.level),
                 };
                 let _ = write!(header, " {label} |");

@@ -1,17 +1,21 @@
 //! Robustness sequences made from the dev images themselves (issue 23 item 3): each dev
 //! homography sequence's reference image (HPatches sequences and Oxford Affine, the images of
-//! `descl bench sequences`) against a degraded copy of itself — re-encoded as JPEG at
-//! [`JPEG_QUALITIES`] and blurred with a Gaussian of σ in [`BLUR_SIGMAS`] — with the identity
-//! as ground-truth homography. The pair is evaluated exactly as a sequences pair (same
-//! detector frames, mutual nearest neighbours, the MMA thresholds, homography accuracy), so
-//! the numbers sit beside the sequences' groups.
+//! `descl bench sequences`) against a changed copy of itself — re-encoded as JPEG at
+//! [`JPEG_QUALITIES`], blurred with a Gaussian of σ in [`BLUR_SIGMAS`] (both with the identity
+//! as ground-truth homography), or turned and magnified about its centre at [`ZOOM_LEVELS`]
+//! (ground truth [`Degradation::homography`]). The pair is evaluated exactly as a sequences
+//! pair (same detector frames, mutual nearest neighbours, the MMA thresholds, homography
+//! accuracy), so the numbers sit beside the sequences' groups.
 //!
-//! Why: descriptors meet compressed and defocused photos, and the dev sequences hold almost
-//! none (one JPEG and one blur sequence in the full Oxford set; neither in the dev slice).
-//! These pairs isolate the photometric change: the geometry is the identity, so every lost
-//! match is the descriptor's (or the detector's) reaction to the degradation. They are
-//! development checks, not a target to tune on: the images are the dev images, and the
-//! degradations are synthetic.
+//! Why: descriptors meet compressed, defocused and zoomed photos, and the dev sequences hold
+//! almost none (one JPEG, one blur and two zoom-and-rotation sequences in the full Oxford set;
+//! none of them in the dev slice). The JPEG and blur pairs isolate the photometric change: the
+//! geometry is the identity, so every lost match is the descriptor's (or the detector's)
+//! reaction to the degradation. The zoom pairs isolate scale and rotation change, where the
+//! describer depends on the detector's scale and orientation (and trains for their errors with
+//! frame jitter). They are development checks, not a target to tune on: the images are the dev
+//! images, and the changes are synthetic (a zoomed copy is interpolated, so it holds no detail
+//! finer than the reference's, unlike a real zoom lens).
 
 use crate::error::{Error, Result};
 use crate::eval::sequences::{Mat3, PairResult, SequenceSummary};
@@ -28,54 +32,132 @@ pub const JPEG_QUALITIES: [u8; 5] = [90, 70, 50, 30, 15];
 /// ⌈[`crate::image::GAUSSIAN_RADIUS_SIGMAS`]·σ⌉.
 pub const BLUR_SIGMAS: [f32; 5] = [1.0, 2.0, 3.0, 4.0, 5.0];
 
+/// (magnification, rotation in degrees) of the `zoom` family, mildest first: the copy is the
+/// reference image turned by the angle and magnified by the factor about its centre, the camera
+/// motion of Oxford's `boat` and `bark` sequences (zoom ×2.8 with 45°, ×4 with 60°). Each factor
+/// is large enough, cos θ + 1.5 sin θ or more, for the copy to show only the reference's content
+/// when the image is no more elongated than 3:2 (either way up); beyond that the corners repeat
+/// the image reflected (`BORDER_REFLECT_101`).
+pub const ZOOM_LEVELS: [(f32, f32); 5] = [
+    (1.25, 10.0),
+    (1.5, 20.0),
+    (1.75, 30.0),
+    (2.0, 45.0),
+    (2.5, 60.0),
+];
+
 /// Name of the JPEG re-encoding family in reports.
 pub const JPEG: &str = "jpeg";
 /// Name of the Gaussian blur family in reports.
 pub const BLUR: &str = "blur";
+/// Name of the rotation-and-zoom family in reports.
+pub const ZOOM: &str = "zoom";
+/// The families in report order.
+pub const FAMILIES: [&str; 3] = [JPEG, BLUR, ZOOM];
 
-/// The ground truth of every robustness pair: the degraded image is the reference image.
+/// The ground truth of the JPEG and blur pairs: the degraded image is the reference image.
 pub const IDENTITY: Mat3 = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
 
-/// One degradation: a family and its level (JPEG quality, or σ in px).
+/// One change of the reference image: a family and its level.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Degradation {
     /// Re-encoded as JPEG at this quality.
     Jpeg(u8),
     /// Blurred with a Gaussian of this σ (px).
     Blur(f32),
+    /// Turned by `rotation_deg` and magnified by `factor` about the image centre.
+    Zoom { factor: f32, rotation_deg: f32 },
 }
 
 impl Degradation {
-    /// Every degradation of the suite: the JPEG family, then the blur family, mildest first.
+    /// Every change of the suite: the JPEG family, the blur family, then the zoom family,
+    /// mildest first.
     pub fn all() -> Vec<Degradation> {
         JPEG_QUALITIES
             .iter()
             .map(|&q| Degradation::Jpeg(q))
             .chain(BLUR_SIGMAS.iter().map(|&s| Degradation::Blur(s)))
+            .chain(
+                ZOOM_LEVELS
+                    .iter()
+                    .map(|&(factor, rotation_deg)| Degradation::Zoom {
+                        factor,
+                        rotation_deg,
+                    }),
+            )
             .collect()
     }
 
-    /// The family's name in reports ([`JPEG`] or [`BLUR`]).
+    /// The family's name in reports ([`JPEG`], [`BLUR`] or [`ZOOM`]).
     pub fn family(&self) -> &'static str {
         match self {
             Degradation::Jpeg(_) => JPEG,
             Degradation::Blur(_) => BLUR,
+            Degradation::Zoom { .. } => ZOOM,
         }
     }
 
-    /// The level: the JPEG quality or σ (px).
+    /// The level: the JPEG quality, σ (px) or the zoom's magnification.
     pub fn level(&self) -> f64 {
         match *self {
             Degradation::Jpeg(q) => f64::from(q),
             Degradation::Blur(s) => f64::from(s),
+            Degradation::Zoom { factor, .. } => f64::from(factor),
         }
     }
 
-    /// The degraded copy of `img`; `source` names the image in errors.
+    /// The level's rotation in degrees: the zoom's, `None` for the other families.
+    pub fn rotation_deg(&self) -> Option<f64> {
+        match *self {
+            Degradation::Zoom { rotation_deg, .. } => Some(f64::from(rotation_deg)),
+            _ => None,
+        }
+    }
+
+    /// The pair's `target` in reports: the level rounded (JPEG quality, σ px), for the zoom the
+    /// magnification in percent (125 … 250), so that each level has its own.
+    pub fn target(&self) -> usize {
+        match *self {
+            Degradation::Zoom { factor, .. } => (f64::from(factor) * 100.0).round() as usize,
+            _ => self.level().round() as usize,
+        }
+    }
+
+    /// Ground truth of the pair (reference → copy) for a `width`×`height` reference: the
+    /// identity, or for the zoom T(c) · k·R(θ) · T(−c) about the centre
+    /// c = ((width − 1)/2, (height − 1)/2) (pixel centres at integer coordinates; with y down,
+    /// a positive θ turns the content clockwise on screen).
+    pub fn homography(&self, width: usize, height: usize) -> Mat3 {
+        match *self {
+            Degradation::Zoom {
+                factor,
+                rotation_deg,
+            } => {
+                let (cx, cy) = ((width as f64 - 1.0) / 2.0, (height as f64 - 1.0) / 2.0);
+                let (sin, cos) = f64::from(rotation_deg).to_radians().sin_cos();
+                let k = f64::from(factor);
+                let (a, b, c, d) = (k * cos, -k * sin, k * sin, k * cos);
+                [
+                    [a, b, cx - a * cx - b * cy],
+                    [c, d, cy - c * cx - d * cy],
+                    [0.0, 0.0, 1.0],
+                ]
+            }
+            _ => IDENTITY,
+        }
+    }
+
+    /// The changed copy of `img`; `source` names the image in errors.
     pub fn apply(&self, img: &GrayImage, source: &Path) -> Result<GrayImage> {
         match *self {
             Degradation::Jpeg(q) => jpeg_round_trip(img, q, source),
             Degradation::Blur(s) => Ok(img.gaussian_blur(s)),
+            Degradation::Zoom { .. } => img
+                .warp_perspective(&self.homography(img.width, img.height))
+                .map_err(|e| Error::Image {
+                    path: source.to_path_buf(),
+                    reason: format!("rotation and zoom ×{}: {e}", self.level()),
+                }),
         }
     }
 }
@@ -100,16 +182,19 @@ pub fn jpeg_round_trip(img: &GrayImage, quality: u8, source: &Path) -> Result<Gr
 }
 
 /// One level of a family for one method: its pairs (one per reference image; `target` holds
-/// the level rounded to an integer) and their summary.
+/// [`Degradation::target`]) and their summary.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RobustnessLevel {
-    /// JPEG quality, or blur σ in px.
+    /// JPEG quality, blur σ in px, or the zoom's magnification.
     pub level: f64,
+    /// The zoom's rotation in degrees (absent for the other families).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation_deg: Option<f64>,
     pub summary: SequenceSummary,
     pub pairs: Vec<PairResult>,
 }
 
-/// One family (JPEG or blur) for one method: the summary over all its levels' pairs, then
+/// One family (JPEG, blur or zoom) for one method: the summary over all its levels' pairs, then
 /// each level, mildest first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RobustnessFamily {
@@ -124,7 +209,7 @@ pub fn group(
 ) -> std::collections::BTreeMap<String, RobustnessFamily> {
     use crate::eval::sequences::summarise;
     let mut out = std::collections::BTreeMap::new();
-    for family in [JPEG, BLUR] {
+    for family in FAMILIES {
         let mut levels: Vec<RobustnessLevel> = Vec::new();
         for d in Degradation::all().iter().filter(|d| d.family() == family) {
             let pairs: Vec<PairResult> = results
@@ -135,6 +220,7 @@ pub fn group(
             if !pairs.is_empty() {
                 levels.push(RobustnessLevel {
                     level: d.level(),
+                    rotation_deg: d.rotation_deg(),
                     summary: summarise(&pairs),
                     pairs,
                 });
@@ -197,13 +283,109 @@ mod tests {
     #[test]
     fn families_and_levels() {
         let all = Degradation::all();
-        assert_eq!(all.len(), JPEG_QUALITIES.len() + BLUR_SIGMAS.len());
+        assert_eq!(
+            all.len(),
+            JPEG_QUALITIES.len() + BLUR_SIGMAS.len() + ZOOM_LEVELS.len()
+        );
         assert_eq!(all[0], Degradation::Jpeg(90));
         assert_eq!(all[5].family(), BLUR);
         assert_eq!(all[9].level(), 5.0);
+        assert_eq!(all[10].family(), ZOOM);
+        assert_eq!((all[14].level(), all[14].rotation_deg()), (2.5, Some(60.0)));
+        assert_eq!(all[9].rotation_deg(), None);
+        let targets: Vec<usize> = all[10..].iter().map(|d| d.target()).collect();
+        assert_eq!(targets, vec![125, 150, 175, 200, 250]);
+        assert_eq!(all[0].target(), 90);
         let img = texture(64, 48);
         let b = Degradation::Blur(2.0).apply(&img, Path::new("t")).unwrap();
         assert!(mean_abs_diff(&img, &b) > 0.01);
+        assert_eq!(all[3].homography(64, 48), IDENTITY);
+    }
+
+    /// Each zoom level shows only the reference's content for images up to 3:2: the copy's
+    /// corners map inside the reference (the module's coverage claim, checked on the corners).
+    #[test]
+    fn zoom_levels_cover_the_canvas_up_to_three_to_two() {
+        for (w, h) in [(600usize, 400usize), (400, 600), (500, 500)] {
+            for &(factor, rotation_deg) in &ZOOM_LEVELS {
+                let d = Degradation::Zoom {
+                    factor,
+                    rotation_deg,
+                };
+                let inv = crate::geometry::invert3(&d.homography(w, h), 1e-12).unwrap();
+                for (x, y) in [(0.0, 0.0), (w as f64 - 1.0, 0.0), (0.0, h as f64 - 1.0)] {
+                    for (x, y) in [(x, y), (w as f64 - 1.0 - x, h as f64 - 1.0 - y)] {
+                        let z = inv[2][0] * x + inv[2][1] * y + inv[2][2];
+                        let u = (inv[0][0] * x + inv[0][1] * y + inv[0][2]) / z;
+                        let v = (inv[1][0] * x + inv[1][1] * y + inv[1][2]) / z;
+                        assert!(
+                            (-0.5..w as f64 - 0.5).contains(&u)
+                                && (-0.5..h as f64 - 0.5).contains(&v),
+                            "{w}x{h} x{factor} {rotation_deg}°: corner ({x}, {y}) from ({u}, {v})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The ground truth against a hand computation, and against the warped image itself: a
+    /// Gaussian spot drawn at p in the reference is found (intensity centroid) at H·p in the copy.
+    #[test]
+    fn zoom_ground_truth_follows_the_content() {
+        // 101×51: centre (50, 25). ×2 turned 90°: (60, 25) is 10 px right of the centre, turns
+        // to 10 px below it (y down) and doubles to 20: (50, 45).
+        let d = Degradation::Zoom {
+            factor: 2.0,
+            rotation_deg: 90.0,
+        };
+        let h = d.homography(101, 51);
+        let p = (
+            h[0][0] * 60.0 + h[0][1] * 25.0 + h[0][2],
+            h[1][0] * 60.0 + h[1][1] * 25.0 + h[1][2],
+        );
+        assert!(
+            (p.0 - 50.0).abs() < 1e-9 && (p.1 - 45.0).abs() < 1e-9,
+            "{p:?}"
+        );
+
+        let (w, hh) = (160usize, 120usize);
+        let (sx, sy) = (91.3f64, 52.6f64);
+        let spot = |x: f64, y: f64| {
+            (-((x - sx).powi(2) + (y - sy).powi(2)) / (2.0 * 2.5f64.powi(2))).exp()
+        };
+        let data = (0..w * hh)
+            .map(|i| spot((i % w) as f64, (i / w) as f64) as f32)
+            .collect();
+        let img = GrayImage::from_vec(w, hh, data).unwrap();
+        let d = Degradation::Zoom {
+            factor: 1.5,
+            rotation_deg: 20.0,
+        };
+        let copy = d.apply(&img, Path::new("spot")).unwrap();
+        assert_eq!((copy.width, copy.height), (w, hh));
+        let h = d.homography(w, hh);
+        let want = (
+            h[0][0] * sx + h[0][1] * sy + h[0][2],
+            h[1][0] * sx + h[1][1] * sy + h[1][2],
+        );
+        let (mut m, mut mx, mut my) = (0.0f64, 0.0f64, 0.0f64);
+        for y in 0..hh {
+            for x in 0..w {
+                let v = f64::from(copy.get(x, y));
+                m += v;
+                mx += v * x as f64;
+                my += v * y as f64;
+            }
+        }
+        let got = (mx / m, my / m);
+        assert!(
+            (got.0 - want.0).abs() < 0.05 && (got.1 - want.1).abs() < 0.05,
+            "spot at {got:?}, H·p = {want:?}"
+        );
+        // The spot is magnified: its mass grows with the area, ×1.5².
+        let m0: f64 = img.data.iter().map(|&v| f64::from(v)).sum();
+        assert!((m / m0 - 2.25).abs() < 0.02, "{}", m / m0);
     }
 
     #[test]
@@ -230,6 +412,7 @@ mod tests {
         ];
         let g = group(&results);
         assert_eq!(g.len(), 2);
+        assert_eq!(g[BLUR].levels[0].rotation_deg, None);
         let blur = &g[BLUR];
         assert_eq!(
             blur.levels.iter().map(|l| l.level).collect::<Vec<_>>(),

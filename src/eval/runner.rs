@@ -11,7 +11,7 @@ use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::eval::metrics::{mean_average_accuracy, pose_auc, POSE_AUC_THRESHOLDS};
 use crate::eval::pose::{self, PoseScene};
-use crate::eval::robustness::{Degradation, IDENTITY};
+use crate::eval::robustness::Degradation;
 use crate::eval::sequences::{self, evaluate_pair, HomographySequence, PairResult};
 use crate::frame::Frame;
 use crate::geometry::{self, Intrinsics, ModelKind, RansacConfig};
@@ -225,9 +225,9 @@ fn homography_pair(
 pub type RobustnessResults = BTreeMap<String, Vec<(Degradation, PairResult)>>;
 
 /// The robustness pairs ([`crate::eval::robustness`]): each sequence's reference image against
-/// each of its [`Degradation::all`] copies, identity ground truth, the sequences protocol
-/// ([`homography_pair`]) for all methods. A pair's `sequence` is `group/name`, its `target` the
-/// level (JPEG quality or σ px) rounded.
+/// each of its [`Degradation::all`] copies, ground truth [`Degradation::homography`], the
+/// sequences protocol ([`homography_pair`]) for all methods. A pair's `sequence` is
+/// `group/name`, its `target` [`Degradation::target`].
 pub fn run_robustness(
     groups: &BTreeMap<String, Vec<HomographySequence>>,
     methods: &[Describer],
@@ -255,10 +255,10 @@ pub fn run_robustness(
                 let degraded = format!("{} ({} {})", source.display(), d.family(), d.level());
                 let other = extract_image(&d.apply(&img, source)?, &degraded, &ex, det, timing)?;
                 progress.inc(1);
+                let h_gt = d.homography(img.width, img.height);
                 for (mi, m) in methods.iter().enumerate() {
-                    let target = d.level().round() as usize;
-                    let r =
-                        homography_pair(&name, target, &first, &other, &IDENTITY, mi, m, timing)?;
+                    let target = d.target();
+                    let r = homography_pair(&name, target, &first, &other, &h_gt, mi, m, timing)?;
                     out.entry(m.name().to_string()).or_default().push((*d, r));
                 }
             }

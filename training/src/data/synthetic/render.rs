@@ -136,23 +136,6 @@ fn limit_size(img: GrayImage, max_side: usize) -> Result<GrayImage> {
     Ok(GrayImage::from_mat_f32(&out)?)
 }
 
-/// Warps `img` by `h` onto a canvas of the same size (bilinear, reflected border).
-fn warp(img: &GrayImage, h: &Homography) -> Result<GrayImage> {
-    let flat: Vec<f64> = h.iter().flatten().copied().collect();
-    let m = Mat::new_rows_cols_with_data(3, 3, &flat)?.try_clone()?;
-    let mut out = Mat::default();
-    opencv::imgproc::warp_perspective(
-        &img.to_mat_f32()?,
-        &mut out,
-        &m,
-        Size::new(img.width as i32, img.height as i32),
-        opencv::imgproc::INTER_LINEAR,
-        BORDER_REFLECT_101,
-        opencv::core::Scalar::default(),
-    )?;
-    Ok(GrayImage::from_mat_f32(&out)?)
-}
-
 /// Gamma, contrast/brightness, blur, noise and a JPEG round trip, each drawn from `cfg`.
 fn photometric<R: Rng>(rng: &mut R, cfg: &SyntheticConfig, img: GrayImage) -> Result<GrayImage> {
     let gamma = rng.gen_range(cfg.gamma[0].ln()..=cfg.gamma[1].ln()).exp() as f32;
@@ -331,7 +314,7 @@ fn render_group(cfg: &SyntheticConfig, source: &GrayImage, seed: u64) -> Result<
     let mut frames = Vec::new();
     for _ in 0..cfg.views {
         let h = random_homography(&mut rng, cfg, source.width, source.height);
-        let view = photometric(&mut rng, cfg, warp(source, &h)?)?;
+        let view = photometric(&mut rng, cfg, source.warp_perspective(&h)?)?;
         let detector = DetectorConfig {
             kind: DetectorKind::Dog,
             max_keypoints: cfg.max_keypoints,
