@@ -180,3 +180,42 @@ fn reports_written_before_the_suite_still_read() {
         .summary;
     assert_eq!((s.lowe_mma3, s.mean_unrepeated_wrong_3px), (0.0, 0.0));
 }
+
+/// The robustness plots of a committed 9-method report: one per family, legible size, every
+/// method's colour drawn. `DESCL_TEST_PLOTS=DIR` keeps them for a look.
+#[test]
+fn robustness_plots_of_the_zoom_report() {
+    use descl::eval::plot::write_plots;
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(manifest.join("docs/bench/zoom-2026-11-27.json")).unwrap();
+    let r: BenchReport = serde_json::from_str(&text).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::env::var_os("DESCL_TEST_PLOTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let written = write_plots(&r, &dir).unwrap();
+    let names: Vec<String> = written
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "robustness_blur.png",
+            "robustness_jpeg.png",
+            "robustness_zoom.png"
+        ]
+    );
+    for p in &written {
+        let img = image::open(p).unwrap().to_rgb8();
+        assert_eq!((img.width(), img.height()), (820, 480));
+        // Tableau 10's first nine colours, one per method.
+        for c in [[31u8, 119, 180], [255, 127, 14], [188, 189, 34]] {
+            assert!(
+                img.pixels().any(|px| px.0 == c),
+                "{}: no line in {c:?}",
+                p.display()
+            );
+        }
+    }
+}

@@ -92,7 +92,7 @@ pub struct Args {
     /// Write the markdown tables here (they are always printed to stdout).
     #[arg(long)]
     md: Option<PathBuf>,
-    /// Write PNG plots (MMA vs threshold, UBC ROC) into this folder.
+    /// Write PNG plots (MMA vs threshold, MMA@3 per robustness level, UBC ROC) into this folder.
     #[arg(long)]
     plots: Option<PathBuf>,
     /// Write this run's numbers into the `metrics` of every benchmarked model's card

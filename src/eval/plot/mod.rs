@@ -1,6 +1,6 @@
 //! PNG plots drawn with the image crate alone (no font or system dependencies): mean matching
-//! accuracy against the pixel threshold per method (as in D2-Net / SuperPoint figures) and ROC
-//! curves for UBC PhotoTour. Text uses the built-in 5×7 bitmap font of [`font`]; lines are
+//! accuracy against the pixel threshold per method (as in D2-Net / SuperPoint figures), MMA@3
+//! against each robustness family's level, and ROC curves for UBC PhotoTour. Text uses the built-in 5×7 bitmap font of [`font`]; lines are
 //! [`crate::draw::line`].
 
 use crate::draw::font;
@@ -36,6 +36,21 @@ const PALETTE: [[u8; 3]; 10] = [
     [23, 190, 207],
 ];
 
+/// A method's name in at most [`LEGEND_CHARS`] characters: without descl's `descl-` prefix, and
+/// when still too long its head and tail around `..`, since model names differ at both ends
+/// (`hynet-…`, `l2net-…`; `…-s2`, `…-8k`).
+fn legend_name(name: &str) -> String {
+    let name = name.strip_prefix("descl-").unwrap_or(name);
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= LEGEND_CHARS {
+        return name.to_string();
+    }
+    let keep = LEGEND_CHARS - 2;
+    let head: String = chars[..keep / 2].iter().collect();
+    let tail: String = chars[chars.len() - (keep - keep / 2)..].iter().collect();
+    format!("{head}..{tail}")
+}
+
 /// Plot text: the built-in font at [`TEXT_SCALE`].
 fn text(img: &mut RgbImage, x: i64, y: i64, s: &str, c: Rgb<u8>) {
     font::text(img, x, y, s, c, TEXT_SCALE);
@@ -60,6 +75,28 @@ pub fn line_plot(
     y: (f64, f64, f64),
     series: &[Series],
 ) -> RgbImage {
+    line_plot_with_ticks(title, x_label, y_label, x, y, series, &tick_label)
+}
+
+/// A tick's value as text: no decimals for whole numbers, else one.
+fn tick_label(v: f64) -> String {
+    if v.fract().abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// [`line_plot`] with the x ticks' text given by `x_tick` (e.g. a level's name at its index).
+pub fn line_plot_with_ticks(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    x: (f64, f64, f64),
+    y: (f64, f64, f64),
+    series: &[Series],
+    x_tick: &dyn Fn(f64) -> String,
+) -> RgbImage {
     let mut img = RgbImage::from_pixel(WIDTH, HEIGHT, WHITE);
     let (l, r, t, b) = (
         f64::from(MARGIN.0),
@@ -73,16 +110,9 @@ pub fn line_plot(
         let n = ((hi - lo) / step).round() as i64;
         (0..=n).map(move |i| lo + i as f64 * step)
     };
-    let label = |v: f64| {
-        if v.fract().abs() < 1e-9 {
-            format!("{v:.0}")
-        } else {
-            format!("{v:.1}")
-        }
-    };
     for v in ticks(x.0, x.1, x.2) {
         line(&mut img, (px(v), t), (px(v), b), GRID, 1);
-        let s = label(v);
+        let s = x_tick(v);
         text(
             &mut img,
             px(v) as i64 - text_width(&s) / 2,
@@ -93,7 +123,7 @@ pub fn line_plot(
     }
     for v in ticks(y.0, y.1, y.2) {
         line(&mut img, (l, py(v)), (r, py(v)), GRID, 1);
-        let s = label(v);
+        let s = tick_label(v);
         text(
             &mut img,
             l as i64 - text_width(&s) - 6,
@@ -133,8 +163,7 @@ pub fn line_plot(
             c,
             3,
         );
-        let name: String = s.name.chars().take(LEGEND_CHARS).collect();
-        text(&mut img, r as i64 + 42, ly, &name, BLACK);
+        text(&mut img, r as i64 + 42, ly, &legend_name(&s.name), BLACK);
     }
     img
 }
@@ -190,6 +219,7 @@ pub fn write_plots(report: &BenchReport, dir: &Path) -> Result<Vec<PathBuf>> {
         save(&img, &path)?;
         written.push(path);
     }
+    written.extend(robustness_plots(report, dir)?);
     let sets: Vec<String> = report
         .phototour
         .values()
@@ -223,6 +253,85 @@ pub fn write_plots(report: &BenchReport, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// A y axis (min, max, step 5) holding every value, in whole tens where possible.
+fn y_axis(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if !lo.is_finite() {
+        return (0.0, 100.0, 10.0);
+    }
+    let lo = ((lo / 10.0).floor() * 10.0).clamp(0.0, 90.0);
+    let hi = ((hi / 10.0).ceil() * 10.0).clamp(lo + 10.0, 100.0);
+    (lo, hi, if hi - lo > 50.0 { 10.0 } else { 5.0 })
+}
+
+/// One plot per robustness family (`robustness_FAMILY.png`): MMA@3 per method against the
+/// family's levels, mildest first, each level named on the x axis in the font's characters.
+fn robustness_plots(report: &BenchReport, dir: &Path) -> Result<Vec<PathBuf>> {
+    use crate::eval::robustness::{BLUR, JPEG, ZOOM};
+    use crate::eval::sequences::MMA3_INDEX;
+    let mut written = Vec::new();
+    let Some(first) = report.robustness.values().next() else {
+        return Ok(written);
+    };
+    for (family, f0) in first {
+        let names: Vec<String> = f0
+            .levels
+            .iter()
+            .map(|l| match family.as_str() {
+                JPEG => format!("Q{}", l.level),
+                BLUR => format!("{} PX", l.level),
+                ZOOM => format!("{}/{}", l.level, l.rotation_deg.unwrap_or(f64::NAN)),
+                _ => format!("{}", l.level),
+            })
+            .collect();
+        let x_label = match family.as_str() {
+            JPEG => "JPEG QUALITY",
+            BLUR => "GAUSSIAN SIGMA",
+            ZOOM => "MAGNIFICATION / ROTATION (DEGREES)",
+            _ => "LEVEL",
+        };
+        let series: Vec<Series> = report
+            .robustness
+            .iter()
+            .filter_map(|(m, fs)| {
+                fs.get(family).map(|f| Series {
+                    name: m.clone(),
+                    points: f
+                        .levels
+                        .iter()
+                        .enumerate()
+                        .map(|(i, l)| ((i + 1) as f64, l.summary.mma[MMA3_INDEX].1))
+                        .collect(),
+                })
+            })
+            .collect();
+        let y = y_axis(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+        let n = f0.levels.first().map_or(0, |l| l.summary.pairs);
+        let img = line_plot_with_ticks(
+            &format!("{family} ({n} images)"),
+            x_label,
+            "MMA@3 (%)",
+            (1.0, names.len().max(2) as f64, 1.0),
+            y,
+            &series,
+            &|v| {
+                names
+                    .get((v.round() as usize).wrapping_sub(1))
+                    .cloned()
+                    .unwrap_or_default()
+            },
+        );
+        let path = dir.join(format!("robustness_{family}.png"));
+        save(&img, &path)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +351,31 @@ mod tests {
             ((t + b) / 2.0).round() as u32,
         );
         assert_eq!(img.get_pixel(mid.0, mid.1), &Rgb(PALETTE[0]));
+    }
+
+    #[test]
+    fn legend_names_keep_both_ends() {
+        assert_eq!(legend_name("rootsift"), "rootsift");
+        assert_eq!(legend_name("descl-tfeat-hardnet"), "tfeat-hardnet");
+        let a = legend_name("descl-hynet-sdgm-real25all-b1024-s2");
+        let b = legend_name("descl-hynet-sdgm-real25all-b1024-s3");
+        assert_eq!(a, "hynet-sdg..-b1024-s2");
+        assert_ne!(a, b);
+        assert!(a.chars().count() <= LEGEND_CHARS);
+        assert_eq!(
+            legend_name("überlange-modellnamen-mit-umlauten")
+                .chars()
+                .count(),
+            LEGEND_CHARS
+        );
+    }
+
+    #[test]
+    fn y_axis_holds_the_values_in_tens() {
+        assert_eq!(y_axis([55.7, 60.2, 84.9].into_iter()), (50.0, 90.0, 5.0));
+        assert_eq!(y_axis([37.0, 98.8].into_iter()), (30.0, 100.0, 10.0));
+        assert_eq!(y_axis([100.0].into_iter()), (90.0, 100.0, 5.0));
+        assert_eq!(y_axis([0.0].into_iter()), (0.0, 10.0, 5.0));
+        assert_eq!(y_axis([f64::NAN].into_iter()), (0.0, 100.0, 10.0));
     }
 }
