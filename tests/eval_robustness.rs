@@ -153,9 +153,10 @@ fn jpeg_blur_and_zoom_pairs_of_one_dev_image() {
         (mma3(JPEG, 4) * 100.0).round() / 100.0
     });
     assert!(entry["blur_mma@3"].is_number());
-    assert_eq!(entry["zoom_mma@3_by_level"]["1.25"].as_f64().unwrap(), {
-        (mma3(ZOOM, 0) * 100.0).round() / 100.0
-    });
+    assert_eq!(
+        entry["zoom_mma@3_by_level"]["1.25x10deg"].as_f64().unwrap(),
+        { (mma3(ZOOM, 0) * 100.0).round() / 100.0 }
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Benchmarks with the published protocols: HPatches patches, homography sequences (HPatches,
-//! Oxford) and their JPEG / blur robustness pairs, Oxford matching score, UBC PhotoTour, relative pose, reconstruction (SfM against
+//! Oxford) and their JPEG / blur / zoom robustness pairs, Oxford matching score, UBC PhotoTour, relative pose, reconstruction (SfM against
 //! ground-truth cameras); their metrics and reports.
 
 pub mod distance;

@@ -98,8 +98,9 @@ pub struct BenchReport {
     pub methods: Vec<String>,
     /// method → group (dataset, plus "all") → results.
     pub sequences: BTreeMap<String, BTreeMap<String, SequenceGroup>>,
-    /// method → family ([`robustness::JPEG`], [`robustness::BLUR`]) → its levels; empty in
-    /// reports written before the suite existed.
+    /// method → family ([`robustness::JPEG`], [`robustness::BLUR`], [`robustness::ZOOM`]) → its
+    /// levels; empty in reports written before the suite existed (and without the zoom family
+    /// before 2026-11-27).
     #[serde(default)]
     pub robustness: BTreeMap<String, BTreeMap<String, RobustnessFamily>>,
     pub pose: BTreeMap<String, PoseSummary>,
@@ -258,19 +259,18 @@ impl BenchReport {
         let geometry: Vec<&str> = first
             .keys()
             .map(|family| match family.as_str() {
-                robustness::ZOOM => "zoom: turned and magnified about the centre",
-                _ => "",
+                robustness::ZOOM => {
+                    "zoom: turned and magnified about the centre, the magnified copy as image 1"
+                }
+                _ => "identity homography",
             })
-            .filter(|g| !g.is_empty())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
-        let geometry = if geometry.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", geometry.join("; "))
-        };
         let _ = writeln!(
             s,
-            "### Robustness ({images} dev reference images against changed copies: identity homography{geometry}): MMA@3 (%)\n"
+            "### Robustness ({images} dev reference images against changed copies; {}): MMA@3 (%)\n",
+            geometry.join("; ")
         );
         let mut header = "| method |".to_string();
         let mut rule = "|---|".to_string();
@@ -698,7 +698,10 @@ impl BenchReport {
                 let levels: serde_json::Map<_, _> = f
                     .levels
                     .iter()
-                    .map(|l| (format!("{}", l.level), r2(mma3(&l.summary))))
+                    .map(|l| {
+                        let key = robustness::level_label(l.level, l.rotation_deg);
+                        (key, r2(mma3(&l.summary)))
+                    })
                     .collect();
                 entry.insert(format!("{family}_mma@3_by_level"), json!(levels));
                 let peers: serde_json::Map<_, _> = self

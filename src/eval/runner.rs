@@ -225,7 +225,8 @@ fn homography_pair(
 pub type RobustnessResults = BTreeMap<String, Vec<(Degradation, PairResult)>>;
 
 /// The robustness pairs ([`crate::eval::robustness`]): each sequence's reference image against
-/// each of its [`Degradation::all`] copies, ground truth [`Degradation::homography`], the
+/// each of its [`Degradation::all`] copies (the copy as image 1 where
+/// [`Degradation::copy_is_first`]), ground truth [`Degradation::pair_homography`], the
 /// sequences protocol ([`homography_pair`]) for all methods. A pair's `sequence` is
 /// `group/name`, its `target` [`Degradation::target`].
 pub fn run_robustness(
@@ -252,13 +253,20 @@ pub fn run_robustness(
             let first = extract_image(&img, &source.display().to_string(), &ex, det, timing)?;
             progress.inc(1);
             for d in &degradations {
-                let degraded = format!("{} ({} {})", source.display(), d.family(), d.level());
+                let degraded = format!("{} ({} {})", source.display(), d.family(), d.label());
                 let other = extract_image(&d.apply(&img, source)?, &degraded, &ex, det, timing)?;
                 progress.inc(1);
-                let h_gt = d.homography(img.width, img.height);
+                let h_gt = d.pair_homography(img.width, img.height).ok_or_else(|| {
+                    Error::InvalidInput(format!("{degraded}: singular ground truth"))
+                })?;
+                let (one, two) = if d.copy_is_first() {
+                    (&other, &first)
+                } else {
+                    (&first, &other)
+                };
                 for (mi, m) in methods.iter().enumerate() {
                     let target = d.target();
-                    let r = homography_pair(&name, target, &first, &other, &h_gt, mi, m, timing)?;
+                    let r = homography_pair(&name, target, one, two, &h_gt, mi, m, timing)?;
                     out.entry(m.name().to_string()).or_default().push((*d, r));
                 }
             }

@@ -20,7 +20,8 @@ pub enum Suite {
     /// HPatches sequences + Oxford Affine: MMA at 1..10 px, homography accuracy.
     Sequences,
     /// The dev sequences' reference images against JPEG-compressed and blurred copies of
-    /// themselves (identity homography), with the sequences' protocol ([`robustness`]).
+    /// themselves (identity homography) and copies turned and magnified about the centre, with
+    /// the sequences' protocol ([`robustness`]).
     Robustness,
     /// Oxford matching score and repeatability for DoG and Harris-Affine frames.
     MatchingScore,
