@@ -107,7 +107,7 @@ fn jpeg_blur_and_zoom_pairs_of_one_dev_image() {
         zl,
         ZOOM_LEVELS
             .iter()
-            .map(|&(k, r)| (f64::from(k), Some(f64::from(r))))
+            .map(|&(k, r)| (k, Some(r)))
             .collect::<Vec<_>>()
     );
     assert_eq!(zoom.levels[0].pairs[0].target, 125);
