@@ -288,6 +288,7 @@ pub fn group(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::metrics::apply_homography;
 
     fn texture(w: usize, h: usize) -> GrayImage {
         let data = (0..w * h)
@@ -351,10 +352,7 @@ mod tests {
         assert_eq!(all[0].label(), "90");
         // The zoom pair runs copy → reference: the inverse similarity, ×1/k.
         let inv = all[13].pair_homography(101, 51).unwrap();
-        let p = (
-            inv[0][0] * 50.0 + inv[0][1] * 25.0 + inv[0][2],
-            inv[1][0] * 50.0 + inv[1][1] * 25.0 + inv[1][2],
-        );
+        let p = apply_homography(&inv, 50.0, 25.0).unwrap();
         assert!(
             (p.0 - 50.0).abs() < 1e-9 && (p.1 - 25.0).abs() < 1e-9,
             "the centre is fixed"
@@ -415,11 +413,7 @@ mod tests {
             factor: 2.0,
             rotation_deg: 90.0,
         };
-        let h = d.homography(101, 51);
-        let p = (
-            h[0][0] * 60.0 + h[0][1] * 25.0 + h[0][2],
-            h[1][0] * 60.0 + h[1][1] * 25.0 + h[1][2],
-        );
+        let p = apply_homography(&d.homography(101, 51), 60.0, 25.0).unwrap();
         assert!(
             (p.0 - 50.0).abs() < 1e-9 && (p.1 - 45.0).abs() < 1e-9,
             "{p:?}"
@@ -441,10 +435,7 @@ mod tests {
         let copy = d.apply(&img, Path::new("spot")).unwrap();
         assert_eq!((copy.width, copy.height), (w, hh));
         let h = d.homography(w, hh);
-        let want = (
-            h[0][0] * sx + h[0][1] * sy + h[0][2],
-            h[1][0] * sx + h[1][1] * sy + h[1][2],
-        );
+        let want = apply_homography(&h, sx, sy).unwrap();
         let (mut m, mut mx, mut my) = (0.0f64, 0.0f64, 0.0f64);
         for y in 0..hh {
             for x in 0..w {

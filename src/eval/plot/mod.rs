@@ -66,20 +66,8 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Draws a line plot with axes from `x` = (min, max, tick step) and `y` likewise.
-pub fn line_plot(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    x: (f64, f64, f64),
-    y: (f64, f64, f64),
-    series: &[Series],
-) -> RgbImage {
-    line_plot_with_ticks(title, x_label, y_label, x, y, series, &tick_label)
-}
-
 /// A tick's value as text: no decimals for whole numbers, else one.
-fn tick_label(v: f64) -> String {
+pub fn tick_label(v: f64) -> String {
     if v.fract().abs() < 1e-9 {
         format!("{v:.0}")
     } else {
@@ -87,8 +75,10 @@ fn tick_label(v: f64) -> String {
     }
 }
 
-/// [`line_plot`] with the x ticks' text given by `x_tick` (e.g. a level's name at its index).
-pub fn line_plot_with_ticks(
+/// Draws a line plot with axes from `x` = (min, max, tick step) and `y` likewise, the x ticks'
+/// text given by `x_tick` ([`tick_label`] for plain numbers, a level's name at its index for
+/// the robustness plots).
+pub fn line_plot(
     title: &str,
     x_label: &str,
     y_label: &str,
@@ -214,6 +204,7 @@ pub fn write_plots(report: &BenchReport, dir: &Path) -> Result<Vec<PathBuf>> {
             (1.0, 10.0, 1.0),
             (0.0, 100.0, 10.0),
             &series,
+            &tick_label,
         );
         let path = dir.join(format!("mma_{g}.png"));
         save(&img, &path)?;
@@ -245,6 +236,7 @@ pub fn write_plots(report: &BenchReport, dir: &Path) -> Result<Vec<PathBuf>> {
             (0.0, 100.0, 10.0),
             (0.0, 100.0, 10.0),
             &series,
+            &tick_label,
         );
         let path = dir.join(format!("roc_{set}.png"));
         save(&img, &path)?;
@@ -311,7 +303,7 @@ fn robustness_plots(report: &BenchReport, dir: &Path) -> Result<Vec<PathBuf>> {
             .collect();
         let y = y_axis(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
         let n = f0.levels.first().map_or(0, |l| l.summary.pairs);
-        let img = line_plot_with_ticks(
+        let img = line_plot(
             &format!("{family} ({n} images)"),
             x_label,
             "MMA@3 (%)",
@@ -342,7 +334,15 @@ mod tests {
             name: "a".into(),
             points: vec![(1.0, 0.0), (10.0, 100.0)],
         }];
-        let img = line_plot("T", "X", "Y", (1.0, 10.0, 1.0), (0.0, 100.0, 10.0), &s);
+        let img = line_plot(
+            "T",
+            "X",
+            "Y",
+            (1.0, 10.0, 1.0),
+            (0.0, 100.0, 10.0),
+            &s,
+            &tick_label,
+        );
         // The diagonal passes through the middle of the plot area in the first palette colour.
         let (l, r) = (MARGIN.0 as f64, (WIDTH - MARGIN.1) as f64);
         let (t, b) = (MARGIN.2 as f64, (HEIGHT - MARGIN.3) as f64);
