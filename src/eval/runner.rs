@@ -256,9 +256,9 @@ pub fn run_robustness(
                 let degraded = format!("{} ({} {})", source.display(), d.family(), d.label());
                 let other = extract_image(&d.apply(&img, source)?, &degraded, &ex, det, timing)?;
                 progress.inc(1);
-                let h_gt = d.pair_homography(img.width, img.height).ok_or_else(|| {
-                    Error::InvalidInput(format!("{degraded}: singular ground truth"))
-                })?;
+                let h_gt = d
+                    .pair_homography(img.width, img.height)
+                    .map_err(|e| Error::InvalidInput(format!("{degraded}: {e}")))?;
                 let (one, two) = if d.copy_is_first() {
                     (&other, &first)
                 } else {
