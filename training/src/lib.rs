@@ -9,5 +9,6 @@ pub mod loss;
 pub mod net;
 pub mod onnx;
 pub mod optim;
+pub mod soup;
 pub mod throughput;
 pub mod train;

@@ -312,6 +312,10 @@ struct CheckpointMeta {
     /// resumed there): the card's `training.device`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     devices: Vec<String>,
+    /// What the run computes ([`run_plan`]), recorded when it starts; a resume with another plan
+    /// is refused. None in checkpoints from before plans were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    plan: Option<serde_json::Value>,
 }
 
 /// Weights a run started from: `training.init` in its card.
@@ -407,12 +411,8 @@ fn run(
     if resuming {
         record_first_device(&meta_path, &config.out.join(CONFIG_FILE))?;
     }
-    descl::io::atomic::write_bytes_atomic(
-        &config.out.join(CONFIG_FILE),
-        &serde_json::to_vec_pretty(config)?,
-    )?;
-
     let (tracks, validation) = training_and_validation(&config.data)?;
+    let plan = run_plan(config, &tracks, &validation)?;
     if tracks.classes() < config.batch {
         bail!(
             "{} training classes, batch needs {}",
@@ -472,6 +472,7 @@ fn run(
     let (start, mut wall_before) = if resuming {
         let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)
             .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
+        check_plan(&meta_path, meta.plan.as_ref(), &plan)?;
         if meta.seed != config.seed {
             bail!(
                 "{}: checkpoint seed {} differs from config seed {}",
@@ -498,6 +499,12 @@ fn run(
     } else {
         (0, 0.0)
     };
+    // The run folder's config is this start's, written once the start is known to continue
+    // the checkpoint's plan (a refused resume leaves the folder as it was).
+    descl::io::atomic::write_bytes_atomic(
+        &config.out.join(CONFIG_FILE),
+        &serde_json::to_vec_pretty(config)?,
+    )?;
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .write(true)
@@ -602,6 +609,7 @@ fn run(
                     init: init.clone(),
                     code_commit: commit.clone(),
                     devices: devices.clone(),
+                    plan: Some(plan.clone()),
                 },
             )?;
             // Held-out progress at every checkpoint: the curve model selection and early
@@ -660,6 +668,7 @@ fn run(
             wall_time_s,
             final_loss,
             validation_nn_accuracy,
+            validation: validation.record(held_out),
             init: init.as_ref(),
             code_commit: commit.as_deref(),
             devices: &devices,
@@ -686,6 +695,124 @@ fn run(
         final_loss,
         validation_nn_accuracy,
     }))
+}
+
+/// Run-config fields that say how a run is operated, not what it computes: a resumed run may
+/// change them (another device or thread count, other log and checkpoint intervals, another
+/// install folder, a moved run folder; `init` and `init_trunk_only` only act on a fresh start,
+/// a checkpoint already descends from the weights).
+const OPERATIONAL_FIELDS: [&str; 8] = [
+    "device",
+    "threads",
+    "log_every",
+    "checkpoint_every",
+    "install",
+    "out",
+    "init",
+    "init_trunk_only",
+];
+
+/// What a run computes: its config without [`OPERATIONAL_FIELDS`], and the identity of every
+/// training and validation set ([`TrackSet::identity`]: classes, views, the patches' SHA-256).
+/// Two reconstructions of one scene cut with one configuration have the same config and other
+/// patches; only the hashes tell such track files apart.
+fn run_plan(
+    config: &RunConfig,
+    tracks: &TrackMix,
+    validation: &Validation,
+) -> Result<serde_json::Value> {
+    let mut cfg = serde_json::to_value(config)?;
+    if let Some(fields) = cfg.as_object_mut() {
+        for key in OPERATIONAL_FIELDS {
+            fields.remove(key);
+        }
+    }
+    Ok(serde_json::json!({
+        "config": cfg,
+        "training": tracks.sets.iter().map(TrackSet::identity).collect::<Vec<_>>(),
+        "validation": validation.sets.iter().map(TrackSet::identity).collect::<Vec<_>>(),
+    }))
+}
+
+/// Most differences a refused resume lists.
+const MAX_PLAN_DIFFERENCES: usize = 8;
+
+/// Refuses to resume a checkpoint whose recorded plan differs from this start's, naming the
+/// differences (`config.lr`, `training[3].patches_sha256`, …): the weights would carry steps of
+/// two plans while the card described one. A checkpoint from before plans were recorded is
+/// resumed with a warning, and records this start's plan from its next checkpoint on.
+fn check_plan(
+    meta_path: &Path,
+    recorded: Option<&serde_json::Value>,
+    plan: &serde_json::Value,
+) -> Result<()> {
+    let Some(recorded) = recorded else {
+        eprintln!(
+            "{}: a checkpoint from before runs recorded their plan; its config and track files \
+             cannot be checked against this start's",
+            meta_path.display()
+        );
+        return Ok(());
+    };
+    let mut diffs = Vec::new();
+    json_differences(recorded, plan, String::new(), &mut diffs);
+    if diffs.is_empty() {
+        return Ok(());
+    }
+    let more = diffs.len().saturating_sub(MAX_PLAN_DIFFERENCES);
+    diffs.truncate(MAX_PLAN_DIFFERENCES);
+    bail!(
+        "{}: the run was started with another plan; resuming would mix two runs in one model. \
+         Differences (checkpoint → now): {}{}. Restore the config and track files it started \
+         with, or start a new run (another `out`, with `init` to continue from these weights)",
+        meta_path.display(),
+        diffs.join("; "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// Appends `path: a → b` for every leaf where `a` and `b` differ (objects by key, arrays by
+/// index; a missing member is `null`).
+fn json_differences(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    path: String,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    let child = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let (u, v) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                json_differences(u, v, child(k), out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                json_differences(u, v, format!("{path}[{i}]"), out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            out.push(format!("{path}: {} entries → {} entries", x.len(), y.len()))
+        }
+        _ if a != b => out.push(format!("{path}: {a} → {b}")),
+        _ => {}
+    }
 }
 
 /// Fills an older checkpoint's missing `devices` with the device of the run folder's saved
@@ -756,6 +883,32 @@ pub struct ValidationScore {
 }
 
 impl Validation {
+    /// A score with the sets it was measured on, for cards and `descl-train validate`: NN
+    /// accuracy, FPR95, whether the sets are held-out scenes, and each set's weight, identity
+    /// ([`TrackSet::identity`]) and scene record (generator config and reconstruction stats, as
+    /// the track file's header has them). Validation numbers compare only on equal sets: the
+    /// held-out tracks are cut again whenever their scenes are reconstructed again.
+    pub fn record(&self, score: Option<ValidationScore>) -> serde_json::Value {
+        let sets: Vec<serde_json::Value> = self
+            .sets
+            .iter()
+            .zip(&self.weights)
+            .map(|(s, w)| {
+                let mut id = s.identity();
+                id["weight"] = (*w).into();
+                id["config"] = s.header.source["config"].clone();
+                id["stats"] = s.header.source["stats"].clone();
+                id
+            })
+            .collect();
+        serde_json::json!({
+            "nn_accuracy": score.map(|v| v.nn_accuracy),
+            "fpr95": score.and_then(|v| v.fpr95),
+            "held_out_scenes": self.held_out_scenes,
+            "sets": sets,
+        })
+    }
+
     /// None when no set has 2 classes or more.
     pub fn evaluate(&self, net: &Net, device: Device) -> Result<Option<ValidationScore>> {
         // Each set is described once; both numbers come from the same descriptors.
@@ -792,9 +945,7 @@ pub fn training_and_validation(data: &DataConfig) -> Result<(TrackMix, Validatio
     for source in &sources {
         let mut set = load_or_generate_source(source)?;
         if source.validation_only {
-            if data.validation > 0 && set.header.classes > data.validation {
-                set.split_off(set.header.classes - data.validation);
-            }
+            keep_first_classes(&mut set, data.validation);
             held.sets.push(set);
             held.weights.push(source.weight);
         } else {
@@ -819,6 +970,34 @@ pub fn training_and_validation(data: &DataConfig) -> Result<(TrackMix, Validatio
         held.sets = mix.split_off(data.validation);
     }
     Ok((mix, held))
+}
+
+/// A held-out scene's validation set: its first `limit` classes (all when `limit` is 0).
+fn keep_first_classes(set: &mut TrackSet, limit: usize) {
+    if limit > 0 && set.header.classes > limit {
+        set.split_off(set.header.classes - limit);
+    }
+}
+
+/// The run's validation sets as [`training_and_validation`] makes them, without loading the
+/// training sources when the run has held-out scenes (`validation_only` sources): what
+/// `descl-train validate` scores a finished model on.
+pub fn validation_of(data: &DataConfig) -> Result<Validation> {
+    let sources = data.all_sources()?;
+    if !sources.iter().any(|s| s.validation_only) {
+        return Ok(training_and_validation(data)?.1);
+    }
+    let mut held = Validation {
+        held_out_scenes: true,
+        ..Validation::default()
+    };
+    for source in sources.iter().filter(|s| s.validation_only) {
+        let mut set = load_or_generate_source(source)?;
+        keep_first_classes(&mut set, data.validation);
+        held.sets.push(set);
+        held.weights.push(source.weight);
+    }
+    Ok(held)
 }
 
 fn load_or_generate_source(source: &TrackSource) -> Result<TrackSet> {
@@ -1052,7 +1231,7 @@ fn nn_accuracy_of(a: &Tensor, b: &Tensor) -> Result<f64> {
 
 /// The checkout's commit (`git rev-parse --short HEAD`, "-dirty" with uncommitted changes to
 /// tracked files), so a card names the code that trained it; None outside a git checkout.
-fn code_commit() -> Option<String> {
+pub fn code_commit() -> Option<String> {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
@@ -1073,6 +1252,9 @@ struct CardRun<'a> {
     wall_time_s: f64,
     final_loss: f64,
     validation_nn_accuracy: Option<f64>,
+    /// The end point's validation numbers with the sets they were measured on
+    /// ([`Validation::record`]).
+    validation: serde_json::Value,
     init: Option<&'a InitRecord>,
     code_commit: Option<&'a str>,
     /// Devices that ran the steps, in order.
@@ -1107,6 +1289,7 @@ fn model_card(
         wall_time_s,
         final_loss,
         validation_nn_accuracy,
+        validation,
         init,
         code_commit,
         ..
@@ -1131,6 +1314,7 @@ fn model_card(
         "wall_time_s": wall_time_s,
         "final_loss": final_loss,
         "validation_nn_accuracy": validation_nn_accuracy,
+        "validation": validation,
         "init": init,
         "log": config.out.join(LOG_FILE),
         "code_commit": code_commit,
@@ -1142,11 +1326,7 @@ fn model_card(
     let serde_json::Value::Object(training) = training else {
         bail!("training section is not an object")
     };
-    let architecture = if (net.width - 1.0).abs() < 1e-9 {
-        net.arch.name().to_string()
-    } else {
-        format!("{}-w{}", net.arch.name(), net.width)
-    };
+    let architecture = net.arch.card_name(net.width);
     Ok(ModelCard {
         name: config.name.clone(),
         file: format!("{}.onnx", config.name),

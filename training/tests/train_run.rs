@@ -334,10 +334,92 @@ fn held_out_scenes_validate_and_cards_list_scenes_with_licences() {
     );
     // Only the training source is in the mix: its 100 classes, none split off.
     assert_eq!(data["classes"], 100, "{data}");
+    // The card says which patches it trained and validated on: the SHA-256 of each file's
+    // patch bytes (hashed here from the raw file, after its header) and the end point's
+    // numbers with the held-out set they were measured on.
+    let patch_bytes_sha = |path: &Path, classes: Option<usize>| {
+        use sha2::{Digest, Sha256};
+        let bytes = std::fs::read(path).unwrap();
+        let header_len = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+        let patches = &bytes[14 + header_len..];
+        let views = 3;
+        let n = classes.map_or(patches.len(), |c| c * views * 32 * 32);
+        let digest = Sha256::digest(&patches[..n]);
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    assert_eq!(
+        data["sources"][0]["patches_sha256"],
+        patch_bytes_sha(&train_tracks, None).as_str()
+    );
+    let v = &card["training"]["validation"];
+    assert_eq!(v["held_out_scenes"], true, "{v}");
+    // 30 classes, cut to the config's 20: the hash is of those 20 classes' patches.
+    assert_eq!(v["sets"][0]["classes"], 20, "{v}");
+    let held_set = descl_training::data::TrackSet::load(&held_tracks).unwrap();
+    assert_eq!(held_set.header.views, 3);
+    assert_eq!(
+        v["sets"][0]["patches_sha256"],
+        patch_bytes_sha(&held_tracks, Some(20)).as_str()
+    );
+    assert_ne!(
+        v["sets"][0]["patches_sha256"],
+        held_set.patches_sha256().as_str()
+    );
+    assert_eq!(
+        v["nn_accuracy"].as_f64(),
+        summary.validation_nn_accuracy,
+        "{v}"
+    );
+    assert!(v["fpr95"].is_number(), "{v}");
 
     // Every source held out is refused: nothing to train on.
     let mut bad = cfg.clone();
     bad.data.sources[0].validation_only = true;
     let err = train(&bad, false).unwrap_err().to_string();
     assert!(err.contains("validation_only"), "{err}");
+}
+
+/// A resume continues the run its checkpoint started, or refuses: another learning rate, or a
+/// track file cut again (same header, other patches, as when a scene is reconstructed again)
+/// would leave weights trained under two plans with a card describing one. Before plans were
+/// recorded, both resumed silently. Changing how the run is operated (log and checkpoint
+/// intervals) resumes.
+#[test]
+fn a_resume_with_another_config_or_other_patches_is_refused() {
+    let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let tracks = dir.path().join("tracks.bin");
+    toy_tracks(&tracks, 100);
+    let run = config(dir.path(), "run", 10);
+    assert!(train_until(&run, false, Some(5)).unwrap().is_none());
+    let saved = |f: &str| std::fs::read(dir.path().join("run").join(f)).unwrap();
+    let (meta, cfg) = (saved("checkpoint.json"), saved("config.json"));
+
+    let mut faster = run.clone();
+    faster.lr = 0.02;
+    let e = format!("{:#}", train(&faster, true).unwrap_err());
+    assert!(
+        e.contains("another plan") && e.contains("config.lr: 0.01 → 0.02"),
+        "{e}"
+    );
+
+    let mut set = descl_training::data::TrackSet::load(&tracks).unwrap();
+    set.pixels[7] ^= 1;
+    set.save(&tracks).unwrap();
+    let e = format!("{:#}", train(&run, true).unwrap_err());
+    assert!(e.contains("training[0].patches_sha256"), "{e}");
+    // A refused resume leaves the run folder as it was.
+    assert_eq!(saved("checkpoint.json"), meta);
+    assert_eq!(saved("config.json"), cfg);
+
+    set.pixels[7] ^= 1;
+    set.save(&tracks).unwrap();
+    let mut operated = run.clone();
+    operated.log_every = 1;
+    operated.checkpoint_every = 2;
+    let summary = train(&operated, true).unwrap();
+    assert_eq!(summary.iterations, 10);
 }

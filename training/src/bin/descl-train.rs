@@ -185,6 +185,43 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
+    /// Score models on a run config's validation sets (its held-out scenes, as a run scores
+    /// itself while training): NN accuracy and FPR95 per model, one JSON line each. For
+    /// choosing between finished runs on scenes none of them trained on.
+    Validate {
+        /// Run config whose validation sets are used (`validation_only` sources, cut to
+        /// `data.validation` classes each).
+        #[arg(long)]
+        config: PathBuf,
+        /// A shipped model's name, a card or an .onnx file with its card beside it
+        /// (repeatable; the card's `architecture` names the network and width).
+        #[arg(long = "model", required = true)]
+        models: Vec<String>,
+        /// Also write each model's numbers, the sets' identities and the same run's peers into
+        /// its card's `metrics` (`held-out-validation`), as `descl bench --record` does.
+        #[arg(long)]
+        record: bool,
+    },
+    /// Average runs fine-tuned from one model into one network (a uniform model soup,
+    /// Wortsman et al. 2022): the ingredients' cards are checked (same network, output, patch,
+    /// initialisation and training scenes), then NAME.safetensors, NAME.onnx and NAME.json are
+    /// written to --install; with --config, the soup and every ingredient are scored on its
+    /// validation sets and the soup's numbers go into its card.
+    Soup {
+        /// The soup's model name.
+        #[arg(long)]
+        name: String,
+        /// A shipped model's name, a card or an .onnx file with its card beside it
+        /// (repeat for each ingredient, at least two).
+        #[arg(long = "ingredient", required = true)]
+        ingredients: Vec<String>,
+        /// Folder the soup is written to.
+        #[arg(long, default_value = "models")]
+        install: PathBuf,
+        /// Run config whose validation sets score the soup and its ingredients.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Read the weights of a descl-exported ONNX file back into a safetensors state dict (the
     /// inverse of `export`; float or binary as the graph says), e.g. to fine-tune a shipped model.
     ImportOnnx {
@@ -379,6 +416,17 @@ fn run(cli: Cli) -> Result<()> {
                 serde_json::json!({"weights": out, "from": onnx, "net": net.describe()})
             );
         }
+        Command::Validate {
+            config,
+            models,
+            record,
+        } => validate(&config, &models, record)?,
+        Command::Soup {
+            name,
+            ingredients,
+            install,
+            config,
+        } => soup(&name, &ingredients, &install, config.as_deref())?,
         Command::Subset { tracks, every, out } => {
             if matches!((tracks.canonicalize(), out.canonicalize()), (Ok(a), Ok(b)) if a == b) {
                 anyhow::bail!("{}: a subset is written to another file", out.display());
@@ -395,6 +443,219 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Metric name under which `descl-train validate --record` files its numbers in model cards.
+const CARD_VALIDATION: &str = "held-out-validation";
+
+/// A run config's validation sets, with the scenes they hold out.
+struct HeldOut {
+    config: PathBuf,
+    validation: descl_training::train::Validation,
+    scenes: Vec<String>,
+}
+
+impl HeldOut {
+    fn load(config: &Path) -> Result<HeldOut> {
+        let cfg = descl_training::train::RunConfig::load(config)?;
+        let validation = descl_training::train::validation_of(&cfg.data)?;
+        if validation.sets.is_empty() {
+            bail!("{}: the run has no validation sets", config.display());
+        }
+        let scenes = cfg
+            .data
+            .all_sources()?
+            .iter()
+            .filter(|s| s.validation_only)
+            .flat_map(|s| s.scenes.iter().map(|x| x.scene.clone()))
+            .collect();
+        Ok(HeldOut {
+            config: config.to_path_buf(),
+            validation,
+            scenes,
+        })
+    }
+
+    /// Scores a model, refusing one whose patches are cut at another magnification, or whose
+    /// card says it trained on a scene these sets hold out (or does not list its scenes): its
+    /// number would be no validation at all.
+    fn score(&self, model: &CardedNet) -> Result<descl_training::train::ValidationScore> {
+        let name = &model.card.name;
+        for set in &self.validation.sets {
+            let m = set.header.magnification;
+            if (m - f64::from(model.card.patch.magnification)).abs() > 1e-6 {
+                bail!(
+                    "{name}: cut at magnification {}, the validation tracks at {m}",
+                    model.card.patch.magnification
+                );
+            }
+        }
+        if !self.scenes.is_empty() {
+            let trained = model
+                .card
+                .training
+                .get("data")
+                .and_then(|d| d.get("scenes"))
+                .and_then(|s| s.as_array())
+                .with_context(|| {
+                    format!(
+                        "{name}: its card does not list its training scenes, so whether it saw \
+                         the scenes {} holds out cannot be told",
+                        self.config.display()
+                    )
+                })?;
+            let seen: Vec<&str> = trained
+                .iter()
+                .filter_map(|t| t.get("scene").and_then(|s| s.as_str()))
+                .filter(|t| self.scenes.iter().any(|h| h == t))
+                .collect();
+            if !seen.is_empty() {
+                bail!(
+                    "{name}: trained on {}, which {} holds out for validation",
+                    seen.join(", "),
+                    self.config.display()
+                );
+            }
+        }
+        self.validation
+            .evaluate(&model.net, tch::Device::Cpu)?
+            .with_context(|| format!("{}: no validation set has 2 classes", self.config.display()))
+    }
+}
+
+/// `descl-train validate`: one JSON line per model; with `record`, each card's `metrics` gets
+/// the numbers with the sets and the same run's peers. Every model is loaded and checked
+/// before any is scored, and no card is written unless all were scored.
+fn validate(config: &Path, models: &[String], record: bool) -> Result<()> {
+    let held = HeldOut::load(config)?;
+    let loaded = models
+        .iter()
+        .map(|m| CardedNet::load(m))
+        .collect::<Result<Vec<_>>>()?;
+    let mut scores = Vec::with_capacity(loaded.len());
+    for model in &loaded {
+        let score = held.score(model)?;
+        println!(
+            "{}",
+            serde_json::json!({"model": model.card.name, "onnx": model.onnx,
+                "sha256": model.card.sha256, "config": config,
+                "validation": held.validation.record(Some(score))})
+        );
+        scores.push(score);
+    }
+    if !record {
+        return Ok(());
+    }
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    for (model, score) in loaded.iter().zip(&scores) {
+        let mut entry = held.validation.record(Some(*score));
+        entry["command"] = command.clone().into();
+        entry["config"] = config.display().to_string().into();
+        let peers: serde_json::Map<String, serde_json::Value> = loaded
+            .iter()
+            .zip(&scores)
+            .filter(|(m, _)| m.card.name != model.card.name)
+            .map(|(m, s)| (m.card.name.clone(), s.nn_accuracy.into()))
+            .collect();
+        entry["same_run_nn_accuracy"] = peers.into();
+        let mut card = model.card.clone();
+        card.metrics.insert(CARD_VALIDATION.into(), entry);
+        card.save(&model.card_path)?;
+        eprintln!("{}: {CARD_VALIDATION} recorded", model.card_path.display());
+    }
+    Ok(())
+}
+
+/// `descl-train soup`: see the subcommand's help and [`descl_training::soup`].
+fn soup(name: &str, ingredients: &[String], install: &Path, config: Option<&Path>) -> Result<()> {
+    use descl_training::soup;
+    let loaded = ingredients
+        .iter()
+        .map(|m| CardedNet::load(m))
+        .collect::<Result<Vec<_>>>()?;
+    let cards: Vec<_> = loaded.iter().map(|c| c.card.clone()).collect();
+    soup::check_ingredients(&cards)?;
+    if cards.iter().any(|c| c.name == name) {
+        bail!("--name {name}: an ingredient's name; a soup is a new model");
+    }
+    let nets: Vec<&Net> = loaded.iter().map(|c| &c.net).collect();
+    let commit = descl_training::train::code_commit().unwrap_or_else(|| "unknown".into());
+    let mut made = CardedNet {
+        net: soup::average(&nets)?,
+        card: soup::card(name, &cards, &commit)?,
+        onnx: PathBuf::new(),
+        card_path: PathBuf::new(),
+    };
+    if let Some(config) = config {
+        let held = HeldOut::load(config)?;
+        for model in &loaded {
+            let s = held.score(model)?;
+            println!(
+                "{}",
+                serde_json::json!({"ingredient": model.card.name,
+                    "validation_nn_accuracy": s.nn_accuracy, "validation_fpr95": s.fpr95})
+            );
+        }
+        let s = held.score(&made)?;
+        let t = &mut made.card.training;
+        t.insert("validation_nn_accuracy".into(), s.nn_accuracy.into());
+        let mut record = held.validation.record(Some(s));
+        record["config"] = config.display().to_string().into();
+        t.insert("validation".into(), record);
+    }
+    let CardedNet { net, mut card, .. } = made;
+    std::fs::create_dir_all(install)
+        .with_context(|| format!("{}: cannot create folder", install.display()))?;
+    let weights = install.join(format!("{name}.safetensors"));
+    let onnx = install.join(&card.file);
+    let card_path = install.join(format!("{name}.json"));
+    net.save(&weights)?;
+    let magnification = f64::from(card.patch.magnification);
+    descl_training::onnx::export(
+        &net,
+        &onnx,
+        &descl_training::onnx::model_doc(name, net.arch),
+        magnification,
+    )?;
+    card.sha256 = descl::model::card::sha256_file(&onnx)?;
+    card.save(&card_path)?;
+    println!(
+        "{}",
+        serde_json::json!({"soup": name, "onnx": onnx, "card": card_path, "weights": weights,
+            "ingredients": cards.iter().map(|c| &c.name).collect::<Vec<_>>(),
+            "validation_nn_accuracy": card.training.get("validation_nn_accuracy")})
+    );
+    Ok(())
+}
+
+/// A descl-exported model read back into a [`Net`], with the card that names its network.
+struct CardedNet {
+    net: Net,
+    card: descl::model::ModelCard,
+    onnx: PathBuf,
+    /// Where the card was read from (`validate --record` writes it back there).
+    card_path: PathBuf,
+}
+
+impl CardedNet {
+    /// `model`: a shipped name, a card, or an .onnx file with its card beside it; the file's
+    /// SHA-256 is checked against the card's before its weights are read.
+    fn load(model: &str) -> Result<CardedNet> {
+        let resolved = descl::model::resolve(model)?;
+        let (card, card_path) = resolved.card.with_context(|| {
+            format!("{model}: no model card beside it (the card names the architecture)")
+        })?;
+        card.verify_sha256(&resolved.onnx)?;
+        let (arch, width) = Arch::parse_card_name(&card.architecture)
+            .with_context(|| format!("{}: architecture", card_path.display()))?;
+        let net = descl_training::onnx::import(&resolved.onnx, arch, width)?;
+        Ok(CardedNet {
+            net,
+            card,
+            onnx: resolved.onnx,
+            card_path,
+        })
+    }
 }
 
 /// `descl-train export`: writes `net` to `out`; with a card, re-exports the card's model (the

@@ -107,6 +107,22 @@ impl TrackSet {
         Ok(())
     }
 
+    /// SHA-256 (lowercase hex) of the patches' bytes: the identity of what a run trains or
+    /// validates on. The header's record of how the file was made is beside it in a card; two
+    /// cuts from different reconstructions of one scene with one configuration have the same
+    /// record and different patches, and only this tells them apart.
+    pub fn patches_sha256(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(&self.pixels);
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// What a run's plan records of this set: classes, views and [`TrackSet::patches_sha256`].
+    pub fn identity(&self) -> serde_json::Value {
+        serde_json::json!({"classes": self.header.classes, "views": self.header.views,
+                           "patches_sha256": self.patches_sha256()})
+    }
+
     /// The pixels of view `v` of class `c`.
     pub fn patch(&self, c: usize, v: usize) -> &[u8] {
         let start = (c * self.header.views + v) * PATCH_PIXELS;
@@ -324,7 +340,8 @@ impl TrackMix {
             .collect()
     }
 
-    /// What the sources are, for model cards: each header's source with its weight and size.
+    /// What the sources are, for model cards: each header's source with its weight, size and
+    /// the patches' SHA-256 ([`TrackSet::patches_sha256`]).
     pub fn describe(&self) -> serde_json::Value {
         serde_json::Value::Array(
             self.sets
@@ -336,6 +353,7 @@ impl TrackMix {
                         "classes": s.header.classes,
                         "views": s.header.views,
                         "magnification": s.header.magnification,
+                        "patches_sha256": s.patches_sha256(),
                         "source": s.header.source,
                     })
                 })

@@ -97,6 +97,9 @@ pub enum Layer {
     },
 }
 
+/// Separates an architecture from its channel multiplier in a card's `architecture`.
+const CARD_WIDTH_TAG: &str = "-w";
+
 /// The architectures descl trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -124,6 +127,32 @@ impl Arch {
             Arch::Tfeat => "tfeat",
             Arch::L2net => "l2net",
             Arch::Hynet => "hynet",
+        }
+    }
+
+    /// A model card's `architecture`: the name, with `-w<width>` when the channel multiplier
+    /// is not 1 (`l2net-w0.5`).
+    pub fn card_name(self, width: f64) -> String {
+        if (width - 1.0).abs() < 1e-9 {
+            self.name().to_string()
+        } else {
+            format!("{}{CARD_WIDTH_TAG}{width}", self.name())
+        }
+    }
+
+    /// The inverse of [`Arch::card_name`]: architecture and width from a card.
+    pub fn parse_card_name(s: &str) -> Result<(Arch, f64)> {
+        match s.split_once(CARD_WIDTH_TAG) {
+            Some((name, width)) => {
+                let w: f64 = width
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("architecture {s:?}: width {width:?}"))?;
+                if !(w.is_finite() && w > 0.0) {
+                    bail!("architecture {s:?}: width {w} is not positive");
+                }
+                Ok((Arch::parse(name)?, w))
+            }
+            None => Ok((Arch::parse(s)?, 1.0)),
         }
     }
 
@@ -593,6 +622,22 @@ impl Net {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn card_architecture_names_round_trip() {
+        assert_eq!(Arch::Hynet.card_name(1.0), "hynet");
+        assert_eq!(Arch::L2net.card_name(0.5), "l2net-w0.5");
+        for (arch, width) in [(Arch::Tfeat, 0.25), (Arch::L2net, 0.5), (Arch::Hynet, 1.0)] {
+            let name = arch.card_name(width);
+            assert_eq!(
+                Arch::parse_card_name(&name).unwrap(),
+                (arch, width),
+                "{name}"
+            );
+        }
+        assert!(Arch::parse_card_name("l2net-wide").is_err());
+        assert!(Arch::parse_card_name("l2net-w0").is_err());
+    }
 
     #[test]
     fn arch_names_parse() {

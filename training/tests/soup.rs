@@ -1,0 +1,236 @@
+//! `descl-train soup` and `descl-train validate` on real runs: two runs fine-tuned from one
+//! model average into a model whose weights are their mean and whose card names them; a run
+//! from random weights is refused as an ingredient; `validate` reproduces a run's own
+//! end-point validation number, records it in cards with `--record`, and refuses a model that
+//! trained on a held-out scene or does not say which scenes it saw.
+
+mod common;
+
+use descl_training::net::{Arch, Net};
+use descl_training::train::{train, RunConfig};
+use std::path::Path;
+use std::process::Command;
+
+/// Noise of the toy views (as in `fine_tune.rs`: a run is far from perfect on them).
+const NOISE: f32 = 0.5;
+
+fn config(dir: &Path, name: &str, seed: u64, init: Option<&Path>) -> RunConfig {
+    common::tiny_config(
+        dir,
+        name,
+        name,
+        6,
+        serde_json::json!({"data": {"validation": 40}, "seed": seed, "init": init,
+                           "log_every": 3, "checkpoint_every": 3}),
+    )
+}
+
+fn descl_train(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_descl-train"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn values(net: &Net) -> Vec<(String, Vec<f32>)> {
+    let mut v: Vec<(String, Vec<f32>)> = net
+        .vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| {
+            (
+                n,
+                Vec::<f32>::try_from(t.flatten(0, -1).to_kind(tch::Kind::Float)).unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+#[test]
+fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
+    let init = dir.path().join("start.safetensors");
+    Net::new(Arch::Tfeat, 0.25, tch::Device::Cpu)
+        .unwrap()
+        .save(&init)
+        .unwrap();
+    // The runs share the process's libtorch generator; they run one after the other here.
+    let a = config(dir.path(), "a", 1, Some(&init));
+    let summary_a = train(&a, false).unwrap();
+    train(&config(dir.path(), "b", 2, Some(&init)), false).unwrap();
+    train(&config(dir.path(), "c", 3, None), false).unwrap();
+    let cfg_path = dir.path().join("a-config.json");
+    std::fs::write(&cfg_path, serde_json::to_vec(&a).unwrap()).unwrap();
+    let models = dir.path().join("models");
+    let card = |n: &str| models.join(format!("{n}.json")).display().to_string();
+    let cfg = cfg_path.display().to_string();
+
+    // `validate` scores a finished model on the run config's validation sets exactly as the
+    // run scored itself at its end.
+    let out = descl_train(&["validate", "--config", &cfg, "--model", &card("a")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let own = summary_a.validation_nn_accuracy.unwrap();
+    let scored = line["validation"]["nn_accuracy"].as_f64().unwrap();
+    assert!((scored - own).abs() < 1e-9, "validate {scored}, run {own}");
+    assert_eq!(line["validation"]["sets"][0]["classes"], 20);
+
+    let install = models.display().to_string();
+    let out = descl_train(&[
+        "soup",
+        "--name",
+        "ab",
+        "--ingredient",
+        &card("a"),
+        "--ingredient",
+        &card("b"),
+        "--install",
+        &install,
+        "--config",
+        &cfg,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let soup_card = descl::model::ModelCard::load(&models.join("ab.json")).unwrap();
+    soup_card.verify_sha256(&models.join("ab.onnx")).unwrap();
+    assert_eq!(soup_card.training_method(), Some("hardnet soup"));
+    assert_eq!(soup_card.training["seed"], serde_json::json!([1, 2]));
+    assert!(soup_card.training["validation"]["nn_accuracy"].is_number());
+    // The exported soup holds the mean of the two runs' installed weights.
+    let load = |n: &str| {
+        Net::load(
+            Arch::Tfeat,
+            0.25,
+            &models.join(format!("{n}.safetensors")),
+            tch::Device::Cpu,
+        )
+        .unwrap()
+    };
+    let soup = descl_training::onnx::import(&models.join("ab.onnx"), Arch::Tfeat, 0.25).unwrap();
+    let (va, vb, vs) = (values(&load("a")), values(&load("b")), values(&soup));
+    let mut differing = 0;
+    for (((name, x), (_, y)), (_, z)) in va.iter().zip(&vb).zip(&vs) {
+        for ((p, q), r) in x.iter().zip(y).zip(z) {
+            assert!((0.5 * (p + q) - r).abs() < 1e-5, "{name}: {p} {q} → {r}");
+            differing += usize::from((p - q).abs() > 1e-6);
+        }
+    }
+    assert!(
+        differing > 100,
+        "the two seeds barely differ ({differing} values)"
+    );
+
+    // A run from random weights is not an ingredient: refused, nothing written.
+    let out = descl_train(&[
+        "soup",
+        "--name",
+        "ac",
+        "--ingredient",
+        &card("a"),
+        "--ingredient",
+        &card("c"),
+        "--install",
+        &install,
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("c: not an ingredient") && err.contains("random initialisation"),
+        "{err}"
+    );
+    assert!(!models.join("ac.json").exists() && !models.join("ac.onnx").exists());
+
+    // `validate --record` files each model's number, its sets and the same run's peers in
+    // its card, leaving the model file as it was.
+    let onnx_before = std::fs::read(models.join("a.onnx")).unwrap();
+    let out = descl_train(&[
+        "validate",
+        "--config",
+        &cfg,
+        "--model",
+        &card("a"),
+        "--model",
+        &card("ab"),
+        "--record",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let recorded = descl::model::ModelCard::load(&models.join("a.json")).unwrap();
+    let entry = &recorded.metrics["held-out-validation"];
+    assert_eq!(
+        entry["nn_accuracy"],
+        printed[0]["validation"]["nn_accuracy"]
+    );
+    assert_eq!(
+        entry["same_run_nn_accuracy"]["ab"],
+        printed[1]["validation"]["nn_accuracy"]
+    );
+    assert!(entry["command"].as_str().unwrap().contains("--record"));
+    assert_eq!(std::fs::read(models.join("a.onnx")).unwrap(), onnx_before);
+    recorded.verify_sha256(&models.join("a.onnx")).unwrap();
+
+    // A model whose card says it trained on a scene the config holds out is refused, and so
+    // is one whose card does not say which scenes it saw.
+    let held_tracks = dir.path().join("held.bin");
+    common::toy_tracks(&held_tracks, 30, NOISE);
+    let mut holding = a.clone();
+    holding.data.tracks = None;
+    holding.data.sources = serde_json::from_value(serde_json::json!([
+        {"tracks": dir.path().join("tracks.bin"),
+         "scenes": [{"scene": "alpha", "licence": "x", "class": "open"}]},
+        {"tracks": held_tracks, "validation_only": true,
+         "scenes": [{"scene": "beta", "licence": "x", "class": "open"}]},
+    ]))
+    .unwrap();
+    let holding_path = dir.path().join("holding.json");
+    std::fs::write(&holding_path, serde_json::to_vec(&holding).unwrap()).unwrap();
+    let holding_cfg = holding_path.display().to_string();
+    let mut saw_beta = descl::model::ModelCard::load(&models.join("b.json")).unwrap();
+    saw_beta.training["data"]["scenes"] =
+        serde_json::json!([{"scene": "beta", "licence": "x", "class": "open"}]);
+    saw_beta.save(&models.join("b.json")).unwrap();
+    let out = descl_train(&["validate", "--config", &holding_cfg, "--model", &card("b")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("b: trained on beta, which") && err.contains("holds out"),
+        "{err}"
+    );
+    saw_beta.training["data"]
+        .as_object_mut()
+        .unwrap()
+        .remove("scenes");
+    saw_beta.save(&models.join("b.json")).unwrap();
+    let out = descl_train(&["validate", "--config", &holding_cfg, "--model", &card("b")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("does not list its training scenes"),
+        "{err}"
+    );
+    // A card that lists its scenes, none held out, is scored on the held-out set.
+    let out = descl_train(&["validate", "--config", &holding_cfg, "--model", &card("a")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["validation"]["held_out_scenes"], true);
+}
