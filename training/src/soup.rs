@@ -74,10 +74,17 @@ pub fn average(nets: &[&Net]) -> Result<Net> {
     Ok(soup)
 }
 
+/// Training-record members every ingredient must share: one recipe at several seeds (the
+/// soup's card states them once). The track files may differ (a seed trained after its scenes
+/// were cut again); the card lists each ingredient's.
+const RECIPE_FIELDS: [&str; 4] = ["method", "hyper_parameters", "batch", "iterations"];
+
 /// Refuses ingredients that do not make a soup, naming the first card that differs and how:
 /// fewer than two, the same file twice, another network, output or patch, another
 /// initialisation (`training.init.sha256`; a run without one started from random weights),
-/// or other training scenes (`training.data.scenes`, which the soup's card lists).
+/// another recipe ([`RECIPE_FIELDS`]), other training or validation scenes
+/// (`training.data.scenes` / `validation_scenes`, which the soup's card lists), or a run
+/// stopped before the end of its schedule.
 pub fn check_ingredients(cards: &[ModelCard]) -> Result<()> {
     let [first, rest @ ..] = cards else {
         bail!("a soup needs at least two ingredients, got none");
@@ -102,12 +109,15 @@ pub fn check_ingredients(cards: &[ModelCard]) -> Result<()> {
             first.name
         );
     };
-    let scenes = |c: &ModelCard| {
-        c.training
-            .get("data")
-            .and_then(|d| d.get("scenes"))
-            .cloned()
-    };
+    let data = |c: &ModelCard, key: &str| c.training.get("data").and_then(|d| d.get(key)).cloned();
+    for c in cards {
+        if c.training.contains_key("iterations_completed") {
+            bail!(
+                "{}: stopped before the end of its schedule (training.iterations_completed)",
+                c.name
+            );
+        }
+    }
     for (i, c) in rest.iter().enumerate() {
         if let Some(j) = cards[..=i].iter().position(|p| p.sha256 == c.sha256) {
             bail!("{} and {} are the same file", cards[j].name, c.name);
@@ -130,8 +140,15 @@ pub fn check_ingredients(cards: &[ModelCard]) -> Result<()> {
             )),
             None => why.push("trained from a random initialisation".into()),
         }
-        if scenes(c) != scenes(first) {
-            why.push(format!("other training scenes than {}", first.name));
+        for key in RECIPE_FIELDS {
+            if c.training.get(key) != first.training.get(key) {
+                why.push(format!("another training.{key} than {}", first.name));
+            }
+        }
+        for key in ["scenes", "validation_scenes"] {
+            if data(c, key) != data(first, key) {
+                why.push(format!("other training.data.{key} than {}", first.name));
+            }
         }
         if !why.is_empty() {
             bail!(
@@ -144,11 +161,14 @@ pub fn check_ingredients(cards: &[ModelCard]) -> Result<()> {
     Ok(())
 }
 
-/// The soup's card: the first ingredient's network, patch, scenes, data and hyper-parameters;
-/// `training.method` `"<method> soup"`, `training.soup` naming the rule and every ingredient
-/// (name, ONNX SHA-256, seed, config), `training.seed` the ingredients' seeds, no metrics
-/// (`descl bench --record` measures the soup itself). `sha256` is left for the export to write.
-pub fn card(name: &str, cards: &[ModelCard], code_commit: &str) -> Result<ModelCard> {
+/// The soup's card: the first ingredient's network, patch and recipe (shared, checked by
+/// [`check_ingredients`]); `training.method` `"<method> soup"`, `training.seed` the
+/// ingredients' seeds, `training.config` their configs, `training.data` the shared scenes with
+/// each ingredient's own data record (their track files may differ), and `training.soup` the
+/// rule and each ingredient (name, ONNX SHA-256, seed, device). No validation numbers or
+/// metrics: the caller adds the soup's own, measured on one set for all. `sha256` is left for
+/// the export to write.
+pub fn card(name: &str, cards: &[ModelCard], code_commit: Option<&str>) -> Result<ModelCard> {
     let first = cards.first().context("a soup needs ingredients")?;
     let mut card = first.clone();
     card.name = name.to_owned();
@@ -185,6 +205,16 @@ pub fn card(name: &str, cards: &[ModelCard], code_commit: &str) -> Result<ModelC
             .collect::<Vec<_>>()
             .into(),
     );
+    let data = field(first, "data");
+    t.insert(
+        "data".into(),
+        serde_json::json!({
+            "scenes": data.get("scenes"),
+            "validation_scenes": data.get("validation_scenes"),
+            "ingredients": cards.iter().map(|c| serde_json::json!({
+                "name": c.name, "data": field(c, "data")})).collect::<Vec<_>>(),
+        }),
+    );
     t.insert("code_commit".into(), code_commit.into());
     t.insert(
         "soup".into(),
@@ -195,10 +225,7 @@ pub fn card(name: &str, cards: &[ModelCard], code_commit: &str) -> Result<ModelC
                 "name": c.name,
                 "sha256": c.sha256,
                 "seed": field(c, "seed"),
-                "iterations": field(c, "iterations"),
                 "device": field(c, "device"),
-                "validation_nn_accuracy": field(c, "validation_nn_accuracy"),
-                "data_classes": c.training.get("data").and_then(|d| d.get("classes")).cloned(),
             })).collect::<Vec<_>>(),
         }),
     );
@@ -290,10 +317,24 @@ mod tests {
         refused(&[a.clone(), arch], "architecture l2net");
         let mut scenes = b.clone();
         scenes.training["data"]["scenes"] = serde_json::json!([]);
-        refused(&[a.clone(), scenes], "other training scenes");
-        let mut patch = b;
+        refused(&[a.clone(), scenes], "other training.data.scenes");
+        let mut patch = b.clone();
         patch.patch.magnification = 12.0;
-        refused(&[a, patch], "patch");
+        refused(&[a.clone(), patch], "patch");
+        let mut recipe = b.clone();
+        recipe.training["hyper_parameters"]["lr"] = 0.001.into();
+        refused(&[a.clone(), recipe], "another training.hyper_parameters");
+        let mut longer = b.clone();
+        longer.training.insert("iterations".into(), 9000.into());
+        refused(&[a.clone(), longer], "another training.iterations");
+        let mut held = b.clone();
+        held.training["data"]["validation_scenes"] = serde_json::json!([]);
+        refused(&[a.clone(), held], "validation_scenes");
+        let mut stopped = b;
+        stopped
+            .training
+            .insert("iterations_completed".into(), 100.into());
+        refused(&[a, stopped], "stopped before the end");
     }
 
     #[test]
@@ -302,7 +343,7 @@ mod tests {
         let mut b = a.clone();
         b.name = "b".into();
         b.training.insert("seed".into(), 2.into());
-        let c = card("s", &[a.clone(), b], "abc").unwrap();
+        let c = card("s", &[a.clone(), b], Some("abc")).unwrap();
         assert_eq!(c.name, "s");
         assert_eq!(c.file, "s.onnx");
         assert!(c.metrics.is_empty());
@@ -313,7 +354,19 @@ mod tests {
             c.training["soup"]["ingredients"][0]["sha256"],
             a.sha256.as_str()
         );
-        assert_eq!(c.training["data"], a.training["data"]);
-        assert!(!c.training.contains_key("final_loss"));
+        assert_eq!(c.training["data"]["scenes"], a.training["data"]["scenes"]);
+        assert_eq!(
+            c.training["data"]["ingredients"][0]["data"],
+            a.training["data"]
+        );
+        assert_eq!(c.training["code_commit"], "abc");
+        for key in [
+            "final_loss",
+            "validation_nn_accuracy",
+            "validation",
+            "device",
+        ] {
+            assert!(!c.training.contains_key(key), "{key}");
+        }
     }
 }

@@ -122,6 +122,15 @@ impl DataConfig {
     }
 }
 
+/// A model's name names its files (`NAME.onnx`, `NAME.json`, `NAME.safetensors`): a plain
+/// file stem, not empty, without path separators, not starting with a dot.
+pub fn check_model_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        bail!("name {name:?} must be a plain file stem");
+    }
+    Ok(())
+}
+
 /// Learning-rate schedule: `lr(step) = base · warm-up ramp · decay(step / iterations)`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -253,9 +262,7 @@ impl RunConfig {
         if self.lr.is_nan() || self.lr <= 0.0 {
             bail!("lr must be > 0");
         }
-        if self.name.is_empty() || self.name.contains(['/', '\\']) {
-            bail!("name {:?} must be a plain file stem", self.name);
-        }
+        check_model_name(&self.name)?;
         // Syntax only: a config may be checked, and its tracks generated, on a machine
         // without the GPU it trains on; training itself asks for the device.
         parse_device_name(&self.device)?;
@@ -405,12 +412,6 @@ fn run(
         .with_context(|| format!("{}: cannot create output folder", config.out.display()))?;
     let meta_path = config.out.join(CHECKPOINT_META);
     let resuming = resume && meta_path.exists();
-    // Checkpoints from before `devices` was recorded: the device of the config the run folder
-    // was started with, read before this start's config replaces it and written into the
-    // checkpoint at once, so that a later start (another `--device`) cannot lose it.
-    if resuming {
-        record_first_device(&meta_path, &config.out.join(CONFIG_FILE))?;
-    }
     let (tracks, validation) = training_and_validation(&config.data)?;
     let plan = run_plan(config, &tracks, &validation)?;
     if tracks.classes() < config.batch {
@@ -495,6 +496,16 @@ fn run(
             commit = meta.code_commit;
         }
         devices = meta.devices;
+        // Checkpoints from before `devices` was recorded: the device of the config the run
+        // folder was started with, read before this start's config replaces it (below) and
+        // written into the checkpoint at once, so that a later start (another `--device`)
+        // cannot lose it. Only now, once the start is known to continue the checkpoint.
+        if devices.is_empty() && meta.step > 0 {
+            if let Some(first) = previous_config_device(&config.out.join(CONFIG_FILE)) {
+                record_first_device(&meta_path, &first)?;
+                devices.push(first);
+            }
+        }
         (meta.step, meta.wall_time_s)
     } else {
         (0, 0.0)
@@ -712,26 +723,55 @@ const OPERATIONAL_FIELDS: [&str; 8] = [
     "init_trunk_only",
 ];
 
-/// What a run computes: its config without [`OPERATIONAL_FIELDS`], and the identity of every
-/// training and validation set ([`TrackSet::identity`]: classes, views, the patches' SHA-256).
-/// Two reconstructions of one scene cut with one configuration have the same config and other
-/// patches; only the hashes tell such track files apart.
+/// What a run computes: its config, and the identity of every training and validation set
+/// ([`TrackSet::identity`]: classes, views, the patches' SHA-256). Two reconstructions of one
+/// scene cut with one configuration have the same config and other patches; only the hashes
+/// tell such track files apart. Compared through [`comparable_plan`].
 fn run_plan(
     config: &RunConfig,
     tracks: &TrackMix,
     validation: &Validation,
 ) -> Result<serde_json::Value> {
-    let mut cfg = serde_json::to_value(config)?;
-    if let Some(fields) = cfg.as_object_mut() {
+    Ok(serde_json::json!({
+        "config": serde_json::to_value(config)?,
+        "training": tracks.sets.iter().map(TrackSet::identity).collect::<Vec<_>>(),
+        "validation": validation.sets.iter().map(TrackSet::identity).collect::<Vec<_>>(),
+    }))
+}
+
+/// Members of `data` and of each `data.sources` entry that say where the patches are and how
+/// they were made, not which patches they are: the plan's set hashes say that. A track file
+/// reached by another path, or a scene's licence corrected, is the same run.
+const DATA_LOCATION_FIELDS: [&str; 4] = ["tracks", "synthetic", "colmap", "scenes"];
+
+/// The part of a plan a resume must keep. The config is read as today's binary reads it (a
+/// field added since gets its default, so rebuilding the binary is no difference), less
+/// [`OPERATIONAL_FIELDS`] and [`DATA_LOCATION_FIELDS`].
+fn comparable_plan(plan: &serde_json::Value) -> serde_json::Value {
+    let recorded = &plan["config"];
+    let mut config = serde_json::from_value::<RunConfig>(recorded.clone())
+        .ok()
+        .and_then(|c| serde_json::to_value(c).ok())
+        .unwrap_or_else(|| recorded.clone());
+    if let Some(fields) = config.as_object_mut() {
         for key in OPERATIONAL_FIELDS {
             fields.remove(key);
         }
     }
-    Ok(serde_json::json!({
-        "config": cfg,
-        "training": tracks.sets.iter().map(TrackSet::identity).collect::<Vec<_>>(),
-        "validation": validation.sets.iter().map(TrackSet::identity).collect::<Vec<_>>(),
-    }))
+    if let Some(data) = config.get_mut("data").and_then(|d| d.as_object_mut()) {
+        for key in DATA_LOCATION_FIELDS {
+            data.remove(key);
+        }
+        if let Some(serde_json::Value::Array(sources)) = data.get_mut("sources") {
+            for source in sources.iter_mut().filter_map(|s| s.as_object_mut()) {
+                for key in DATA_LOCATION_FIELDS {
+                    source.remove(key);
+                }
+            }
+        }
+    }
+    serde_json::json!({"config": config, "training": plan["training"],
+                       "validation": plan["validation"]})
 }
 
 /// Most differences a refused resume lists.
@@ -755,7 +795,12 @@ fn check_plan(
         return Ok(());
     };
     let mut diffs = Vec::new();
-    json_differences(recorded, plan, String::new(), &mut diffs);
+    json_differences(
+        &comparable_plan(recorded),
+        &comparable_plan(plan),
+        String::new(),
+        &mut diffs,
+    );
     if diffs.is_empty() {
         return Ok(());
     }
@@ -773,6 +818,17 @@ fn check_plan(
             String::new()
         }
     )
+}
+
+/// Longest value a difference quotes (a whole source record would drown the message).
+const MAX_QUOTED_CHARS: usize = 100;
+
+fn shortened(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(MAX_QUOTED_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 /// Appends `path: a → b` for every leaf where `a` and `b` differ (objects by key, arrays by
@@ -810,21 +866,17 @@ fn json_differences(
         (Value::Array(x), Value::Array(y)) => {
             out.push(format!("{path}: {} entries → {} entries", x.len(), y.len()))
         }
-        _ if a != b => out.push(format!("{path}: {a} → {b}")),
+        _ if a != b => out.push(format!("{path}: {} → {}", shortened(a), shortened(b))),
         _ => {}
     }
 }
 
-/// Fills an older checkpoint's missing `devices` with the device of the run folder's saved
-/// config (the one its steps ran on).
-fn record_first_device(meta_path: &Path, config_path: &Path) -> Result<()> {
+/// Writes `device` into an older checkpoint's missing `devices`.
+fn record_first_device(meta_path: &Path, device: &str) -> Result<()> {
     let mut meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(meta_path)?)
         .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
-    if !meta.devices.is_empty() || meta.step == 0 {
-        return Ok(());
-    }
-    if let Some(device) = previous_config_device(config_path) {
-        meta.devices.push(device);
+    if meta.devices.is_empty() {
+        meta.devices.push(device.to_string());
         descl::io::atomic::write_bytes_atomic(meta_path, &serde_json::to_vec_pretty(&meta)?)?;
     }
     Ok(())
@@ -979,19 +1031,30 @@ fn keep_first_classes(set: &mut TrackSet, limit: usize) {
     }
 }
 
-/// The run's validation sets as [`training_and_validation`] makes them, without loading the
-/// training sources when the run has held-out scenes (`validation_only` sources): what
-/// `descl-train validate` scores a finished model on.
+/// The run's held-out scenes (`validation_only` sources) cut as [`training_and_validation`]
+/// cuts them, without the training sources: what `descl-train validate` scores finished models
+/// on. A run without held-out scenes is refused (its validation classes are the training
+/// sources' last ones, which another run may have trained on), and so is a missing track file
+/// (scoring never cuts tracks: `descl-train tracks --config` does).
 pub fn validation_of(data: &DataConfig) -> Result<Validation> {
     let sources = data.all_sources()?;
     if !sources.iter().any(|s| s.validation_only) {
-        return Ok(training_and_validation(data)?.1);
+        bail!(
+            "the run holds out no scene (no `validation_only` source): its validation classes \
+             are its training sources' last ones, which another model may have trained on"
+        );
     }
     let mut held = Validation {
         held_out_scenes: true,
         ..Validation::default()
     };
     for source in sources.iter().filter(|s| s.validation_only) {
+        if !source.tracks.exists() {
+            bail!(
+                "{}: held-out track file missing (`descl-train tracks --config` cuts it)",
+                source.tracks.display()
+            );
+        }
         let mut set = load_or_generate_source(source)?;
         keep_first_classes(&mut set, data.validation);
         held.sets.push(set);

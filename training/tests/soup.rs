@@ -14,14 +14,29 @@ use std::process::Command;
 /// Noise of the toy views (as in `fine_tune.rs`: a run is far from perfect on them).
 const NOISE: f32 = 0.5;
 
+const TRAIN_SCENE: &str = "alpha";
+const HELD_SCENE: &str = "beta";
+
+/// A tiny run on toy tracks (scene alpha) holding out other toy tracks (scene beta).
 fn config(dir: &Path, name: &str, seed: u64, init: Option<&Path>) -> RunConfig {
+    let scene = |s: &str| serde_json::json!([{"scene": s, "licence": "test", "class": "open"}]);
     common::tiny_config(
         dir,
         name,
         name,
         6,
-        serde_json::json!({"data": {"validation": 40}, "seed": seed, "init": init,
-                           "log_every": 3, "checkpoint_every": 3}),
+        serde_json::json!({
+            "data": {
+                "tracks": null,
+                "sources": [
+                    {"tracks": dir.join("tracks.bin"), "scenes": scene(TRAIN_SCENE)},
+                    {"tracks": dir.join("held.bin"), "validation_only": true,
+                     "scenes": scene(HELD_SCENE)},
+                ],
+                "validation": 20,
+            },
+            "seed": seed, "init": init, "log_every": 3, "checkpoint_every": 3,
+        }),
     )
 }
 
@@ -52,6 +67,7 @@ fn values(net: &Net) -> Vec<(String, Vec<f32>)> {
 fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
+    common::toy_tracks(&dir.path().join("held.bin"), 30, NOISE);
     let init = dir.path().join("start.safetensors");
     Net::new(Arch::Tfeat, 0.25, tch::Device::Cpu)
         .unwrap()
@@ -68,7 +84,7 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     let card = |n: &str| models.join(format!("{n}.json")).display().to_string();
     let cfg = cfg_path.display().to_string();
 
-    // `validate` scores a finished model on the run config's validation sets exactly as the
+    // `validate` scores a finished model on the run config's held-out scene exactly as the
     // run scored itself at its end.
     let out = descl_train(&["validate", "--config", &cfg, "--model", &card("a")]);
     assert!(
@@ -81,9 +97,10 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     let scored = line["validation"]["nn_accuracy"].as_f64().unwrap();
     assert!((scored - own).abs() < 1e-9, "validate {scored}, run {own}");
     assert_eq!(line["validation"]["sets"][0]["classes"], 20);
+    assert_eq!(line["validation"]["held_out_scenes"], true);
 
     let install = models.display().to_string();
-    let out = descl_train(&[
+    let soup_ab = [
         "soup",
         "--name",
         "ab",
@@ -95,7 +112,8 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
         &install,
         "--config",
         &cfg,
-    ]);
+    ];
+    let out = descl_train(&soup_ab);
     assert!(
         out.status.success(),
         "{}",
@@ -105,7 +123,13 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     soup_card.verify_sha256(&models.join("ab.onnx")).unwrap();
     assert_eq!(soup_card.training_method(), Some("hardnet soup"));
     assert_eq!(soup_card.training["seed"], serde_json::json!([1, 2]));
-    assert!(soup_card.training["validation"]["nn_accuracy"].is_number());
+    let v = &soup_card.training["validation"];
+    assert!(v["nn_accuracy"].is_number(), "{v}");
+    // The ingredients are scored on the soup's sets, not quoted from their cards.
+    assert!(
+        (v["ingredients"]["a"]["nn_accuracy"].as_f64().unwrap() - own).abs() < 1e-9,
+        "{v}"
+    );
     // The exported soup holds the mean of the two runs' installed weights.
     let load = |n: &str| {
         Net::load(
@@ -129,6 +153,34 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
         differing > 100,
         "the two seeds barely differ ({differing} values)"
     );
+
+    // A soup never replaces a model: the same name again is refused and the files stay.
+    let before = std::fs::read(models.join("ab.onnx")).unwrap();
+    let out = descl_train(&soup_ab);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("already there"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(models.join("ab.onnx")).unwrap(), before);
+    for bad in ["", "../escaped", ".hidden"] {
+        let out = descl_train(&[
+            "soup",
+            "--name",
+            bad,
+            "--ingredient",
+            &card("a"),
+            "--ingredient",
+            &card("b"),
+            "--install",
+            &install,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("plain file stem"),
+            "{bad}: {err}"
+        );
+    }
 
     // A run from random weights is not an ingredient: refused, nothing written.
     let out = descl_train(&[
@@ -185,52 +237,71 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     assert!(entry["command"].as_str().unwrap().contains("--record"));
     assert_eq!(std::fs::read(models.join("a.onnx")).unwrap(), onnx_before);
     recorded.verify_sha256(&models.join("a.onnx")).unwrap();
+    // One model given twice (by card and by ONNX file) is refused before anything is written.
+    let out = descl_train(&[
+        "validate",
+        "--config",
+        &cfg,
+        "--model",
+        &card("a"),
+        "--model",
+        &models.join("a.onnx").display().to_string(),
+        "--record",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("given twice"),
+        "{err}"
+    );
 
-    // A model whose card says it trained on a scene the config holds out is refused, and so
-    // is one whose card does not say which scenes it saw.
-    let held_tracks = dir.path().join("held.bin");
-    common::toy_tracks(&held_tracks, 30, NOISE);
-    let mut holding = a.clone();
-    holding.data.tracks = None;
-    holding.data.sources = serde_json::from_value(serde_json::json!([
-        {"tracks": dir.path().join("tracks.bin"),
-         "scenes": [{"scene": "alpha", "licence": "x", "class": "open"}]},
-        {"tracks": held_tracks, "validation_only": true,
-         "scenes": [{"scene": "beta", "licence": "x", "class": "open"}]},
-    ]))
-    .unwrap();
-    let holding_path = dir.path().join("holding.json");
-    std::fs::write(&holding_path, serde_json::to_vec(&holding).unwrap()).unwrap();
-    let holding_cfg = holding_path.display().to_string();
+    // Refused: a model whose card says it trained on the held-out scene, one whose card names
+    // no training scene, a config that holds out no scene, and a held-out source naming none.
+    let refused = |args: &[&str], what: &str| {
+        let out = descl_train(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(what), "{what}: {err}");
+    };
     let mut saw_beta = descl::model::ModelCard::load(&models.join("b.json")).unwrap();
     saw_beta.training["data"]["scenes"] =
-        serde_json::json!([{"scene": "beta", "licence": "x", "class": "open"}]);
+        serde_json::json!([{"scene": HELD_SCENE, "licence": "x", "class": "open"}]);
     saw_beta.save(&models.join("b.json")).unwrap();
-    let out = descl_train(&["validate", "--config", &holding_cfg, "--model", &card("b")]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("b: trained on beta, which") && err.contains("holds out"),
-        "{err}"
+    refused(
+        &["validate", "--config", &cfg, "--model", &card("b")],
+        "b: trained on beta, which",
     );
-    saw_beta.training["data"]
-        .as_object_mut()
-        .unwrap()
-        .remove("scenes");
+    saw_beta.training["data"]["scenes"] = serde_json::json!([]);
     saw_beta.save(&models.join("b.json")).unwrap();
-    let out = descl_train(&["validate", "--config", &holding_cfg, "--model", &card("b")]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("does not list its training scenes"),
-        "{err}"
+    refused(
+        &["validate", "--config", &cfg, "--model", &card("b")],
+        "does not list its training scenes",
     );
-    // A card that lists its scenes, none held out, is scored on the held-out set.
-    let out = descl_train(&["validate", "--config", &holding_cfg, "--model", &card("a")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let mut no_held = a.clone();
+    no_held.data.sources.truncate(1);
+    no_held.data.validation = 20;
+    let no_held_path = dir.path().join("no-held.json");
+    std::fs::write(&no_held_path, serde_json::to_vec(&no_held).unwrap()).unwrap();
+    refused(
+        &[
+            "validate",
+            "--config",
+            &no_held_path.display().to_string(),
+            "--model",
+            &card("a"),
+        ],
+        "holds out no scene",
     );
-    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(line["validation"]["held_out_scenes"], true);
+    let mut unnamed = a.clone();
+    unnamed.data.sources[1].scenes.clear();
+    let unnamed_path = dir.path().join("unnamed.json");
+    std::fs::write(&unnamed_path, serde_json::to_vec(&unnamed).unwrap()).unwrap();
+    refused(
+        &[
+            "validate",
+            "--config",
+            &unnamed_path.display().to_string(),
+            "--model",
+            &card("a"),
+        ],
+        "names no scene",
+    );
 }

@@ -386,7 +386,7 @@ fn held_out_scenes_validate_and_cards_list_scenes_with_licences() {
 /// track file cut again (same header, other patches, as when a scene is reconstructed again)
 /// would leave weights trained under two plans with a card describing one. Before plans were
 /// recorded, both resumed silently. Changing how the run is operated (log and checkpoint
-/// intervals) resumes.
+/// intervals, another spelling of a track file's path) resumes.
 #[test]
 fn a_resume_with_another_config_or_other_patches_is_refused() {
     let _turn = TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner());
@@ -396,7 +396,11 @@ fn a_resume_with_another_config_or_other_patches_is_refused() {
     let run = config(dir.path(), "run", 10);
     assert!(train_until(&run, false, Some(5)).unwrap().is_none());
     let saved = |f: &str| std::fs::read(dir.path().join("run").join(f)).unwrap();
-    let (meta, cfg) = (saved("checkpoint.json"), saved("config.json"));
+    let (meta, cfg, log) = (
+        saved("checkpoint.json"),
+        saved("config.json"),
+        saved("log.jsonl"),
+    );
 
     let mut faster = run.clone();
     faster.lr = 0.02;
@@ -414,12 +418,16 @@ fn a_resume_with_another_config_or_other_patches_is_refused() {
     // A refused resume leaves the run folder as it was.
     assert_eq!(saved("checkpoint.json"), meta);
     assert_eq!(saved("config.json"), cfg);
+    assert_eq!(saved("log.jsonl"), log);
 
     set.pixels[7] ^= 1;
     set.save(&tracks).unwrap();
+    // How the run is operated, and where its patches are found, may change: the same patches
+    // reached through another spelling of the path, other log and checkpoint intervals.
     let mut operated = run.clone();
     operated.log_every = 1;
     operated.checkpoint_every = 2;
+    operated.data.tracks = Some(dir.path().join(".").join("tracks.bin"));
     let summary = train(&operated, true).unwrap();
     assert_eq!(summary.iterations, 10);
 }

@@ -215,9 +215,11 @@ enum Command {
         /// (repeat for each ingredient, at least two).
         #[arg(long = "ingredient", required = true)]
         ingredients: Vec<String>,
-        /// Folder the soup is written to.
-        #[arg(long, default_value = "models")]
-        install: PathBuf,
+        /// Folder the soup is written to (default: training/runs/NAME, beside the runs; a
+        /// model in models/ needs its `descl bench --record` numbers). Files of that name
+        /// already there are refused, not replaced.
+        #[arg(long)]
+        install: Option<PathBuf>,
         /// Run config whose validation sets score the soup and its ingredients.
         #[arg(long)]
         config: Option<PathBuf>,
@@ -426,7 +428,10 @@ fn run(cli: Cli) -> Result<()> {
             ingredients,
             install,
             config,
-        } => soup(&name, &ingredients, &install, config.as_deref())?,
+        } => {
+            let install = install.unwrap_or_else(|| Path::new("training/runs").join(&name));
+            soup(&name, &ingredients, &install, config.as_deref())?
+        }
         Command::Subset { tracks, every, out } => {
             if matches!((tracks.canonicalize(), out.canonicalize()), (Ok(a), Ok(b)) if a == b) {
                 anyhow::bail!("{}: a subset is written to another file", out.display());
@@ -462,9 +467,18 @@ impl HeldOut {
         if validation.sets.is_empty() {
             bail!("{}: the run has no validation sets", config.display());
         }
-        let scenes = cfg
-            .data
-            .all_sources()?
+        let sources = cfg.data.all_sources()?;
+        if let Some(s) = sources
+            .iter()
+            .find(|s| s.validation_only && s.scenes.is_empty())
+        {
+            bail!(
+                "{}: held-out source {} names no scene, so no model can be checked against it",
+                config.display(),
+                s.tracks.display()
+            );
+        }
+        let scenes = sources
             .iter()
             .filter(|s| s.validation_only)
             .flat_map(|s| s.scenes.iter().map(|x| x.scene.clone()))
@@ -477,8 +491,9 @@ impl HeldOut {
     }
 
     /// Scores a model, refusing one whose patches are cut at another magnification, or whose
-    /// card says it trained on a scene these sets hold out (or does not list its scenes): its
-    /// number would be no validation at all.
+    /// card says it trained on a scene these sets hold out, or does not say which scenes it
+    /// trained on (no or an empty `training.data.scenes`: its sources named none): its number
+    /// would be no validation at all.
     fn score(&self, model: &CardedNet) -> Result<descl_training::train::ValidationScore> {
         let name = &model.card.name;
         for set in &self.validation.sets {
@@ -490,13 +505,14 @@ impl HeldOut {
                 );
             }
         }
-        if !self.scenes.is_empty() {
+        {
             let trained = model
                 .card
                 .training
                 .get("data")
                 .and_then(|d| d.get("scenes"))
                 .and_then(|s| s.as_array())
+                .filter(|s| !s.is_empty())
                 .with_context(|| {
                     format!(
                         "{name}: its card does not list its training scenes, so whether it saw \
@@ -532,6 +548,19 @@ fn validate(config: &Path, models: &[String], record: bool) -> Result<()> {
         .iter()
         .map(|m| CardedNet::load(m))
         .collect::<Result<Vec<_>>>()?;
+    for (i, m) in loaded.iter().enumerate() {
+        if let Some(other) = loaded[..i]
+            .iter()
+            .find(|o| same_file(&o.card_path, &m.card_path))
+        {
+            bail!(
+                "{} is given twice ({} and {})",
+                m.card.name,
+                other.card_path.display(),
+                m.card_path.display()
+            );
+        }
+    }
     let mut scores = Vec::with_capacity(loaded.len());
     for model in &loaded {
         let score = held.score(model)?;
@@ -547,6 +576,8 @@ fn validate(config: &Path, models: &[String], record: bool) -> Result<()> {
         return Ok(());
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    // Every card is made and checked before the first is written.
+    let mut cards = Vec::with_capacity(loaded.len());
     for (model, score) in loaded.iter().zip(&scores) {
         let mut entry = held.validation.record(Some(*score));
         entry["command"] = command.clone().into();
@@ -560,70 +591,101 @@ fn validate(config: &Path, models: &[String], record: bool) -> Result<()> {
         entry["same_run_nn_accuracy"] = peers.into();
         let mut card = model.card.clone();
         card.metrics.insert(CARD_VALIDATION.into(), entry);
-        card.save(&model.card_path)?;
-        eprintln!("{}: {CARD_VALIDATION} recorded", model.card_path.display());
+        card.validate()
+            .map_err(|why| anyhow::anyhow!("{}: {why}", model.card_path.display()))?;
+        cards.push((card, &model.card_path));
+    }
+    for (card, path) in cards {
+        card.save(path)?;
+        eprintln!("{}: {CARD_VALIDATION} recorded", path.display());
     }
     Ok(())
 }
 
-/// `descl-train soup`: see the subcommand's help and [`descl_training::soup`].
+/// Whether two paths name one file (both exist: they are cards just read).
+fn same_file(a: &Path, b: &Path) -> bool {
+    matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// `descl-train soup`: see the subcommand's help and [`descl_training::soup`]. Nothing is
+/// written until the ingredients are checked and scored; files of the soup's name already in
+/// `install` are refused; the card is written last, and a failure on the way removes what this
+/// call wrote.
 fn soup(name: &str, ingredients: &[String], install: &Path, config: Option<&Path>) -> Result<()> {
     use descl_training::soup;
+    descl_training::train::check_model_name(name)?;
     let loaded = ingredients
         .iter()
         .map(|m| CardedNet::load(m))
         .collect::<Result<Vec<_>>>()?;
     let cards: Vec<_> = loaded.iter().map(|c| c.card.clone()).collect();
     soup::check_ingredients(&cards)?;
-    if cards.iter().any(|c| c.name == name) {
-        bail!("--name {name}: an ingredient's name; a soup is a new model");
+    let weights = install.join(format!("{name}.safetensors"));
+    let onnx = install.join(format!("{name}.onnx"));
+    let card_path = install.join(format!("{name}.json"));
+    if let Some(taken) = [&weights, &onnx, &card_path]
+        .into_iter()
+        .find(|p| p.exists())
+    {
+        bail!(
+            "{}: already there; a soup is a new model (another --name or --install)",
+            taken.display()
+        );
     }
     let nets: Vec<&Net> = loaded.iter().map(|c| &c.net).collect();
-    let commit = descl_training::train::code_commit().unwrap_or_else(|| "unknown".into());
+    let commit = descl_training::train::code_commit();
     let mut made = CardedNet {
         net: soup::average(&nets)?,
-        card: soup::card(name, &cards, &commit)?,
+        card: soup::card(name, &cards, commit.as_deref())?,
         onnx: PathBuf::new(),
         card_path: PathBuf::new(),
     };
     if let Some(config) = config {
         let held = HeldOut::load(config)?;
-        for model in &loaded {
-            let s = held.score(model)?;
-            println!(
-                "{}",
-                serde_json::json!({"ingredient": model.card.name,
-                    "validation_nn_accuracy": s.nn_accuracy, "validation_fpr95": s.fpr95})
-            );
-        }
         let s = held.score(&made)?;
-        let t = &mut made.card.training;
-        t.insert("validation_nn_accuracy".into(), s.nn_accuracy.into());
         let mut record = held.validation.record(Some(s));
         record["config"] = config.display().to_string().into();
+        // The ingredients on the same sets: the only numbers the soup's compare with.
+        let mut same_sets = serde_json::Map::new();
+        for model in &loaded {
+            let v = held.score(model)?;
+            same_sets.insert(
+                model.card.name.clone(),
+                serde_json::json!({"nn_accuracy": v.nn_accuracy, "fpr95": v.fpr95}),
+            );
+        }
+        record["ingredients"] = same_sets.into();
+        let t = &mut made.card.training;
+        t.insert("validation_nn_accuracy".into(), s.nn_accuracy.into());
         t.insert("validation".into(), record);
     }
     let CardedNet { net, mut card, .. } = made;
     std::fs::create_dir_all(install)
         .with_context(|| format!("{}: cannot create folder", install.display()))?;
-    let weights = install.join(format!("{name}.safetensors"));
-    let onnx = install.join(&card.file);
-    let card_path = install.join(format!("{name}.json"));
-    net.save(&weights)?;
-    let magnification = f64::from(card.patch.magnification);
-    descl_training::onnx::export(
-        &net,
-        &onnx,
-        &descl_training::onnx::model_doc(name, net.arch),
-        magnification,
-    )?;
-    card.sha256 = descl::model::card::sha256_file(&onnx)?;
-    card.save(&card_path)?;
+    let written = [&weights, &onnx];
+    let result = (|| -> Result<()> {
+        net.save(&weights)?;
+        descl_training::onnx::export(
+            &net,
+            &onnx,
+            &descl_training::onnx::model_doc(name, net.arch),
+            f64::from(card.patch.magnification),
+        )?;
+        card.sha256 = descl::model::card::sha256_file(&onnx)?;
+        card.save(&card_path)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for path in written {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e);
+    }
     println!(
         "{}",
         serde_json::json!({"soup": name, "onnx": onnx, "card": card_path, "weights": weights,
             "ingredients": cards.iter().map(|c| &c.name).collect::<Vec<_>>(),
-            "validation_nn_accuracy": card.training.get("validation_nn_accuracy")})
+            "validation": card.training.get("validation")})
     );
     Ok(())
 }
