@@ -189,22 +189,11 @@ pub fn card(name: &str, cards: &[ModelCard], code_commit: Option<&str>) -> Resul
     let field = |c: &ModelCard, key: &str| c.training.get(key).cloned().unwrap_or_default();
     let method = first.training_method().unwrap_or("unknown");
     t.insert("method".into(), format!("{method} soup").into());
-    t.insert(
-        "seed".into(),
-        cards
-            .iter()
-            .map(|c| field(c, "seed"))
-            .collect::<Vec<_>>()
-            .into(),
-    );
-    t.insert(
-        "config".into(),
-        cards
-            .iter()
-            .map(|c| field(c, "config"))
-            .collect::<Vec<_>>()
-            .into(),
-    );
+    // One per ingredient, in order.
+    for key in ["seed", "config"] {
+        let each: Vec<serde_json::Value> = cards.iter().map(|c| field(c, key)).collect();
+        t.insert(key.into(), each.into());
+    }
     let data = field(first, "data");
     t.insert(
         "data".into(),

@@ -275,33 +275,27 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
         &["validate", "--config", &cfg, "--model", &card("b")],
         "does not list its training scenes",
     );
-    let mut no_held = a.clone();
-    no_held.data.sources.truncate(1);
-    no_held.data.validation = 20;
-    let no_held_path = dir.path().join("no-held.json");
-    std::fs::write(&no_held_path, serde_json::to_vec(&no_held).unwrap()).unwrap();
-    refused(
-        &[
-            "validate",
-            "--config",
-            &no_held_path.display().to_string(),
-            "--model",
-            &card("a"),
-        ],
-        "holds out no scene",
-    );
-    let mut unnamed = a.clone();
-    unnamed.data.sources[1].scenes.clear();
-    let unnamed_path = dir.path().join("unnamed.json");
-    std::fs::write(&unnamed_path, serde_json::to_vec(&unnamed).unwrap()).unwrap();
-    refused(
-        &[
-            "validate",
-            "--config",
-            &unnamed_path.display().to_string(),
-            "--model",
-            &card("a"),
-        ],
-        "names no scene",
-    );
+    // Configs written beside the run's, each with one change, and refused for it.
+    let variant = |file: &str, change: &dyn Fn(&mut RunConfig)| {
+        let mut c = a.clone();
+        change(&mut c);
+        let path = dir.path().join(file);
+        std::fs::write(&path, serde_json::to_vec(&c).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    for (file, change, what) in [
+        (
+            "no-held.json",
+            &(|c: &mut RunConfig| c.data.sources.truncate(1)) as &dyn Fn(&mut RunConfig),
+            "holds out no scene",
+        ),
+        (
+            "unnamed.json",
+            &|c: &mut RunConfig| c.data.sources[1].scenes.clear(),
+            "names no scene",
+        ),
+    ] {
+        let cfg = variant(file, change);
+        refused(&["validate", "--config", &cfg, "--model", &card("a")], what);
+    }
 }
