@@ -82,7 +82,8 @@ const RECIPE_FIELDS: [&str; 4] = ["method", "hyper_parameters", "batch", "iterat
 /// Refuses ingredients that do not make a soup, naming the first card that differs and how:
 /// fewer than two, the same file twice, another network, output or patch, another
 /// initialisation (`training.init.sha256`; a run without one started from random weights),
-/// another recipe ([`RECIPE_FIELDS`]), other training or validation scenes
+/// another recipe ([`RECIPE_FIELDS`], and the config's source weights, roles and
+/// `data.validation`), other training or validation scenes
 /// (`training.data.scenes` / `validation_scenes`, which the soup's card lists), or a run
 /// stopped before the end of its schedule.
 pub fn check_ingredients(cards: &[ModelCard]) -> Result<()> {
@@ -144,6 +145,20 @@ pub fn check_ingredients(cards: &[ModelCard]) -> Result<()> {
             if c.training.get(key) != first.training.get(key) {
                 why.push(format!("another training.{key} than {}", first.name));
             }
+        }
+        // The mix: each source's weight and role, and the held-out classes per source.
+        let mix = |c: &ModelCard| {
+            let data = &c.training.get("config").unwrap_or(&serde_json::Value::Null)["data"];
+            let sources: Vec<_> = data["sources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| (s["weight"].clone(), s["validation_only"].clone()))
+                .collect();
+            (sources, data["validation"].clone())
+        };
+        if mix(c) != mix(first) {
+            why.push(format!("another mix of sources than {}", first.name));
         }
         for key in ["scenes", "validation_scenes"] {
             if data(c, key) != data(first, key) {

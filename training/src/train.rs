@@ -741,12 +741,16 @@ fn run_plan(
 
 /// Members of `data` and of each `data.sources` entry that say where the patches are and how
 /// they were made, not which patches they are: the plan's set hashes say that. A track file
-/// reached by another path, or a scene's licence corrected, is the same run.
-const DATA_LOCATION_FIELDS: [&str; 4] = ["tracks", "synthetic", "colmap", "scenes"];
+/// reached by another path is the same run.
+const DATA_LOCATION_FIELDS: [&str; 3] = ["tracks", "synthetic", "colmap"];
+
+/// Members of a source's `scenes` entries that describe a scene's terms, not which scene it is:
+/// a corrected licence is the same run, a renamed or moved scene is not.
+const SCENE_TERMS_FIELDS: [&str; 2] = ["licence", "class"];
 
 /// The part of a plan a resume must keep. The config is read as today's binary reads it (a
 /// field added since gets its default, so rebuilding the binary is no difference), less
-/// [`OPERATIONAL_FIELDS`] and [`DATA_LOCATION_FIELDS`].
+/// [`OPERATIONAL_FIELDS`], [`DATA_LOCATION_FIELDS`] and [`SCENE_TERMS_FIELDS`].
 fn comparable_plan(plan: &serde_json::Value) -> serde_json::Value {
     let recorded = &plan["config"];
     let mut config = serde_json::from_value::<RunConfig>(recorded.clone())
@@ -766,6 +770,13 @@ fn comparable_plan(plan: &serde_json::Value) -> serde_json::Value {
             for source in sources.iter_mut().filter_map(|s| s.as_object_mut()) {
                 for key in DATA_LOCATION_FIELDS {
                     source.remove(key);
+                }
+                if let Some(serde_json::Value::Array(scenes)) = source.get_mut("scenes") {
+                    for scene in scenes.iter_mut().filter_map(|s| s.as_object_mut()) {
+                        for key in SCENE_TERMS_FIELDS {
+                            scene.remove(key);
+                        }
+                    }
                 }
             }
         }
@@ -1445,6 +1456,41 @@ fn install(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resume compares what a run computes: a track file reached by another path or a
+    /// scene's licence corrected is the same plan; a scene renamed (or moved to another
+    /// source), a weight or an operational field's neighbour (`lr`) is another.
+    #[test]
+    fn plans_differ_in_what_is_computed_not_in_where_it_is_found() {
+        let plan = |tracks: &str, scene: &str, licence: &str, weight: f64, lr: f64| {
+            let config = serde_json::json!({
+                "name": "p", "net": {"arch": "tfeat"}, "loss": {"name": "hardnet"},
+                "data": {"sources": [
+                    {"tracks": tracks, "weight": weight,
+                     "scenes": [{"scene": scene, "licence": licence, "class": "open"}]},
+                    {"tracks": "held.bin", "validation_only": true}]},
+                "iterations": 10, "batch": 16, "lr": lr, "seed": 1, "out": "runs/p",
+                "optimizer": {"name": "adam"},
+                "device": "cpu"});
+            let config: RunConfig = serde_json::from_value(config).unwrap();
+            comparable_plan(
+                &serde_json::json!({"config": serde_json::to_value(config).unwrap(),
+                "training": [{"patches_sha256": "ab"}], "validation": []}),
+            )
+        };
+        let base = plan("a/t.bin", "alpha", "CC0", 1.0, 0.01);
+        assert_eq!(
+            base,
+            plan("./a/../a/t.bin", "alpha", "CC BY 4.0", 1.0, 0.01)
+        );
+        for other in [
+            plan("a/t.bin", "beta", "CC0", 1.0, 0.01),
+            plan("a/t.bin", "alpha", "CC0", 0.5, 0.01),
+            plan("a/t.bin", "alpha", "CC0", 1.0, 0.02),
+        ] {
+            assert_ne!(base, other);
+        }
+    }
 
     #[test]
     fn track_files_made_otherwise_are_refused() {

@@ -68,12 +68,10 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
     common::toy_tracks(&dir.path().join("held.bin"), 30, NOISE);
-    let init = dir.path().join("start.safetensors");
-    Net::new(Arch::Tfeat, 0.25, tch::Device::Cpu)
-        .unwrap()
-        .save(&init)
-        .unwrap();
     // The runs share the process's libtorch generator; they run one after the other here.
+    // a and b are fine-tuned from one installed model, c starts from random weights.
+    train(&config(dir.path(), "start", 7, None), false).unwrap();
+    let init = dir.path().join("models/start.safetensors");
     let a = config(dir.path(), "a", 1, Some(&init));
     let summary_a = train(&a, false).unwrap();
     train(&config(dir.path(), "b", 2, Some(&init)), false).unwrap();
@@ -127,7 +125,7 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     assert!(v["nn_accuracy"].is_number(), "{v}");
     // The ingredients are scored on the soup's sets, not quoted from their cards.
     assert!(
-        (v["ingredients"]["a"]["nn_accuracy"].as_f64().unwrap() - own).abs() < 1e-9,
+        (v["ingredients"][0]["nn_accuracy"].as_f64().unwrap() - own).abs() < 1e-9,
         "{v}"
     );
     // The exported soup holds the mean of the two runs' installed weights.
@@ -254,26 +252,36 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
         "{err}"
     );
 
-    // Refused: a model whose card says it trained on the held-out scene, one whose card names
-    // no training scene, a config that holds out no scene, and a held-out source naming none.
+    // Refused: a model whose config says it trained on the held-out scene, one trained on a
+    // source that names no scene (the toy track files record none either), a config that
+    // holds out no scene, and a held-out source naming none.
     let refused = |args: &[&str], what: &str| {
         let out = descl_train(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(what), "{what}: {err}");
     };
     let mut saw_beta = descl::model::ModelCard::load(&models.join("b.json")).unwrap();
-    saw_beta.training["data"]["scenes"] =
+    saw_beta.training["config"]["data"]["sources"][0]["scenes"] =
         serde_json::json!([{"scene": HELD_SCENE, "licence": "x", "class": "open"}]);
     saw_beta.save(&models.join("b.json")).unwrap();
     refused(
         &["validate", "--config", &cfg, "--model", &card("b")],
         "b: trained on beta, which",
     );
-    saw_beta.training["data"]["scenes"] = serde_json::json!([]);
+    saw_beta.training["config"]["data"]["sources"][0]["scenes"] = serde_json::json!([]);
     saw_beta.save(&models.join("b.json")).unwrap();
     refused(
         &["validate", "--config", &cfg, "--model", &card("b")],
-        "does not list its training scenes",
+        "names no scene and its record shows none",
+    );
+    // The same through `init`: a model fine-tuned from one that saw the held-out scene.
+    let mut start = descl::model::ModelCard::load(&models.join("start.json")).unwrap();
+    start.training["config"]["data"]["sources"][0]["scenes"] =
+        serde_json::json!([{"scene": HELD_SCENE, "licence": "x", "class": "open"}]);
+    start.save(&models.join("start.json")).unwrap();
+    refused(
+        &["validate", "--config", &cfg, "--model", &card("a")],
+        "a: trained on beta, which",
     );
     // Configs written beside the run's, each with one change, and refused for it.
     let variant = |file: &str, change: &dyn Fn(&mut RunConfig)| {

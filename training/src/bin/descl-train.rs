@@ -505,33 +505,29 @@ impl HeldOut {
                 );
             }
         }
-        {
-            let trained = model
-                .card
-                .training
-                .get("data")
-                .and_then(|d| d.get("scenes"))
-                .and_then(|s| s.as_array())
-                .filter(|s| !s.is_empty())
+        // Every scene the model and the models it was fine-tuned from trained on
+        // ([`descl_training::lineage`]); run from the folder the runs ran in.
+        let trained =
+            descl_training::lineage::trained_scenes(&model.card, &model.card_path, Path::new("."))
                 .with_context(|| {
                     format!(
-                        "{name}: its card does not list its training scenes, so whether it saw \
-                         the scenes {} holds out cannot be told",
-                        self.config.display()
-                    )
+                "{name}: which scenes it saw cannot be told, so it cannot be scored on the \
+                 scenes {} holds out",
+                self.config.display()
+            )
                 })?;
-            let seen: Vec<&str> = trained
-                .iter()
-                .filter_map(|t| t.get("scene").and_then(|s| s.as_str()))
-                .filter(|t| self.scenes.iter().any(|h| h == t))
-                .collect();
-            if !seen.is_empty() {
-                bail!(
-                    "{name}: trained on {}, which {} holds out for validation",
-                    seen.join(", "),
-                    self.config.display()
-                );
-            }
+        let seen: Vec<&str> = self
+            .scenes
+            .iter()
+            .filter(|h| trained.contains(h.as_str()))
+            .map(String::as_str)
+            .collect();
+        if !seen.is_empty() {
+            bail!(
+                "{name}: trained on {}, which {} holds out for validation",
+                seen.join(", "),
+                self.config.display()
+            );
         }
         self.validation
             .evaluate(&model.net, tch::Device::Cpu)?
@@ -549,12 +545,13 @@ fn validate(config: &Path, models: &[String], record: bool) -> Result<()> {
         .map(|m| CardedNet::load(m))
         .collect::<Result<Vec<_>>>()?;
     for (i, m) in loaded.iter().enumerate() {
+        // Peers are named in the cards: one name, one model.
         if let Some(other) = loaded[..i]
             .iter()
-            .find(|o| same_file(&o.card_path, &m.card_path))
+            .find(|o| same_file(&o.card_path, &m.card_path) || o.card.name == m.card.name)
         {
             bail!(
-                "{} is given twice ({} and {})",
+                "{} is given twice, or two models share that name ({} and {})",
                 m.card.name,
                 other.card_path.display(),
                 m.card_path.display()
@@ -620,6 +617,9 @@ fn soup(name: &str, ingredients: &[String], install: &Path, config: Option<&Path
         .collect::<Result<Vec<_>>>()?;
     let cards: Vec<_> = loaded.iter().map(|c| c.card.clone()).collect();
     soup::check_ingredients(&cards)?;
+    if cards.iter().any(|c| c.name == name) {
+        bail!("--name {name}: an ingredient's name; a soup is a new model");
+    }
     let weights = install.join(format!("{name}.safetensors"));
     let onnx = install.join(format!("{name}.onnx"));
     let card_path = install.join(format!("{name}.json"));
@@ -646,13 +646,11 @@ fn soup(name: &str, ingredients: &[String], install: &Path, config: Option<&Path
         let mut record = held.validation.record(Some(s));
         record["config"] = config.display().to_string().into();
         // The ingredients on the same sets: the only numbers the soup's compare with.
-        let mut same_sets = serde_json::Map::new();
+        let mut same_sets = Vec::with_capacity(loaded.len());
         for model in &loaded {
             let v = held.score(model)?;
-            same_sets.insert(
-                model.card.name.clone(),
-                serde_json::json!({"nn_accuracy": v.nn_accuracy, "fpr95": v.fpr95}),
-            );
+            same_sets.push(serde_json::json!({"name": model.card.name,
+                "sha256": model.card.sha256, "nn_accuracy": v.nn_accuracy, "fpr95": v.fpr95}));
         }
         record["ingredients"] = same_sets.into();
         let t = &mut made.card.training;
