@@ -20,38 +20,57 @@ const TRAIN_FOLDER: &str = "train";
 /// Longest `init` chain followed (a loop of cards would otherwise never end).
 const MAX_LINEAGE: usize = 16;
 
-/// The scene a recorded photo path or folder names: the component after a `train` component.
+/// The scene a recorded photo path or folder names: the component after the last `train`
+/// component that has one.
 fn scene_of_path(path: &str) -> Option<String> {
     let parts: Vec<&str> = path.split(['/', '\\']).collect();
     parts
         .iter()
-        .position(|p| *p == TRAIN_FOLDER)
+        .rposition(|p| *p == TRAIN_FOLDER)
         .and_then(|i| parts.get(i + 1))
-        .filter(|s| !s.is_empty())
+        .filter(|s| !s.is_empty() && **s != "." && **s != "..")
         .map(|s| s.to_string())
 }
 
-/// The scenes a track file's header record shows: a COLMAP cut's image folder, a synthetic
-/// cut's photos, a subset's original.
-pub fn recorded_scenes(record: &Value) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+/// The scenes a track file's header record shows: a COLMAP cut's image folder (a folder
+/// outside `train/`, such as a folder of links joining two scenes, by each recorded image's
+/// resolved path under `base`), a synthetic cut's photos, a subset's original. None when the
+/// record has photos that cannot all be placed in a scene, or no photos at all: what such a
+/// source saw cannot be told from its record.
+pub fn recorded_scenes(record: &Value, base: &Path) -> Option<BTreeSet<String>> {
+    let all = |paths: Vec<Option<String>>| -> Option<BTreeSet<String>> {
+        let scenes: Option<BTreeSet<String>> = paths.into_iter().collect();
+        scenes.filter(|s| !s.is_empty())
+    };
     match record["generator"].as_str() {
-        Some("colmap") => out.extend(record["config"]["images"].as_str().and_then(scene_of_path)),
-        Some("synthetic") => out.extend(
-            record["photos"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.as_str().and_then(scene_of_path)),
-        ),
-        Some("subset") => out.extend(recorded_scenes(&record["of"])),
-        _ => {}
+        Some("colmap") => {
+            let folder = record["config"]["images"].as_str()?;
+            if let Some(scene) = scene_of_path(folder) {
+                return Some(BTreeSet::from([scene]));
+            }
+            let images = record["images"].as_array()?;
+            all(images
+                .iter()
+                .map(|i| {
+                    let resolved = base.join(folder).join(i.as_str()?).canonicalize().ok()?;
+                    scene_of_path(&resolved.to_string_lossy())
+                })
+                .collect())
+        }
+        Some("synthetic") => all(record["photos"]
+            .as_array()?
+            .iter()
+            .map(|p| p.as_str().and_then(scene_of_path))
+            .collect()),
+        Some("subset") => recorded_scenes(&record["of"], base),
+        _ => None,
     }
-    out
 }
 
 /// The scenes of one run: `config` is its run config, `data` its card's `training.data`.
-fn run_scenes(name: &str, config: &Value, data: &Value) -> Result<BTreeSet<String>> {
+/// Each training source's scenes are those its config declares and those its record shows;
+/// a source is refused when its record cannot tell (a declaration alone is not evidence).
+fn run_scenes(name: &str, config: &Value, data: &Value, base: &Path) -> Result<BTreeSet<String>> {
     let sources: Vec<&Value> = match config["data"]["sources"].as_array() {
         Some(s) if !s.is_empty() => s.iter().collect(),
         _ => vec![&config["data"]],
@@ -60,9 +79,13 @@ fn run_scenes(name: &str, config: &Value, data: &Value) -> Result<BTreeSet<Strin
         .into_iter()
         .filter(|s| s["validation_only"] != Value::Bool(true))
         .collect();
-    let records = data["sources"]
-        .as_array()
-        .with_context(|| format!("{name}: the card has no training.data.sources"))?;
+    // Records: one per training source (`{"weight", …, "source": record}`), or the single-file
+    // form's one record (`data.tracks`).
+    let records: Vec<&Value> = match (data["sources"].as_array(), data.get("tracks")) {
+        (Some(s), _) => s.iter().map(|r| &r["source"]).collect(),
+        (None, Some(record)) => vec![record],
+        (None, None) => bail!("{name}: the card records no training data"),
+    };
     if records.len() != training.len() {
         bail!(
             "{name}: {} training sources in its config, {} in its data record",
@@ -72,28 +95,29 @@ fn run_scenes(name: &str, config: &Value, data: &Value) -> Result<BTreeSet<Strin
     }
     let mut out = BTreeSet::new();
     for (source, record) in training.iter().zip(records) {
-        let mut scenes: BTreeSet<String> = source["scenes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s["scene"].as_str().map(str::to_string))
-            .collect();
-        scenes.extend(recorded_scenes(&record["source"]));
-        if scenes.is_empty() {
-            bail!(
-                "{name}: training source {} names no scene and its record shows none",
+        let recorded = recorded_scenes(record, base).with_context(|| {
+            format!(
+                "{name}: the record of training source {} does not show which scenes its \
+                 photos are",
                 source["tracks"]
-            );
-        }
-        out.extend(scenes);
+            )
+        })?;
+        out.extend(recorded);
+        out.extend(
+            source["scenes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["scene"].as_str().map(str::to_string)),
+        );
     }
     Ok(out)
 }
 
 /// Every scene `card` (read from `card_path`) and the models it descends from trained on.
-/// `init` files are found as recorded, a relative path under `base` (the folder the runs ran
-/// in: the repository root), and must still have the recorded SHA-256; their card is the
-/// `.json` beside them.
+/// Recorded relative paths (`init` files, image folders) are taken under `base`, the folder
+/// the runs ran in (the repository root); an `init` file must still have the recorded
+/// SHA-256, and its card (the `.json` beside it) must describe the `.onnx` beside it.
 pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result<BTreeSet<String>> {
     let mut out = BTreeSet::new();
     let mut current = (card.clone(), card_path.to_path_buf());
@@ -115,13 +139,14 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
                     );
                 }
                 for (c, d) in configs.iter().zip(data) {
-                    out.extend(run_scenes(&name, c, &d["data"])?);
+                    out.extend(run_scenes(&name, c, &d["data"], base)?);
                 }
             }
             (Some(config), _) => out.extend(run_scenes(
                 &name,
                 config,
                 t.get("data").unwrap_or(&Value::Null),
+                base,
             )?),
             (None, _) => bail!("{name}: the card has no training.config"),
         }
@@ -144,6 +169,9 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
         let parent = file.with_extension("json");
         let parent_card = ModelCard::load(&parent)
             .with_context(|| format!("{name}: the card of its init weights"))?;
+        parent_card
+            .verify_sha256(&parent_card.onnx_path(&parent))
+            .with_context(|| format!("{name}: the card beside its init weights"))?;
         current = (parent_card, parent);
     }
     bail!(
@@ -168,11 +196,50 @@ mod tests {
             Some("sacre_coeur")
         );
         assert_eq!(scene_of_path("training/cache/images/castle"), None);
+        assert_eq!(
+            scene_of_path("/srv/train/x/../data/train/sceaux_castle/1.jpg").as_deref(),
+            Some("sceaux_castle")
+        );
+        let base = Path::new(".");
         let subset = serde_json::json!({"generator": "subset", "of": {"generator": "synthetic",
             "photos": ["train/a/1.jpg", "train/b/2.jpg", "train/a/3.jpg"]}});
         assert_eq!(
-            recorded_scenes(&subset).into_iter().collect::<Vec<_>>(),
+            recorded_scenes(&subset, base)
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
             ["a", "b"]
+        );
+        // One photo that cannot be placed makes the whole record silent.
+        let stray = serde_json::json!({"generator": "synthetic",
+            "photos": ["train/a/1.jpg", "elsewhere/2.jpg"]});
+        assert_eq!(recorded_scenes(&stray, base), None);
+    }
+
+    /// A folder of links (castle-P30 with castle_p19_extra, as `reconstruct-train-sets`
+    /// makes it) is placed by where each recorded image resolves, not by its own name.
+    #[test]
+    fn a_folder_of_links_is_placed_by_its_targets() {
+        let dir = tempfile::tempdir().unwrap();
+        let (kitchen, joined) = (
+            dir.path().join("data/train/mipnerf360_kitchen"),
+            dir.path().join("cache/images/castle"),
+        );
+        std::fs::create_dir_all(&kitchen).unwrap();
+        std::fs::create_dir_all(&joined).unwrap();
+        std::fs::write(kitchen.join("1.jpg"), b"x").unwrap();
+        std::os::unix::fs::symlink(kitchen.join("1.jpg"), joined.join("1.jpg")).unwrap();
+        let record = |images: &[&str]| {
+            serde_json::json!({"generator": "colmap",
+                "config": {"images": "cache/images/castle"}, "images": images})
+        };
+        assert_eq!(
+            recorded_scenes(&record(&["1.jpg"]), dir.path()),
+            Some(BTreeSet::from(["mipnerf360_kitchen".to_string()]))
+        );
+        assert_eq!(
+            recorded_scenes(&record(&["1.jpg", "gone.jpg"]), dir.path()),
+            None
         );
     }
 
@@ -185,26 +252,31 @@ mod tests {
     #[test]
     fn a_fine_tuned_model_has_seen_its_init_models_scenes() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        // descl-l2net-real25-b1024 started from descl-l2net-hardnet-mix-b1024, whose sources
-        // declare no scene: its record shows castle-P30, sacre_coeur and lightglue photos.
-        let (card, path) = shipped("descl-l2net-real25-b1024");
+        // descl-l2net-w0.5-cdf-binary256-mix-4k continued descl-l2net-w0.5-cdf-binary256-mix,
+        // which started from descl-l2net-w0.5-hardnet-mix-8k: none of their sources declares a
+        // scene; their records show castle-P30 and sacre_coeur (COLMAP cuts) and the
+        // synthetic views' lightglue photos. (Chosen because its whole lineage reads from the
+        // repository and ../shared/data alone; the 25-scene models' castle source is a folder
+        // of links that `reconstruct-train-sets` makes under training/cache.)
+        let (card, path) = shipped("descl-l2net-w0.5-cdf-binary256-mix-4k");
         let scenes = trained_scenes(&card, &path, &root).unwrap();
-        for s in ["lightglue", "castle-P30", "castle_p19_extra", "skull01"] {
-            assert!(scenes.contains(s), "{s}: {scenes:?}");
-        }
+        assert_eq!(
+            scenes.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["castle-P30", "lightglue", "sacre_coeur"]
+        );
         for held in ["mipnerf360_kitchen", "sceaux_castle", "vggsfm_statue"] {
             assert!(!scenes.contains(held), "{held}");
         }
-        // A source that declares no scene and whose record shows none is refused.
+        // A source whose record cannot show its scenes is refused, whatever its config
+        // declares.
         let mut blind = card.clone();
         blind.training["data"]["sources"][0]["source"] = serde_json::json!({"generator": "x"});
-        if let Some(s) = blind.training["config"]["data"]["sources"][0].as_object_mut() {
-            s.remove("scenes");
-        }
-        let e = trained_scenes(&blind, &path, &root)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("names no scene"), "{e}");
+        let e = format!("{:#}", trained_scenes(&blind, &path, &root).unwrap_err());
+        assert!(e.contains("does not show which scenes"), "{e}");
+        // The single-file form of the older cards: the record is `data.tracks`.
+        let (tfeat, tfeat_path) = shipped("descl-tfeat-hardnet");
+        let scenes = trained_scenes(&tfeat, &tfeat_path, &root).unwrap();
+        assert!(scenes.contains("castle-P30"), "{scenes:?}");
         // Init weights that changed since are refused.
         let mut moved = card;
         moved.training["init"]["sha256"] = "0".repeat(64).into();

@@ -777,6 +777,8 @@ fn comparable_plan(plan: &serde_json::Value) -> serde_json::Value {
                             scene.remove(key);
                         }
                     }
+                    // A set of scenes: listed in another order, the same.
+                    scenes.sort_by_key(|s| s["scene"].to_string());
                 }
             }
         }

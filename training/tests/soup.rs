@@ -40,6 +40,18 @@ fn config(dir: &Path, name: &str, seed: u64, init: Option<&Path>) -> RunConfig {
     )
 }
 
+/// Toy tracks whose record places them in `scene`, as a synthetic cut of that scene's photos
+/// records them (`validate` reads which scenes a model saw from the records, not only from
+/// what its config declares).
+fn toy_tracks_of(path: &Path, classes: usize, scene: &str) {
+    common::toy_tracks(path, classes, NOISE);
+    let mut set = descl_training::data::TrackSet::load(path).unwrap();
+    set.header.source = serde_json::json!({"generator": "synthetic",
+        "photos": [format!("train/{scene}/toy.jpg")],
+        "frames": descl_training::data::TRACK_FRAMES});
+    set.save(path).unwrap();
+}
+
 fn descl_train(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_descl-train"))
         .args(args)
@@ -66,8 +78,8 @@ fn values(net: &Net) -> Vec<(String, Vec<f32>)> {
 #[test]
 fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    common::toy_tracks(&dir.path().join("tracks.bin"), 200, NOISE);
-    common::toy_tracks(&dir.path().join("held.bin"), 30, NOISE);
+    toy_tracks_of(&dir.path().join("tracks.bin"), 200, TRAIN_SCENE);
+    toy_tracks_of(&dir.path().join("held.bin"), 30, HELD_SCENE);
     // The runs share the process's libtorch generator; they run one after the other here.
     // a and b are fine-tuned from one installed model, c starts from random weights.
     train(&config(dir.path(), "start", 7, None), false).unwrap();
@@ -253,8 +265,8 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
     );
 
     // Refused: a model whose config says it trained on the held-out scene, one trained on a
-    // source that names no scene (the toy track files record none either), a config that
-    // holds out no scene, and a held-out source naming none.
+    // source whose record cannot show its scenes, one fine-tuned from a model that saw the
+    // held-out scene, a config that holds out no scene, and a held-out source naming none.
     let refused = |args: &[&str], what: &str| {
         let out = descl_train(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -269,10 +281,11 @@ fn two_fine_tuned_runs_make_a_soup_and_a_run_from_scratch_is_refused() {
         "b: trained on beta, which",
     );
     saw_beta.training["config"]["data"]["sources"][0]["scenes"] = serde_json::json!([]);
+    saw_beta.training["data"]["sources"][0]["source"] = serde_json::json!({"generator": "test"});
     saw_beta.save(&models.join("b.json")).unwrap();
     refused(
         &["validate", "--config", &cfg, "--model", &card("b")],
-        "names no scene and its record shows none",
+        "does not show which scenes its photos are",
     );
     // The same through `init`: a model fine-tuned from one that saw the held-out scene.
     let mut start = descl::model::ModelCard::load(&models.join("start.json")).unwrap();

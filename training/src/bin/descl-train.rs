@@ -461,12 +461,10 @@ struct HeldOut {
 }
 
 impl HeldOut {
+    /// The config's held-out sets; their scenes are those the sources declare and those the
+    /// track files' records show (a misspelt declaration does not hide a scene).
     fn load(config: &Path) -> Result<HeldOut> {
         let cfg = descl_training::train::RunConfig::load(config)?;
-        let validation = descl_training::train::validation_of(&cfg.data)?;
-        if validation.sets.is_empty() {
-            bail!("{}: the run has no validation sets", config.display());
-        }
         let sources = cfg.data.all_sources()?;
         if let Some(s) = sources
             .iter()
@@ -478,11 +476,22 @@ impl HeldOut {
                 s.tracks.display()
             );
         }
-        let scenes = sources
+        let validation = descl_training::train::validation_of(&cfg.data)?;
+        if validation.sets.is_empty() {
+            bail!("{}: the run has no validation sets", config.display());
+        }
+        let mut scenes: Vec<String> = sources
             .iter()
             .filter(|s| s.validation_only)
             .flat_map(|s| s.scenes.iter().map(|x| x.scene.clone()))
             .collect();
+        for set in &validation.sets {
+            let recorded =
+                descl_training::lineage::recorded_scenes(&set.header.source, Path::new("."));
+            scenes.extend(recorded.into_iter().flatten());
+        }
+        scenes.sort();
+        scenes.dedup();
         Ok(HeldOut {
             config: config.to_path_buf(),
             validation,
@@ -490,11 +499,10 @@ impl HeldOut {
         })
     }
 
-    /// Scores a model, refusing one whose patches are cut at another magnification, or whose
-    /// card says it trained on a scene these sets hold out, or does not say which scenes it
-    /// trained on (no or an empty `training.data.scenes`: its sources named none): its number
-    /// would be no validation at all.
-    fn score(&self, model: &CardedNet) -> Result<descl_training::train::ValidationScore> {
+    /// Refuses a model whose patches are cut at another magnification, or that saw a scene
+    /// these sets hold out (itself or up its `init` lineage, [`descl_training::lineage`]), or
+    /// whose lineage cannot be told: its number would be no validation at all.
+    fn check(&self, model: &CardedNet) -> Result<()> {
         let name = &model.card.name;
         for set in &self.validation.sets {
             let m = set.header.magnification;
@@ -505,17 +513,26 @@ impl HeldOut {
                 );
             }
         }
-        // Every scene the model and the models it was fine-tuned from trained on
-        // ([`descl_training::lineage`]); run from the folder the runs ran in.
-        let trained =
-            descl_training::lineage::trained_scenes(&model.card, &model.card_path, Path::new("."))
-                .with_context(|| {
-                    format!(
-                "{name}: which scenes it saw cannot be told, so it cannot be scored on the \
+        // Every scene the model and the models it was fine-tuned from trained on. Recorded
+        // paths are relative to the folder the runs ran in: the working directory, else the
+        // folder above the card's `models/`.
+        let repository = model
+            .card_path
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let lineage = |base: &Path| {
+            descl_training::lineage::trained_scenes(&model.card, &model.card_path, base)
+        };
+        let trained = lineage(Path::new("."))
+            .or_else(|first| lineage(repository).map_err(|_| first))
+            .with_context(|| {
+                format!(
+                    "{name}: which scenes it saw cannot be told, so it cannot be scored on the \
                  scenes {} holds out",
-                self.config.display()
-            )
-                })?;
+                    self.config.display()
+                )
+            })?;
         let seen: Vec<&str> = self
             .scenes
             .iter()
@@ -529,6 +546,12 @@ impl HeldOut {
                 self.config.display()
             );
         }
+        Ok(())
+    }
+
+    /// [`HeldOut::check`], then the model's validation numbers on these sets.
+    fn score(&self, model: &CardedNet) -> Result<descl_training::train::ValidationScore> {
+        self.check(model)?;
         self.validation
             .evaluate(&model.net, tch::Device::Cpu)?
             .with_context(|| format!("{}: no validation set has 2 classes", self.config.display()))
@@ -557,6 +580,9 @@ fn validate(config: &Path, models: &[String], record: bool) -> Result<()> {
                 m.card_path.display()
             );
         }
+    }
+    for model in &loaded {
+        held.check(model)?;
     }
     let mut scores = Vec::with_capacity(loaded.len());
     for model in &loaded {
