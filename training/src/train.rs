@@ -471,7 +471,7 @@ fn run(
     let mut commit = code_commit();
     let mut devices: Vec<String> = Vec::new();
     let (start, mut wall_before) = if resuming {
-        let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)
+        let mut meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&meta_path)?)
             .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
         check_plan(&meta_path, meta.plan.as_ref(), &plan)?;
         if meta.seed != config.seed {
@@ -491,21 +491,24 @@ fn run(
         loss_fn
             .restore(&meta.loss_state)
             .with_context(|| format!("{}: loss state", meta_path.display()))?;
+        // Checkpoints from before `devices` was recorded: the device of the config the run
+        // folder was started with, read before this start's config replaces it (below) and
+        // written into the checkpoint at once, so that a later start (another `--device`)
+        // cannot lose it. Only now, once the start is known to continue the checkpoint.
+        if meta.devices.is_empty() && meta.step > 0 {
+            if let Some(first) = previous_config_device(&config.out.join(CONFIG_FILE)) {
+                meta.devices.push(first);
+                descl::io::atomic::write_bytes_atomic(
+                    &meta_path,
+                    &serde_json::to_vec_pretty(&meta)?,
+                )?;
+            }
+        }
         init = meta.init;
         if meta.code_commit.is_some() {
             commit = meta.code_commit;
         }
         devices = meta.devices;
-        // Checkpoints from before `devices` was recorded: the device of the config the run
-        // folder was started with, read before this start's config replaces it (below) and
-        // written into the checkpoint at once, so that a later start (another `--device`)
-        // cannot lose it. Only now, once the start is known to continue the checkpoint.
-        if devices.is_empty() && meta.step > 0 {
-            if let Some(first) = previous_config_device(&config.out.join(CONFIG_FILE)) {
-                record_first_device(&meta_path, &first)?;
-                devices.push(first);
-            }
-        }
         (meta.step, meta.wall_time_s)
     } else {
         (0, 0.0)
@@ -882,17 +885,6 @@ fn json_differences(
         _ if a != b => out.push(format!("{path}: {} → {}", shortened(a), shortened(b))),
         _ => {}
     }
-}
-
-/// Writes `device` into an older checkpoint's missing `devices`.
-fn record_first_device(meta_path: &Path, device: &str) -> Result<()> {
-    let mut meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(meta_path)?)
-        .with_context(|| format!("{}: bad checkpoint", meta_path.display()))?;
-    if meta.devices.is_empty() {
-        meta.devices.push(device.to_string());
-        descl::io::atomic::write_bytes_atomic(meta_path, &serde_json::to_vec_pretty(&meta)?)?;
-    }
-    Ok(())
 }
 
 /// The `device` of the run config saved in a run folder, as a card names it.

@@ -202,11 +202,11 @@ enum Command {
         #[arg(long)]
         record: bool,
     },
-    /// Average runs fine-tuned from one model into one network (a uniform model soup,
-    /// Wortsman et al. 2022): the ingredients' cards are checked (same network, output, patch,
-    /// initialisation and training scenes), then NAME.safetensors, NAME.onnx and NAME.json are
-    /// written to --install; with --config, the soup and every ingredient are scored on its
-    /// validation sets and the soup's numbers go into its card.
+    /// Average runs of one recipe fine-tuned from one model into one network (a uniform model
+    /// soup, Wortsman et al. 2022): the ingredients' cards are checked (network, output, patch,
+    /// initialisation, recipe, source mix, scenes, a finished schedule), then NAME.safetensors,
+    /// NAME.onnx and NAME.json are written to --install; with --config, the soup and every
+    /// ingredient are scored on its validation sets and the numbers go into the soup's card.
     Soup {
         /// The soup's model name.
         #[arg(long)]
@@ -476,10 +476,8 @@ impl HeldOut {
                 s.tracks.display()
             );
         }
+        // At least one set: `validation_of` refuses a config that holds out no scene.
         let validation = descl_training::train::validation_of(&cfg.data)?;
-        if validation.sets.is_empty() {
-            bail!("{}: the run has no validation sets", config.display());
-        }
         let mut scenes: Vec<String> = sources
             .iter()
             .filter(|s| s.validation_only)
@@ -549,9 +547,14 @@ impl HeldOut {
         Ok(())
     }
 
-    /// [`HeldOut::check`], then the model's validation numbers on these sets.
+    /// [`HeldOut::check`], then [`HeldOut::evaluate`].
     fn score(&self, model: &CardedNet) -> Result<descl_training::train::ValidationScore> {
         self.check(model)?;
+        self.evaluate(model)
+    }
+
+    /// The model's validation numbers on these sets, for a model [`HeldOut::check`] passed.
+    fn evaluate(&self, model: &CardedNet) -> Result<descl_training::train::ValidationScore> {
         self.validation
             .evaluate(&model.net, tch::Device::Cpu)?
             .with_context(|| format!("{}: no validation set has 2 classes", self.config.display()))
@@ -586,7 +589,7 @@ fn validate(config: &Path, models: &[String], record: bool) -> Result<()> {
     }
     let mut scores = Vec::with_capacity(loaded.len());
     for model in &loaded {
-        let score = held.score(model)?;
+        let score = held.evaluate(model)?;
         println!(
             "{}",
             serde_json::json!({"model": model.card.name, "onnx": model.onnx,
