@@ -2,7 +2,7 @@
 //! staged, sharded and resumed work never mixes results made under other settings (issue 24).
 //!
 //! - A features file records [`FeatureProvenance`]: the SHA-256 of the image file's bytes and
-//!   the [`ExtractSettings`] (model name and card SHA-256, detector and its settings, the
+//!   the [`ExtractSettings`] (model name and ONNX SHA-256, detector and its settings, the
 //!   maximum image size), plus its content's [`FeaturesId`].
 //! - A matches file (or hloc pair group) records [`PairProvenance`]: the [`FeaturesId`] of the
 //!   two features it indexes and the pair settings.
@@ -27,7 +27,8 @@ use std::path::Path;
 pub struct ExtractSettings {
     /// Model name (its card's), `sift`, `rootsift`, or the ONNX file of an uncarded model.
     pub model: String,
-    /// SHA-256 of the model's ONNX file as its card records it (None: SIFT, uncarded).
+    /// SHA-256 of the model's ONNX file: as its card records it, or the file's own for an
+    /// uncarded model (None: SIFT).
     pub model_sha256: Option<String>,
     /// Detector kind, keypoint budget, selection, contrast threshold and magnification.
     pub detector: DetectorConfig,

@@ -797,3 +797,61 @@ fn mixed_pair_plans_leftover_pairs_and_shared_features_files_are_refused() {
         "{err}"
     );
 }
+
+/// An uncarded model is recorded by its path and its file's SHA-256: another network written to
+/// the same path is another model. `--resume` redoes the features, and `match` refuses a
+/// folder whose shards were described by the two files (before, both were recorded by the path
+/// alone: the resume reused the old features and the match paired descriptors of two networks).
+#[test]
+fn an_uncarded_model_replaced_at_its_path_is_another_model() {
+    let Some(data) = common::data_root_or_skip("an_uncarded_model_replaced_at_its_path") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let net = dir.path().join("net.onnx");
+    let put = |model: &str| std::fs::copy(models.join(format!("{model}.onnx")), &net).unwrap();
+    let net_arg = net.to_str().unwrap();
+    let budget = ["--max-keypoints", "200", "-m", net_arg];
+
+    put("descl-l2net-w0.5-hardnet-mix");
+    let feats = dir.path().join("f");
+    extract(&imgs, &feats, &budget);
+    let before = read_features(&feats.join("0000.npz")).unwrap();
+    assert_eq!(before.meta.model, net_arg);
+    assert_eq!(
+        before.meta.model_sha256.as_deref(),
+        Some(descl::model::card::sha256_file(&net).unwrap().as_str())
+    );
+    put("descl-l2net-real25-b1024");
+    let mut resume = budget.to_vec();
+    resume.push("--resume");
+    let j = extract(&imgs, &feats, &resume);
+    assert_eq!(j["skipped_existing"], 0, "{j}");
+    let why = j["redone_stale"].as_array().unwrap();
+    assert!(
+        why.len() == 3
+            && why
+                .iter()
+                .all(|w| w.as_str().unwrap().contains("model_sha256")),
+        "{j}"
+    );
+
+    // Shards of one folder described by the two files: matching them is refused.
+    let shards = dir.path().join("s");
+    put("descl-l2net-w0.5-hardnet-mix");
+    let mut first = budget.to_vec();
+    first.extend(["--shard", "0/2"]);
+    extract(&imgs, &shards, &first);
+    put("descl-l2net-real25-b1024");
+    let mut second = budget.to_vec();
+    second.extend(["--shard", "1/2"]);
+    extract(&imgs, &shards, &second);
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&shards)
+        .arg("--out-dir")
+        .arg(dir.path().join("m")));
+    assert!(!ok && err.contains("model_sha256"), "{err}");
+}

@@ -119,11 +119,11 @@ impl Describer {
         }
     }
 
-    /// The SHA-256 of the model's ONNX file its card records (None for SIFT and uncarded
-    /// models).
+    /// The SHA-256 of the model's ONNX file (its card's, or the file's own for a model without
+    /// a card; None for SIFT).
     pub fn model_sha256(&self) -> Option<String> {
         match &self.kind {
-            Kind::Model(m) => m.1.card.as_ref().map(|(c, _)| c.sha256.clone()),
+            Kind::Model(m) => Some(m.1.sha256.clone()),
             Kind::Sift { .. } => None,
         }
     }

@@ -51,6 +51,11 @@ pub struct ResolvedModel {
     pub onnx: PathBuf,
     /// The card and the path it was read from.
     pub card: Option<(ModelCard, PathBuf)>,
+    /// The SHA-256 of the ONNX file: the card's (checked against the file), or, for a model
+    /// without a card, computed from the file when it was resolved. Features files record it,
+    /// so a model replaced at the same path is another model to `--resume`, `match` and
+    /// `sfm merge`.
+    pub sha256: String,
 }
 
 impl ResolvedModel {
@@ -111,6 +116,7 @@ pub fn resolve(name_or_path: &str) -> Result<ResolvedModel> {
         return Ok(ResolvedModel {
             onnx: p.to_path_buf(),
             card: None,
+            sha256: card::sha256_file(p)?,
         });
     }
     let dir = models_dir();
@@ -146,6 +152,7 @@ fn from_card(card_path: &Path) -> Result<ResolvedModel> {
     card.verify_sha256(&onnx)?;
     Ok(ResolvedModel {
         onnx,
+        sha256: card.sha256.to_ascii_lowercase(),
         card: Some((card, card_path.to_path_buf())),
     })
 }
