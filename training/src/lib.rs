@@ -8,6 +8,7 @@ pub mod data;
 pub mod lineage;
 pub mod loss;
 pub mod net;
+pub mod offset;
 pub mod onnx;
 pub mod optim;
 pub mod soup;

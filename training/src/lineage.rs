@@ -125,30 +125,48 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
         let (card, path) = &current;
         let t = &card.training;
         let name = format!("{} ({})", card.name, path.display());
-        match (&t.get("config"), t.get("soup")) {
-            // A soup: each ingredient's config with its own data record.
-            (Some(Value::Array(configs)), Some(_)) => {
-                let data = t["data"]["ingredients"]
-                    .as_array()
-                    .with_context(|| format!("{name}: soup without data.ingredients"))?;
-                if data.len() != configs.len() {
-                    bail!(
-                        "{name}: {} configs, {} data records",
-                        configs.len(),
-                        data.len()
-                    );
+        if let Some(offset) = t.get("offset") {
+            // An output offset (`descl-train offset`): the network is the init's; the offset
+            // was fitted on the photos it lists, each placed in its scene.
+            let photos = offset["photos"]
+                .as_array()
+                .with_context(|| format!("{name}: offset without its photos"))?;
+            let scenes: Option<BTreeSet<String>> = photos
+                .iter()
+                .map(|p| {
+                    let resolved = base.join(p.as_str()?).canonicalize().ok()?;
+                    scene_of_path(&resolved.to_string_lossy())
+                })
+                .collect();
+            out.extend(scenes.filter(|s| !s.is_empty()).with_context(|| {
+                format!("{name}: the offset's photos cannot all be placed in a scene")
+            })?);
+        } else {
+            match (&t.get("config"), t.get("soup")) {
+                // A soup: each ingredient's config with its own data record.
+                (Some(Value::Array(configs)), Some(_)) => {
+                    let data = t["data"]["ingredients"]
+                        .as_array()
+                        .with_context(|| format!("{name}: soup without data.ingredients"))?;
+                    if data.len() != configs.len() {
+                        bail!(
+                            "{name}: {} configs, {} data records",
+                            configs.len(),
+                            data.len()
+                        );
+                    }
+                    for (c, d) in configs.iter().zip(data) {
+                        out.extend(run_scenes(&name, c, &d["data"], base)?);
+                    }
                 }
-                for (c, d) in configs.iter().zip(data) {
-                    out.extend(run_scenes(&name, c, &d["data"], base)?);
-                }
+                (Some(config), _) => out.extend(run_scenes(
+                    &name,
+                    config,
+                    t.get("data").unwrap_or(&Value::Null),
+                    base,
+                )?),
+                (None, _) => bail!("{name}: the card has no training.config"),
             }
-            (Some(config), _) => out.extend(run_scenes(
-                &name,
-                config,
-                t.get("data").unwrap_or(&Value::Null),
-                base,
-            )?),
-            (None, _) => bail!("{name}: the card has no training.config"),
         }
         let Some(init) = t.get("init").filter(|i| !i.is_null()) else {
             return Ok(out);
@@ -247,6 +265,40 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let path = root.join("models").join(format!("{name}.json"));
         (ModelCard::load(&path).unwrap(), path)
+    }
+
+    /// An output offset (`descl-train offset`) saw its network's scenes (its `init`) and the
+    /// photos its mean was taken on; a photo that no scene folder holds is refused.
+    #[test]
+    fn an_offset_model_has_seen_its_photos_and_its_networks_scenes() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let dir = tempfile::tempdir().unwrap();
+        let photo = dir.path().join("data/train/skull01/a.jpg");
+        std::fs::create_dir_all(photo.parent().unwrap()).unwrap();
+        std::fs::write(&photo, b"jpeg").unwrap();
+        let stray = dir.path().join("a.jpg");
+        std::fs::write(&stray, b"jpeg").unwrap();
+        let (net, net_path) = shipped("descl-l2net-w0.5-cdf-binary256-mix-4k");
+        let weights = net_path.with_extension("safetensors");
+        let mut card = net.clone();
+        card.name = "offset".into();
+        let serde_json::Value::Object(training) = serde_json::json!({
+            "offset": {"photos": [photo]},
+            "init": {"file": weights,
+                     "sha256": descl::model::card::sha256_file(&weights).unwrap()},
+        }) else {
+            unreachable!()
+        };
+        card.training = training;
+        let path = dir.path().join("offset.json");
+        let scenes = trained_scenes(&card, &path, &root).unwrap();
+        assert_eq!(
+            scenes.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["castle-P30", "lightglue", "sacre_coeur", "skull01"]
+        );
+        card.training["offset"]["photos"] = serde_json::json!([photo, stray]);
+        let e = trained_scenes(&card, &path, &root).unwrap_err().to_string();
+        assert!(e.contains("cannot all be placed"), "{e}");
     }
 
     #[test]

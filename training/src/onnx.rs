@@ -11,7 +11,8 @@
 //! optional fields with the same tags, which is the same wire format.
 
 use crate::net::{
-    Arch, Layer, Net, BATCH_NORM_EPS, FRN_EPS, INPUT_SIZE, L2_NORM_EPS, PATCH_NORM_EPS,
+    Arch, Layer, Net, BATCH_NORM_EPS, FRN_EPS, INPUT_SIZE, L2_NORM_EPS, OFFSET_LAYER,
+    PATCH_NORM_EPS,
 };
 use anyhow::{bail, Context, Result};
 use descl::model::card::OutputKind;
@@ -264,8 +265,13 @@ impl GraphBuilder {
     }
 
     /// Adds a float initializer and returns its name.
+    /// An initializer that exists already with the same content (the L2 normalisation's ε,
+    /// used twice by a network with an output offset) is shared, not written twice.
     fn weight(&mut self, name: &str, dims: &[i64], values: &[f32]) -> String {
-        self.initializers.push(float_tensor(name, dims, values));
+        let t = float_tensor(name, dims, values);
+        if !self.initializers.contains(&t) {
+            self.initializers.push(t);
+        }
         name.into()
     }
 }
@@ -403,6 +409,11 @@ pub fn model(net: &Net, doc: &str, magnification: f64) -> Result<ModelProto> {
                 let tau = g.weight(&format!("{name}.tau"), &shape, &values);
                 g.node("Max", vec![tau], vec![]);
             }
+            Layer::Offset { name, .. } => {
+                let (shape, values) = param(net, &format!("{name}.bias"))?;
+                let offset = g.weight(&format!("{name}.bias"), &shape, &values);
+                g.node("Add", vec![offset], vec![]);
+            }
             Layer::Flatten => g.node("Flatten", vec![], vec![attr_int("axis", 1)]),
             Layer::Linear { name, .. } => {
                 let (shape, values) = param(net, &format!("{name}.weight"))?;
@@ -535,10 +546,15 @@ pub fn import(path: &Path, arch: Arch, width: f64) -> Result<Net> {
         .map(|t| (t.name.as_str(), t))
         .collect();
     let device = tch::Device::Cpu;
-    let net = match bits {
+    let mut net = match bits {
         Some(bits) => Net::new_binary(arch, width, bits, device)?,
         None => Net::new(arch, width, device)?,
     };
+    // A network with an output offset (`descl-train offset`) carries its vector by name.
+    let offset = format!("{OFFSET_LAYER}.bias");
+    if bits.is_none() && initializers.contains_key(offset.as_str()) {
+        net = net.with_offset(&vec![0.0; usize::try_from(net.output_dim())?])?;
+    }
     {
         let _guard = tch::no_grad_guard();
         for (name, mut var) in net.vs.variables() {

@@ -1331,7 +1331,7 @@ struct CardRun<'a> {
 
 /// The scenes (with licences) of the training or the validation-only sources, each once, in
 /// source order; `restricted` scenes make the model's own terms those of the most restrictive.
-fn scenes_of(config: &RunConfig, validation: bool) -> Vec<SceneLicence> {
+pub fn scenes_of(config: &RunConfig, validation: bool) -> Vec<SceneLicence> {
     let mut out: Vec<SceneLicence> = Vec::new();
     for source in config.data.all_sources().unwrap_or_default() {
         if source.validation_only == validation {

@@ -143,6 +143,34 @@ fn hynet_onnx_matches_tch_with_nontrivial_frn_tlu_and_batch_norm() {
         }
     });
     check(&net, "hynet");
+    // With an output offset (`descl-train offset`): Add then a second L2 normalisation, whose ε
+    // initializer the graph shares with the first.
+    let offset: Vec<f32> = (0..128)
+        .map(|i| ((i * 7) % 13) as f32 / 13.0 - 0.4)
+        .collect();
+    let with = net.with_offset(&offset).unwrap();
+    check(&with, "hynet-offset");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("offset.onnx");
+    descl_training::onnx::export(&with, &path, "offset", 6.0).unwrap();
+    let graph = descl_training::onnx::read_model(&path)
+        .unwrap()
+        .graph
+        .unwrap();
+    let eps = graph
+        .initializer
+        .iter()
+        .filter(|t| t.name == "l2norm.eps")
+        .count();
+    assert_eq!(eps, 1, "one ε initializer");
+    assert_eq!(
+        graph
+            .node
+            .iter()
+            .filter(|n| n.op_type == "ReduceSumSquare")
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -253,6 +281,13 @@ fn import_inverts_export_exactly_for_every_architecture() {
         ),
         ("l2net", Net::new(Arch::L2net, 0.25, Device::Cpu).unwrap()),
         ("hynet", Net::new(Arch::Hynet, 0.25, Device::Cpu).unwrap()),
+        (
+            "l2net-offset",
+            Net::new(Arch::L2net, 0.25, Device::Cpu)
+                .unwrap()
+                .with_offset(&[0.25; 128])
+                .unwrap(),
+        ),
     ];
     for (label, net) in &nets {
         randomise(net);
@@ -260,6 +295,7 @@ fn import_inverts_export_exactly_for_every_architecture() {
         descl_training::onnx::export(net, &path, label, 6.0).unwrap();
         let back = descl_training::onnx::import(&path, net.arch, 0.25).unwrap();
         assert_eq!(back.is_binary(), net.is_binary(), "{label}");
+        assert_eq!(back.has_offset(), net.has_offset(), "{label}");
         let (a, b) = (variables(net), variables(&back));
         assert_eq!(a.len(), b.len(), "{label}");
         for ((na, va), (nb, vb)) in a.iter().zip(&b) {

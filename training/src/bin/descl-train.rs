@@ -224,6 +224,33 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Give a float model an output offset: its unit descriptors d become
+    /// (d + s·ū)/‖d + s·ū‖, ū the direction of the mean descriptor of the frames `descl
+    /// extract` finds in photos of the config's training sources (no held-out scene),
+    /// s = --scale. The network's weights are unchanged; NAME.safetensors, NAME.onnx and
+    /// NAME.json are written to --install, the card naming the network (`training.init`), the
+    /// patches and the rule; the new model and the network are scored on the config's
+    /// validation sets. Why: docs/BENCHMARKS.md, "An output offset".
+    Offset {
+        /// The new model's name.
+        #[arg(long)]
+        name: String,
+        /// The float model to offset: a shipped model's name, a card or an .onnx file with its
+        /// card beside it, with its weights (`.safetensors`) beside the `.onnx`.
+        #[arg(long)]
+        model: String,
+        /// Run config whose training sources' photos give the mean descriptor and whose
+        /// validation sets score the result (a config that holds out no scene is refused).
+        #[arg(long)]
+        config: PathBuf,
+        /// ‖offset‖ (a unit descriptor has length 1).
+        #[arg(long, default_value_t = descl_training::offset::OFFSET_SCALE)]
+        scale: f64,
+        /// Folder the model is written to (default: training/runs/NAME). Files of that name
+        /// already there are refused, not replaced.
+        #[arg(long)]
+        install: Option<PathBuf>,
+    },
     /// Read the weights of a descl-exported ONNX file back into a safetensors state dict (the
     /// inverse of `export`; float or binary as the graph says), e.g. to fine-tune a shipped model.
     ImportOnnx {
@@ -431,6 +458,16 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let install = install.unwrap_or_else(|| Path::new("training/runs").join(&name));
             soup(&name, &ingredients, &install, config.as_deref())?
+        }
+        Command::Offset {
+            name,
+            model,
+            config,
+            scale,
+            install,
+        } => {
+            let install = install.unwrap_or_else(|| Path::new("training/runs").join(&name));
+            offset(&name, &model, &config, scale, &install)?
         }
         Command::Subset { tracks, every, out } => {
             if matches!((tracks.canonicalize(), out.canonicalize()), (Ok(a), Ok(b)) if a == b) {
@@ -713,6 +750,152 @@ fn soup(name: &str, ingredients: &[String], install: &Path, config: Option<&Path
         serde_json::json!({"soup": name, "onnx": onnx, "card": card_path, "weights": weights,
             "ingredients": cards.iter().map(|c| &c.name).collect::<Vec<_>>(),
             "validation": card.training.get("validation")})
+    );
+    Ok(())
+}
+
+/// `descl-train offset`: see the subcommand's help and [`descl_training::offset`]. The model
+/// is checked against the config's held-out scenes before anything is fitted; files of the new
+/// name already in `install` are refused; the card is written last, and a failure on the way
+/// removes what this call wrote.
+fn offset(name: &str, model: &str, config: &Path, scale: f64, install: &Path) -> Result<()> {
+    use descl_training::{offset, train};
+    train::check_model_name(name)?;
+    let base = CardedNet::load(model)?;
+    if base.card.name == name {
+        bail!("--name {name}: the model's own name; an offset model is a new model");
+    }
+    // Recorded relative to the working directory (the repository root) where it is under it,
+    // as training records its `init`.
+    let base_weights = base.onnx.with_extension("safetensors");
+    let base_weights = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| base_weights.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or(base_weights);
+    if !base_weights.is_file() {
+        bail!(
+            "{}: the network's weights are not beside its ONNX file (the new card names them \
+             as its init)",
+            base_weights.display()
+        );
+    }
+    let files = ["safetensors", "onnx", "json"].map(|e| install.join(format!("{name}.{e}")));
+    if let Some(taken) = files.iter().find(|p| p.exists()) {
+        bail!(
+            "{}: already there; an offset model is a new model (another --name or --install)",
+            taken.display()
+        );
+    }
+    let held = HeldOut::load(config)?;
+    held.check(&base)?;
+    let cfg = train::RunConfig::load(config)?;
+    let photos = offset::fit_photos(&cfg)?;
+    eprintln!(
+        "descl-train offset: the mean descriptor of {} on {} training photos",
+        base.card.name,
+        photos.len()
+    );
+    let (direction, mean_norm, descriptors) = offset::mean_direction(&base.onnx, &photos)?;
+    let net = offset::apply(&base.net, &direction, scale)?;
+
+    let mut card = base.card.clone();
+    card.name = name.to_owned();
+    card.file = format!("{name}.onnx");
+    card.metrics = serde_json::Map::new();
+    let field = |key: &str| base.card.training.get(key).cloned().unwrap_or_default();
+    let method = base.card.training_method().unwrap_or("unknown");
+    let mut made = CardedNet {
+        net,
+        card: card.clone(),
+        onnx: PathBuf::new(),
+        card_path: PathBuf::new(),
+    };
+    let base_score = held.evaluate(&base)?;
+    let score = held.evaluate(&made)?;
+    let mut validation = held.validation.record(Some(score));
+    validation["config"] = config.display().to_string().into();
+    validation["network"] = serde_json::json!({"name": base.card.name,
+        "nn_accuracy": base_score.nn_accuracy, "fpr95": base_score.fpr95});
+    // The scenes of the sources the photos came from.
+    let scenes: Vec<train::SceneLicence> = cfg
+        .data
+        .all_sources()?
+        .into_iter()
+        .filter(|s| s.colmap.is_some() && !s.validation_only)
+        .flat_map(|s| s.scenes)
+        .fold(Vec::new(), |mut all, s| {
+            if !all.iter().any(|a: &train::SceneLicence| a.scene == s.scene) {
+                all.push(s);
+            }
+            all
+        });
+    let mut all_scenes: Vec<serde_json::Value> = base.card.training["data"]["scenes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for s in &scenes {
+        if !all_scenes.iter().any(|a| a["scene"] == s.scene.as_str()) {
+            all_scenes.push(serde_json::to_value(s)?);
+        }
+    }
+    let training = serde_json::json!({
+        "method": format!("{method} + output offset"),
+        // The network's own schedule: its weights are the init's, unchanged.
+        "iterations": field("iterations"),
+        "batch": field("batch"),
+        "seed": field("seed"),
+        "init": {"file": base_weights, "sha256": descl::model::card::sha256_file(&base_weights)?},
+        "offset": {
+            "rule": "(d + s·u) / |d + s·u|, d the network's unit descriptor, u the unit mean \
+                     descriptor of the frames descl extract finds in the photos",
+            "scale": scale,
+            "detector": "descl extract's defaults: the 2048 strongest DoG frames, images shrunk to 3200 px",
+            "photos": photos,
+            "descriptors": descriptors,
+            "mean_descriptor_norm": mean_norm,
+            "network": {"name": base.card.name, "sha256": base.card.sha256},
+        },
+        // Every scene the model saw (the network's and the photos'), for its licences.
+        "data": {"scenes": all_scenes, "validation_scenes": train::scenes_of(&cfg, true),
+                 "offset_scenes": scenes},
+        "config": cfg,
+        "code_commit": train::code_commit(),
+        "validation_nn_accuracy": score.nn_accuracy,
+        "validation": validation,
+    });
+    let serde_json::Value::Object(training) = training else {
+        bail!("training section is not an object");
+    };
+    made.card.training = training;
+    let CardedNet { net, mut card, .. } = made;
+    std::fs::create_dir_all(install)
+        .with_context(|| format!("{}: cannot create folder", install.display()))?;
+    let [weights, onnx, card_path] = &files;
+    let result = (|| -> Result<()> {
+        net.save(weights)?;
+        descl_training::onnx::export(
+            &net,
+            onnx,
+            &descl_training::onnx::model_doc(name, net.arch),
+            f64::from(card.patch.magnification),
+        )?;
+        card.sha256 = descl::model::card::sha256_file(onnx)?;
+        card.save(card_path)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        for path in [weights, onnx] {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e);
+    }
+    println!(
+        "{}",
+        serde_json::json!({"offset": name, "onnx": onnx, "card": card_path, "weights": weights,
+            "network": base.card.name, "scale": scale, "mean_descriptor_norm": mean_norm,
+            "validation": {"nn_accuracy": score.nn_accuracy, "fpr95": score.fpr95},
+            "network_validation": {"nn_accuracy": base_score.nn_accuracy,
+                                   "fpr95": base_score.fpr95}})
     );
     Ok(())
 }

@@ -41,6 +41,9 @@ pub const WEIGHTS_ARCH_KEY: &str = "arch";
 pub const WEIGHTS_WIDTH_KEY: &str = "width";
 /// Widths closer than this are the same network (they are written as shortest decimals).
 const WIDTH_TOLERANCE: f64 = 1e-9;
+/// State-dict prefix of a network's output offset ([`Layer::Offset`], [`Net::with_offset`]):
+/// its vector is `offset.bias`.
+pub const OFFSET_LAYER: &str = "offset";
 
 /// One layer. Parametric layers carry the state-dict prefix of their weights (PyTorch naming,
 /// e.g. `features.1` → `features.1.weight`, `features.1.bias`).
@@ -92,6 +95,12 @@ pub enum Layer {
     },
     /// Thresholded Linear Unit: max(x, τ), `tau` of shape (1, C, 1, 1).
     Tlu {
+        name: String,
+        channels: i64,
+    },
+    /// A fixed vector added to every (unit) descriptor, `bias` of shape (C); an [`Layer::L2Norm`]
+    /// follows. Not trained: [`Net::with_offset`] sets it (`descl-train offset`).
+    Offset {
         name: String,
         channels: i64,
     },
@@ -255,6 +264,61 @@ impl Net {
         matches!(self.layers.last(), Some(Layer::Tanh))
     }
 
+    /// Whether the network ends in an output offset ([`Net::with_offset`]).
+    pub fn has_offset(&self) -> bool {
+        self.layers
+            .iter()
+            .any(|l| matches!(l, Layer::Offset { .. }))
+    }
+
+    /// This float network followed by `offset` added to its unit descriptors and a second L2
+    /// normalisation: d ↦ (d + o) / ‖d + o‖ (on the CPU; the weights are copied). A binary
+    /// network, one that has an offset already, or an offset of another length or with a
+    /// non-finite value is refused.
+    pub fn with_offset(&self, offset: &[f32]) -> Result<Net> {
+        if self.is_binary() || !matches!(self.layers.last(), Some(Layer::L2Norm)) {
+            bail!(
+                "{}: an offset follows a float network's L2 normalisation",
+                self.describe()
+            );
+        }
+        if self.has_offset() {
+            bail!(
+                "{}: the network has an output offset already",
+                self.describe()
+            );
+        }
+        let dim = self.output_dim();
+        if offset.len() as i64 != dim || offset.iter().any(|v| !v.is_finite()) {
+            bail!(
+                "an offset of {} finite values is needed for {}, got {} values",
+                dim,
+                self.describe(),
+                offset.len()
+            );
+        }
+        let mut layers = self.layers.clone();
+        layers.push(Layer::Offset {
+            name: OFFSET_LAYER.into(),
+            channels: dim,
+        });
+        layers.push(Layer::L2Norm);
+        let out = Net::from_layers(self.arch, self.width, layers, Device::Cpu)?;
+        let src = self.vs.variables();
+        let _guard = tch::no_grad_guard();
+        for (name, mut var) in out.vs.variables() {
+            let value = if name == format!("{OFFSET_LAYER}.bias") {
+                Tensor::f_from_slice(offset)?
+            } else {
+                src.get(&name)
+                    .with_context(|| format!("no parameter {name:?}"))?
+                    .f_to_device(Device::Cpu)?
+            };
+            var.f_copy_(&value.f_to_kind(var.kind())?)?;
+        }
+        Ok(out)
+    }
+
     /// A freshly initialised network with an explicit layer list (see [`Net::new`]).
     pub fn from_layers(arch: Arch, width: f64, layers: Vec<Layer>, device: Device) -> Result<Net> {
         let vs = nn::VarStore::new(device);
@@ -298,6 +362,10 @@ impl Net {
                     let p = sub_path(&root, name);
                     let _ = p.f_var("tau", &[1, *channels, 1, 1], nn::Init::Const(TLU_INIT))?;
                 }
+                Layer::Offset { name, channels } => {
+                    let p = sub_path(&root, name);
+                    let _ = p.f_zeros_no_train("bias", &[*channels])?;
+                }
                 _ => {}
             }
         }
@@ -335,8 +403,13 @@ impl Net {
     /// messages.
     pub fn describe(&self) -> String {
         let kind = if self.is_binary() { "binary" } else { "float" };
+        let offset = if self.has_offset() {
+            " with output offset"
+        } else {
+            ""
+        };
         format!(
-            "{} width {}, {kind} {}",
+            "{} width {}, {kind} {}{offset}",
             self.arch.name(),
             self.width,
             self.output_dim()
@@ -438,6 +511,15 @@ impl Net {
         let tensors = Tensor::read_safetensors(weights)
             .with_context(|| format!("{}: cannot read safetensors", weights.display()))?;
         let file: HashMap<String, Tensor> = tensors.into_iter().collect();
+        // An offset changes what the network outputs: dropping it would be another model.
+        if !trunk_only && !self.has_offset() && file.contains_key(&format!("{OFFSET_LAYER}.bias")) {
+            bail!(
+                "{}: weights of a network with an output offset (`descl-train offset`); {} has \
+                 none",
+                weights.display(),
+                self.describe()
+            );
+        }
         let head: Vec<String> = if trunk_only {
             self.head_prefixes()
                 .into_iter()
@@ -579,6 +661,7 @@ impl Net {
                         .f_add(get(name, "bias")?)?
                 }
                 Layer::Tlu { name, .. } => x.f_maximum(get(name, "tau")?)?,
+                Layer::Offset { name, .. } => x.f_add(get(name, "bias")?)?,
             };
         }
         Ok(x)
@@ -637,6 +720,33 @@ mod tests {
         }
         assert!(Arch::parse_card_name("l2net-wide").is_err());
         assert!(Arch::parse_card_name("l2net-w0").is_err());
+    }
+
+    /// An offset network's weights carry `offset.bias`; a network without an offset refuses
+    /// them (it would silently be another model), its trunk still loads.
+    #[test]
+    fn offset_weights_do_not_load_into_a_network_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.safetensors");
+        let net = Net::new(Arch::Tfeat, 0.25, Device::Cpu).unwrap();
+        let with = net.with_offset(&[0.5; 128]).unwrap();
+        assert!(with.has_offset() && !net.has_offset());
+        assert!(with.describe().contains("output offset"));
+        with.save(&path).unwrap();
+        let e = net.load_weights(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("w.safetensors") && e.contains("output offset"),
+            "{e}"
+        );
+        let binary = Net::new_binary(Arch::Tfeat, 0.25, 256, Device::Cpu).unwrap();
+        assert!(binary.load_trunk(&path).is_ok());
+        let again = Net::new(Arch::Tfeat, 0.25, Device::Cpu)
+            .unwrap()
+            .with_offset(&[0.0; 128])
+            .unwrap();
+        again.load_weights(&path).unwrap();
+        let b = again.param("offset.bias").unwrap();
+        assert_eq!(b.double_value(&[3]), 0.5);
     }
 
     #[test]
