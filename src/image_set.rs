@@ -614,25 +614,37 @@ where
             .map(|(p, u)| if u { load.identity(p) } else { None })
             .collect();
     }
-    let reuse = |writer: &dyn Writer, (i, j): (usize, usize), ids: &[Option<FeaturesId>]| match (
-        &ids[i], &ids[j],
-    ) {
-        (Some(a), Some(b)) => writer.has_pair(
-            &names[i],
-            &names[j],
-            &PairProvenance {
-                a: a.clone(),
-                b: b.clone(),
-                config: cfg.pair.clone(),
-            },
-        ),
-        // Not known before loading: the images are loaded, then the pair is checked.
-        _ => Reuse::Missing,
+    // An essential matrix depends on the images' intrinsics, which the pair records: they are
+    // known once the images are loaded (`cams`, None before).
+    let essential = cfg.pair.geometry == Some(ModelKind::Essential);
+    let reuse = |writer: &dyn Writer,
+                 (i, j): (usize, usize),
+                 ids: &[Option<FeaturesId>],
+                 cams: Option<&[Option<Intrinsics>]>| {
+        let intrinsics = match cams {
+            Some(c) => PairProvenance::intrinsics_used(&cfg.pair, c[i].as_ref(), c[j].as_ref()),
+            None if essential => return Reuse::Missing,
+            None => None,
+        };
+        match (&ids[i], &ids[j]) {
+            (Some(a), Some(b)) => writer.has_pair(
+                &names[i],
+                &names[j],
+                &PairProvenance {
+                    a: a.clone(),
+                    b: b.clone(),
+                    config: cfg.pair.clone(),
+                    intrinsics,
+                },
+            ),
+            // Not known before loading: the images are loaded, then the pair is checked.
+            _ => Reuse::Missing,
+        }
     };
     let store_images = cfg.store_images || writer.needs_images();
     let mut needed = vec![store_images || by_name.is_none(); paths.len()];
     for &(i, j) in by_name.iter().flatten() {
-        if reuse(&*writer, (i, j), &ids) != Reuse::Same {
+        if reuse(&*writer, (i, j), &ids, None) != Reuse::Same {
             needed[i] = true;
             needed[j] = true;
         }
@@ -681,11 +693,33 @@ where
             }
         }
     }
+    // The intrinsics each image's pairs are verified with (only an essential matrix uses
+    // them); features not kept in memory are read again for theirs.
+    let mut cams: Vec<Option<Intrinsics>> = vec![None; paths.len()];
+    if essential {
+        let mut used = vec![false; paths.len()];
+        for &(i, j) in &pairs {
+            used[i] = true;
+            used[j] = true;
+        }
+        cams = (0..paths.len())
+            .into_par_iter()
+            .map(|i| match &features[i] {
+                Some((_, (k, _))) => *k,
+                None if used[i] && cfg.max_resident_images.is_some() => load
+                    .load(&paths[i])
+                    .and_then(|f| camera(&paths[i], &f))
+                    .ok()
+                    .and_then(|(k, _)| k),
+                None => None,
+            })
+            .collect();
+    }
     let mut stale: HashMap<(usize, usize), String> = HashMap::new();
     let (done, todo): (Pairs, Pairs) =
         pairs
             .into_iter()
-            .partition(|&p| match reuse(&*writer, p, &ids) {
+            .partition(|&p| match reuse(&*writer, p, &ids, Some(&cams)) {
                 Reuse::Same => true,
                 Reuse::Stale(why) => {
                     stale.insert(p, why);

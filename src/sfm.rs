@@ -830,6 +830,10 @@ fn store_matches(
             .collect();
     }
     let mut seen: std::collections::HashMap<(usize, usize), PathBuf> = Default::default();
+    let mut verified_with: std::collections::HashMap<
+        usize,
+        (crate::geometry::Intrinsics, PathBuf),
+    > = Default::default();
     progress.start("store matches", files.len() as u64);
     for block in files.chunks(image_set::PAIR_BLOCK) {
         let read: Vec<_> = block
@@ -885,12 +889,53 @@ fn store_matches(
                     ),
                 ));
             }
+            let config = plan
+                .as_ref()
+                .map_or_else(|| m.meta.config.clone(), |p| p.config.clone());
+            // Where verification used the intrinsics (an essential matrix), each image's must be
+            // the same in all its pairs: shards run with other intrinsics do not merge.
+            let intrinsics = if config.geometry == Some(crate::geometry::ModelKind::Essential) {
+                let Some(k) = m.meta.intrinsics else {
+                    return Err(crate::Error::format(
+                        file,
+                        "verified by an essential matrix but records no intrinsics (written by an older descl): match again",
+                    ));
+                };
+                for (side, k) in [a, b].into_iter().zip(k) {
+                    match verified_with.get(&side) {
+                        Some((k0, other)) if *k0 != k => {
+                            return Err(crate::Error::format(
+                                file,
+                                format!(
+                                    "{} verified with intrinsics fx,fy,cx,cy = {},{},{},{}, but in {} with {},{},{},{}: match all pairs with the same intrinsics",
+                                    set.images[side].name,
+                                    k.fx,
+                                    k.fy,
+                                    k.cx,
+                                    k.cy,
+                                    other.display(),
+                                    k0.fx,
+                                    k0.fy,
+                                    k0.cx,
+                                    k0.cy
+                                ),
+                            ));
+                        }
+                        Some(_) => {}
+                        None => {
+                            verified_with.insert(side, (k, file.clone()));
+                        }
+                    }
+                }
+                Some(k)
+            } else {
+                None
+            };
             let expected = PairProvenance {
                 a: set.ids[a].clone(),
                 b: set.ids[b].clone(),
-                config: plan
-                    .as_ref()
-                    .map_or_else(|| m.meta.config.clone(), |p| p.config.clone()),
+                config,
+                intrinsics,
             };
             crate::provenance::check(file, m.meta.provenance().as_ref(), &expected).map_err(
                 |e| {
@@ -915,6 +960,7 @@ fn store_matches(
                 binary: set.binary,
                 result: &r,
                 config: &expected.config,
+                intrinsics: expected.intrinsics,
             })?;
             summary.pairs += 1;
             summary.verified_pairs +=

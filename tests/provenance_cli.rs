@@ -855,3 +855,49 @@ fn an_uncarded_model_replaced_at_its_path_is_another_model() {
         .arg(dir.path().join("m")));
     assert!(!ok && err.contains("model_sha256"), "{err}");
 }
+
+/// An essential matrix (its inliers and pose) depends on the intrinsics: a rerun with other
+/// intrinsics redoes the pairs, and shards verified with other intrinsics do not merge.
+#[test]
+fn pairs_verified_with_other_intrinsics_are_redone_and_never_merged() {
+    let Some(data) = common::data_root_or_skip("pairs_verified_with_other_intrinsics") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "500"]);
+    let essential = |k: &'static str| ["--geometry", "essential", "--intrinsics", k];
+    let (k1, k2) = ("800,800,400,320", "2000,2000,100,100");
+    let j = match_set(&feats, &m, &essential(k1));
+    assert_eq!(j["pairs"].as_array().unwrap().len(), 3, "{j}");
+    assert_eq!(match_set(&feats, &m, &essential(k1))["skipped_existing"], 3);
+    let j = match_set(&feats, &m, &essential(k2));
+    assert_eq!(
+        (j["skipped_existing"].as_u64(), j["redone_stale"].as_u64()),
+        (Some(0), Some(3)),
+        "{j}"
+    );
+    let (ok, _, err) = merge(&feats, &m, &dir.path().join("one.db"), &[]);
+    assert!(ok, "{err}");
+
+    // Shard 0 of 2 (pairs 0000–0001, 0001–0002) and shard 1 (0000–0002) with other intrinsics.
+    let mixed = dir.path().join("mixed");
+    match_set(
+        &feats,
+        &mixed,
+        &[&essential(k1)[..], &["--shard", "0/2"]].concat(),
+    );
+    match_set(
+        &feats,
+        &mixed,
+        &[&essential(k2)[..], &["--shard", "1/2"]].concat(),
+    );
+    let db = dir.path().join("mixed.db");
+    let (ok, _, err) = merge(&feats, &mixed, &db, &[]);
+    assert!(
+        !ok && err.contains("intrinsics") && err.contains(".npz"),
+        "{err}"
+    );
+    assert!(!db.exists());
+}

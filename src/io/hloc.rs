@@ -629,14 +629,7 @@ impl Writer for HlocFolder {
             return compare(&at(&key), recorded.as_ref(), expected);
         }
         match self.existing_pairs.get(&swapped) {
-            Some(recorded) => {
-                let expected = PairProvenance {
-                    a: expected.b.clone(),
-                    b: expected.a.clone(),
-                    config: expected.config.clone(),
-                };
-                compare(&at(&swapped), recorded.as_ref(), &expected)
-            }
+            Some(recorded) => compare(&at(&swapped), recorded.as_ref(), &expected.swapped()),
             None => Reuse::Missing,
         }
     }
@@ -658,6 +651,11 @@ impl Writer for HlocFolder {
             binary: matches!(fa.descriptors, Descriptors::Binary(_)),
             result: pair.result,
             config: pair.config,
+            intrinsics: PairProvenance::intrinsics_used(
+                pair.config,
+                pair.a.intrinsics,
+                pair.b.intrinsics,
+            ),
         })?;
         Ok(Some(self.dir.join(MATCHES_FILE)))
     }
@@ -698,6 +696,7 @@ impl Writer for HlocFolder {
                 a: pair.ids[0].clone(),
                 b: pair.ids[1].clone(),
                 config: pair.config.clone(),
+                intrinsics: pair.intrinsics,
             };
             write_json_attr(out, &group, PAIR_PROVENANCE_ATTR, &provenance)
         });
@@ -805,6 +804,7 @@ mod tests {
             a: fa.id(),
             b: fb.id(),
             config: cfg.clone(),
+            intrinsics: None,
         };
         let (x, y) = ("a.jpg", "sub/b.jpg");
         assert_eq!(again.has_pair(x, y, &made), Reuse::Same);
@@ -814,6 +814,7 @@ mod tests {
             a: fb.id(),
             b: fa.id(),
             config: cfg.clone(),
+            intrinsics: None,
         };
         assert_eq!(again.has_pair(y, x, &swapped), Reuse::Same);
         let fewer = PairProvenance {
