@@ -730,6 +730,7 @@ fn merge_images(
         None => (settings(&files[0], &metas[0])?, files[0].clone()),
     };
     let mut images = Vec::with_capacity(files.len());
+    let mut recorded_sha = Vec::with_capacity(files.len());
     for (file, meta) in files.into_iter().zip(&metas) {
         crate::provenance::check(&file, Some(&settings(&file, meta)?), &reference).map_err(
             |e| {
@@ -749,8 +750,40 @@ fn merge_images(
             Some(dir) => dir.join(&name),
             None => PathBuf::from(&meta.image),
         };
+        let recorded = meta
+            .provenance
+            .as_ref()
+            .and_then(|p| p.image_sha256.clone());
         images.push(MergeImage { name, image, file });
+        recorded_sha.push(recorded);
     }
+    // An image read for the database (its EXIF, its size in the cameras) must be the one the
+    // features were extracted from: one replaced since is refused, not described by old
+    // features.
+    progress.start("check images", images.len() as u64);
+    images
+        .par_iter()
+        .zip(&recorded_sha)
+        .try_for_each(|(image, recorded)| {
+            let r = match recorded {
+                Some(recorded) if image.image.is_file() => {
+                    let now = crate::provenance::image_sha256(&image.image)?;
+                    if now == *recorded {
+                        Ok(())
+                    } else {
+                        Err(crate::Error::InvalidInput(format!(
+                            "{}: its content is not the image {} was extracted from (sha256 {now}, the features record {recorded}): extract it again, or give the original images",
+                            image.image.display(),
+                            image.file.display()
+                        )))
+                    }
+                }
+                _ => Ok(()),
+            };
+            progress.inc(1);
+            r
+        })?;
+    progress.finish();
     images.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(w) = images.windows(2).find(|w| w[0].name == w[1].name) {
         return Err(crate::Error::InvalidInput(format!(

@@ -901,3 +901,40 @@ fn pairs_verified_with_other_intrinsics_are_redone_and_never_merged() {
     );
     assert!(!db.exists());
 }
+
+/// `sfm merge --images` reads the images for the database's cameras: one replaced since the
+/// extraction (another content) is refused, naming it, not described by the old features.
+#[test]
+fn merge_refuses_an_image_replaced_since_extraction() {
+    let Some(data) = common::data_root_or_skip("merge_refuses_an_image_replaced") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "500"]);
+    match_set(&feats, &m, &[]);
+    let (ok, _, err) = merge(
+        &feats,
+        &m,
+        &dir.path().join("a.db"),
+        &["--images", imgs.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+
+    let other = dir.path().join("imgsX");
+    std::fs::create_dir(&other).unwrap();
+    for name in ["0000.jpg", "0001.jpg"] {
+        std::fs::copy(imgs.join(name), other.join(name)).unwrap();
+    }
+    std::fs::copy(data.join("oxford/graf/img1.png"), other.join("0002.jpg")).unwrap();
+    let db = dir.path().join("b.db");
+    let (ok, _, err) = merge(&feats, &m, &db, &["--images", other.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains(&other.join("0002.jpg").display().to_string())
+            && err.contains("not the image")
+            && err.contains("0002.npz"),
+        "{err}"
+    );
+    assert!(!db.exists());
+}
