@@ -9,7 +9,7 @@
 //! parallel blocks and written as each block ends, so an interrupted run keeps what it wrote
 //! and a writer that knows its pairs ([`Writer::has_pair`]) resumes.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::plan::MatchPlan;
@@ -43,6 +43,11 @@ pub struct SetConfig {
     /// most about `n` images' features are held at once (for features files), so memory does
     /// not grow with the set; pairs are then matched in tiles of n/2 × n/2 images.
     pub max_resident_images: Option<usize>,
+    /// Finish the writer only when every image and pair succeeded (a COLMAP database of part of
+    /// the set is no result: `descl sfm`); otherwise it is dropped unfinished, its temporaries
+    /// removed, and the run is an error. False: failures are reported per item and the rest
+    /// is written (a folder of matches files, resumable).
+    pub all_or_nothing: bool,
 }
 
 /// [`SetConfig::max_resident_images`] for sets of features files: 128 images, about 140 MB at
@@ -370,7 +375,13 @@ where
                 }
             }
             Err(e) => {
-                progress.note(&format!("error: {}: {e}", paths[i].display()));
+                // Errors about a file name it already: the path once.
+                let path = paths[i].display().to_string();
+                if e.contains(&path) {
+                    progress.note(&format!("error: {e}"));
+                } else {
+                    progress.note(&format!("error: {path}: {e}"));
+                }
                 image.error = Some(e);
             }
         }
@@ -498,9 +509,10 @@ where
                             }
                             .map_err(|e| e.to_string())
                         }
+                        // The pair's line names both paths: the image by its name here.
                         (a, _) => Err(format!(
-                            "no features for {}",
-                            src.paths[if a.is_none() { i } else { j }].display()
+                            "no features for {} (its error is above)",
+                            src.names[if a.is_none() { i } else { j }]
                         )),
                     };
                     progress.inc(1);
@@ -754,6 +766,19 @@ where
         ..o
     }));
     progress.finish();
+    if cfg.all_or_nothing {
+        let failed_images = images.iter().filter(|i| i.error.is_some()).count();
+        let failed_pairs = outcomes.iter().filter(|p| p.error.is_some()).count();
+        if failed_images + failed_pairs > 0 {
+            // Dropped unfinished: the output is not put in place.
+            drop(writer);
+            return Err(Error::InvalidInput(format!(
+                "{failed_images} of {} images and {failed_pairs} of {} pairs failed (see the errors above); nothing was written",
+                images.len(),
+                outcomes.len()
+            )));
+        }
+    }
     let output = writer.finish()?;
     Ok(SetSummary {
         output,
@@ -811,6 +836,7 @@ mod tests {
                 store_images: false,
                 shard: Default::default(),
                 max_resident_images: bound,
+                all_or_nothing: false,
             };
             let written = Arc::new(Mutex::new(Vec::new()));
             let camera = |_: &Path, _: &Features| Ok((None, false));

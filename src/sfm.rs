@@ -605,6 +605,8 @@ where
         shard: Default::default(),
         // Extracted features stay in memory: extraction is too costly to repeat.
         max_resident_images: None,
+        // A database of part of the set is no result; the database is written whole or not.
+        all_or_nothing: true,
     };
     let run = image_set::run(
         &inputs,
