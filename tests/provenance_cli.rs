@@ -938,3 +938,39 @@ fn merge_refuses_an_image_replaced_since_extraction() {
     );
     assert!(!db.exists());
 }
+
+/// An image's group in features.h5 without its `keypoints` dataset is an error naming the
+/// group and the dataset, not an image silently left out of the set (as a missing
+/// `descriptors` or `scores` already is).
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_image_group_without_keypoints_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("imgs");
+    std::fs::create_dir(&imgs).unwrap();
+    for (k, name) in ["a.png", "b.png", "c.png"].into_iter().enumerate() {
+        common::gray_image(160 + 16 * k as u32, 120, false)
+            .save(imgs.join(name))
+            .unwrap();
+    }
+    let out = dir.path().join("out");
+    let (ok, _, err) = common::extract(&imgs, &out, &["-m", "sift", "--format", "h5"]);
+    assert!(ok, "{err}");
+    let features = out.join("features.h5");
+    let file = hdf5_metno::File::with_options()
+        .with_fapl(|p| p.file_locking(false))
+        .open_rw(&features)
+        .unwrap();
+    file.group("b.png").unwrap().unlink("keypoints").unwrap();
+    file.close().unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&features)
+        .arg("--out-dir")
+        .arg(dir.path().join("m")));
+    assert!(
+        !ok && err.contains(&features.join("b.png").display().to_string())
+            && err.contains("`keypoints`"),
+        "{err}"
+    );
+}

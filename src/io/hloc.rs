@@ -369,11 +369,20 @@ fn existing_pairs(path: &Path) -> HashMap<String, Option<PairProvenance>> {
     pairs
 }
 
+/// The datasets of an image's group in `features.h5` besides `keypoints` (hloc's layout).
+const IMAGE_DATASETS: [&str; 3] = ["descriptors", "scores", "image_size"];
+
 /// The image names of a `features.h5` whose groups descl wrote (they record
 /// [`FEATURES_META_ATTR`]), sorted; nested names (`a/0000.jpg`) as paths. A file of another
 /// extractor (no group with descl's metadata) is refused: its features' provenance is unknown.
 pub fn list_features(path: &Path) -> Result<Vec<String>> {
-    fn walk(g: &hdf5::Group, prefix: &str, out: &mut Vec<String>, foreign: &mut usize) {
+    fn walk(
+        path: &Path,
+        g: &hdf5::Group,
+        prefix: &str,
+        out: &mut Vec<String>,
+        foreign: &mut usize,
+    ) -> Result<()> {
         for name in g.member_names().unwrap_or_default() {
             let Ok(child) = g.group(&name) else { continue };
             let full = if prefix.is_empty() {
@@ -389,15 +398,25 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
                 } else {
                     *foreign += 1;
                 }
+            } else if child.attr(FEATURES_META_ATTR).is_ok()
+                || IMAGE_DATASETS.iter().any(|d| child.dataset(d).is_ok())
+            {
+                // An image's group (descl's metadata, or its other datasets) that lost its
+                // keypoints: an error, not a folder to walk past.
+                return Err(Error::format(
+                    path.join(&full),
+                    "an image's group without its `keypoints` dataset",
+                ));
             } else {
-                walk(&child, &full, out, foreign);
+                walk(path, &child, &full, out, foreign)?;
             }
         }
+        Ok(())
     }
     let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
     let root = file.as_group().map_err(|e| h5_err(path, e))?;
     let (mut names, mut foreign) = (Vec::new(), 0);
-    walk(&root, "", &mut names, &mut foreign);
+    walk(path, &root, "", &mut names, &mut foreign)?;
     if foreign > 0 {
         return Err(Error::format(
             path,
