@@ -376,12 +376,19 @@ const IMAGE_DATASETS: [&str; 3] = ["descriptors", "scores", "image_size"];
 /// [`FEATURES_META_ATTR`]), sorted; nested names (`a/0000.jpg`) as paths. A file of another
 /// extractor (no group with descl's metadata) is refused: its features' provenance is unknown.
 pub fn list_features(path: &Path) -> Result<Vec<String>> {
+    /// Where `g` is in the file (its object's address): groups reached under two names are
+    /// hard links to one object.
+    fn address(path: &Path, g: &hdf5::Group) -> Result<String> {
+        let info = g.loc_info().map_err(|e| h5_err(path, e))?;
+        Ok(format!("{}:{:?}", info.fileno, info.token))
+    }
     fn walk(
         path: &Path,
         g: &hdf5::Group,
         prefix: &str,
         out: &mut Vec<String>,
         foreign: &mut usize,
+        seen: &mut HashMap<String, String>,
     ) -> Result<()> {
         for name in g.member_names().unwrap_or_default() {
             let Ok(child) = g.group(&name) else { continue };
@@ -390,6 +397,16 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
             } else {
                 format!("{prefix}/{name}")
             };
+            // Each group once: a hard link back up the tree (`L/self` → `L`) would make the
+            // walk endless, and one group under two names two images of one set of features.
+            if let Some(first) = seen.insert(address(path, &child)?, full.clone()) {
+                return Err(Error::format(
+                    path,
+                    format!(
+                        "group `{full}` is a hard link to `{first}` (a link cycle, or one group under two names), which descl never writes"
+                    ),
+                ));
+            }
             // An image's group holds a `keypoints` dataset; a folder called `keypoints` is a
             // group on the way to images (`a/keypoints/1.jpg`).
             if child.dataset("keypoints").is_ok() {
@@ -408,7 +425,7 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
                     "an image's group without its `keypoints` dataset",
                 ));
             } else {
-                walk(path, &child, &full, out, foreign)?;
+                walk(path, &child, &full, out, foreign, seen)?;
             }
         }
         Ok(())
@@ -416,7 +433,8 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
     let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
     let root = file.as_group().map_err(|e| h5_err(path, e))?;
     let (mut names, mut foreign) = (Vec::new(), 0);
-    walk(path, &root, "", &mut names, &mut foreign)?;
+    let mut seen = HashMap::from([(address(path, &root)?, "/".to_string())]);
+    walk(path, &root, "", &mut names, &mut foreign, &mut seen)?;
     if foreign > 0 {
         return Err(Error::format(
             path,
