@@ -282,3 +282,40 @@ fn an_h5_link_cycle_is_refused() {
         "{err}"
     );
 }
+
+/// A `keypoints` dataset declared (10⁹, 2), gzip-chunked and never written, is a few KB on
+/// disk; reading it allocated 8 GB. Refused from its declared size, naming the dataset.
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_dataset_declaring_a_billion_keypoints_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, file) = features_h5(dir.path());
+    let g = file.group("b.png").unwrap();
+    g.unlink("keypoints").unwrap();
+    g.new_dataset::<f32>()
+        .shape((1_000_000_000, 2))
+        .chunk((1 << 16, 2))
+        .deflate(9)
+        .create("keypoints")
+        .unwrap();
+    drop(g);
+    file.close().unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() < 1 << 20);
+    let m = dir.path().join("m");
+    let (ok, _, err) = descl_limited(
+        &[
+            "match".as_ref(),
+            "--exhaustive".as_ref(),
+            "--images".as_ref(),
+            path.as_os_str(),
+            "--out-dir".as_ref(),
+            m.as_os_str(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        !ok && err.contains(&path.join("b.png").display().to_string())
+            && err.contains("`keypoints` declares"),
+        "{err}"
+    );
+}

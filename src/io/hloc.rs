@@ -458,19 +458,28 @@ pub fn read_features(path: &Path, name: &str) -> Result<Features> {
     let meta: crate::features::FeatureMeta = read_json_attr(&group, FEATURES_META_ATTR)
         .ok_or_else(|| bad(format!("no descl `{FEATURES_META_ATTR}` attribute")))?;
     let h = |e: hdf5::Error| bad(format!("HDF5: {e}"));
-    let kp: Array2<f32> = group
-        .dataset("keypoints")
-        .and_then(|d| d.read_2d())
-        .map_err(h)?;
+    // A dataset is read only when its declared size is one descl would read from a `.npz`
+    // member: a few-KB file may declare 10⁹ gzip-chunked keypoints, which reading would
+    // allocate (8 GB) before any check.
+    let dataset = |name: &str| -> Result<hdf5::Dataset> {
+        let d = group.dataset(name).map_err(h)?;
+        let bytes = (d.size() as u64).saturating_mul(d.dtype().map_err(h)?.size() as u64);
+        if bytes > crate::io::npz::MAX_MEMBER_BYTES {
+            return Err(bad(format!(
+                "`{name}` declares {:?} elements ({bytes} bytes), more than the {} bytes descl reads of one array (io::npz::MAX_MEMBER_BYTES)",
+                d.shape(),
+                crate::io::npz::MAX_MEMBER_BYTES
+            )));
+        }
+        Ok(d)
+    };
+    let kp: Array2<f32> = dataset("keypoints")?.read_2d().map_err(h)?;
     if kp.ncols() != 2 {
         return Err(bad(format!("`keypoints` must be N×2, is {:?}", kp.shape())));
     }
     let n = kp.nrows();
-    let scores: Array1<f32> = group
-        .dataset("scores")
-        .and_then(|d| d.read_1d())
-        .map_err(h)?;
-    let d = group.dataset("descriptors").map_err(h)?;
+    let scores: Array1<f32> = dataset("scores")?.read_1d().map_err(h)?;
+    let d = dataset("descriptors")?;
     let descriptors = match d.dtype().map_err(h)?.size() {
         1 => {
             let cols: Array2<u8> = d.read_2d().map_err(h)?;
