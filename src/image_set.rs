@@ -9,7 +9,7 @@
 //! parallel blocks and written as each block ends, so an interrupted run keeps what it wrote
 //! and a writer that knows its pairs ([`Writer::has_pair`]) resumes.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::plan::MatchPlan;
@@ -43,6 +43,11 @@ pub struct SetConfig {
     /// most about `n` images' features are held at once (for features files), so memory does
     /// not grow with the set; pairs are then matched in tiles of n/2 × n/2 images.
     pub max_resident_images: Option<usize>,
+    /// Finish the writer only when every image and pair succeeded (a COLMAP database of part of
+    /// the set is no result: `descl sfm`); otherwise it is dropped unfinished, its temporaries
+    /// removed, and the run is an error. False: failures are reported per item and the rest
+    /// is written (a folder of matches files, resumable).
+    pub all_or_nothing: bool,
 }
 
 /// [`SetConfig::max_resident_images`] for sets of features files: 128 images, about 140 MB at
@@ -370,7 +375,13 @@ where
                 }
             }
             Err(e) => {
-                progress.note(&format!("error: {}: {e}", paths[i].display()));
+                // Errors about a file name it already: the path once.
+                let path = paths[i].display().to_string();
+                if e.contains(&path) {
+                    progress.note(&format!("error: {e}"));
+                } else {
+                    progress.note(&format!("error: {path}: {e}"));
+                }
                 image.error = Some(e);
             }
         }
@@ -498,9 +509,10 @@ where
                             }
                             .map_err(|e| e.to_string())
                         }
+                        // The pair's line names both paths: the image by its name here.
                         (a, _) => Err(format!(
-                            "no features for {}",
-                            src.paths[if a.is_none() { i } else { j }].display()
+                            "no features for {} (its error is above)",
+                            src.names[if a.is_none() { i } else { j }]
                         )),
                     };
                     progress.inc(1);
@@ -614,25 +626,37 @@ where
             .map(|(p, u)| if u { load.identity(p) } else { None })
             .collect();
     }
-    let reuse = |writer: &dyn Writer, (i, j): (usize, usize), ids: &[Option<FeaturesId>]| match (
-        &ids[i], &ids[j],
-    ) {
-        (Some(a), Some(b)) => writer.has_pair(
-            &names[i],
-            &names[j],
-            &PairProvenance {
-                a: a.clone(),
-                b: b.clone(),
-                config: cfg.pair.clone(),
-            },
-        ),
-        // Not known before loading: the images are loaded, then the pair is checked.
-        _ => Reuse::Missing,
+    // An essential matrix depends on the images' intrinsics, which the pair records: they are
+    // known once the images are loaded (`cams`, None before).
+    let essential = cfg.pair.geometry == Some(ModelKind::Essential);
+    let reuse = |writer: &dyn Writer,
+                 (i, j): (usize, usize),
+                 ids: &[Option<FeaturesId>],
+                 cams: Option<&[Option<Intrinsics>]>| {
+        let intrinsics = match cams {
+            Some(c) => PairProvenance::intrinsics_used(&cfg.pair, c[i].as_ref(), c[j].as_ref()),
+            None if essential => return Reuse::Missing,
+            None => None,
+        };
+        match (&ids[i], &ids[j]) {
+            (Some(a), Some(b)) => writer.has_pair(
+                &names[i],
+                &names[j],
+                &PairProvenance {
+                    a: a.clone(),
+                    b: b.clone(),
+                    config: cfg.pair.clone(),
+                    intrinsics,
+                },
+            ),
+            // Not known before loading: the images are loaded, then the pair is checked.
+            _ => Reuse::Missing,
+        }
     };
     let store_images = cfg.store_images || writer.needs_images();
     let mut needed = vec![store_images || by_name.is_none(); paths.len()];
     for &(i, j) in by_name.iter().flatten() {
-        if reuse(&*writer, (i, j), &ids) != Reuse::Same {
+        if reuse(&*writer, (i, j), &ids, None) != Reuse::Same {
             needed[i] = true;
             needed[j] = true;
         }
@@ -681,11 +705,33 @@ where
             }
         }
     }
+    // The intrinsics each image's pairs are verified with (only an essential matrix uses
+    // them); features not kept in memory are read again for theirs.
+    let mut cams: Vec<Option<Intrinsics>> = vec![None; paths.len()];
+    if essential {
+        let mut used = vec![false; paths.len()];
+        for &(i, j) in &pairs {
+            used[i] = true;
+            used[j] = true;
+        }
+        cams = (0..paths.len())
+            .into_par_iter()
+            .map(|i| match &features[i] {
+                Some((_, (k, _))) => *k,
+                None if used[i] && cfg.max_resident_images.is_some() => load
+                    .load(&paths[i])
+                    .and_then(|f| camera(&paths[i], &f))
+                    .ok()
+                    .and_then(|(k, _)| k),
+                None => None,
+            })
+            .collect();
+    }
     let mut stale: HashMap<(usize, usize), String> = HashMap::new();
     let (done, todo): (Pairs, Pairs) =
         pairs
             .into_iter()
-            .partition(|&p| match reuse(&*writer, p, &ids) {
+            .partition(|&p| match reuse(&*writer, p, &ids, Some(&cams)) {
                 Reuse::Same => true,
                 Reuse::Stale(why) => {
                     stale.insert(p, why);
@@ -720,6 +766,19 @@ where
         ..o
     }));
     progress.finish();
+    if cfg.all_or_nothing {
+        let failed_images = images.iter().filter(|i| i.error.is_some()).count();
+        let failed_pairs = outcomes.iter().filter(|p| p.error.is_some()).count();
+        if failed_images + failed_pairs > 0 {
+            // Dropped unfinished: the output is not put in place.
+            drop(writer);
+            return Err(Error::InvalidInput(format!(
+                "{failed_images} of {} images and {failed_pairs} of {} pairs failed (see the errors above); nothing was written",
+                images.len(),
+                outcomes.len()
+            )));
+        }
+    }
     let output = writer.finish()?;
     Ok(SetSummary {
         output,
@@ -777,6 +836,7 @@ mod tests {
                 store_images: false,
                 shard: Default::default(),
                 max_resident_images: bound,
+                all_or_nothing: false,
             };
             let written = Arc::new(Mutex::new(Vec::new()));
             let camera = |_: &Path, _: &Features| Ok((None, false));

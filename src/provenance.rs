@@ -17,6 +17,7 @@ use crate::describe::Descriptors;
 use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::features::Features;
+use crate::geometry::{Intrinsics, ModelKind};
 use crate::matching::two_view::PairConfig;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -95,6 +96,36 @@ pub struct PairProvenance {
     pub a: FeaturesId,
     pub b: FeaturesId,
     pub config: PairConfig,
+    /// The intrinsics of A and B the pair was verified with, where verification uses them (an
+    /// essential matrix: its inliers and pose depend on them); None otherwise
+    /// ([`PairProvenance::intrinsics_used`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intrinsics: Option<[Intrinsics; 2]>,
+}
+
+impl PairProvenance {
+    /// The intrinsics a pair verified under `config` records: those of A and B when the
+    /// geometry is an essential matrix, else None (the result does not depend on them).
+    pub fn intrinsics_used(
+        config: &PairConfig,
+        a: Option<&Intrinsics>,
+        b: Option<&Intrinsics>,
+    ) -> Option<[Intrinsics; 2]> {
+        match (config.geometry, a, b) {
+            (Some(ModelKind::Essential), Some(a), Some(b)) => Some([*a, *b]),
+            _ => None,
+        }
+    }
+
+    /// The same provenance with A and B exchanged (a pair stored in the other order).
+    pub fn swapped(&self) -> PairProvenance {
+        PairProvenance {
+            a: self.b.clone(),
+            b: self.a.clone(),
+            config: self.config.clone(),
+            intrinsics: self.intrinsics.map(|[a, b]| [b, a]),
+        }
+    }
 }
 
 /// Whether a stored result can stand for what the current run would make.

@@ -605,6 +605,8 @@ where
         shard: Default::default(),
         // Extracted features stay in memory: extraction is too costly to repeat.
         max_resident_images: None,
+        // A database of part of the set is no result; the database is written whole or not.
+        all_or_nothing: true,
     };
     let run = image_set::run(
         &inputs,
@@ -730,6 +732,7 @@ fn merge_images(
         None => (settings(&files[0], &metas[0])?, files[0].clone()),
     };
     let mut images = Vec::with_capacity(files.len());
+    let mut recorded_sha = Vec::with_capacity(files.len());
     for (file, meta) in files.into_iter().zip(&metas) {
         crate::provenance::check(&file, Some(&settings(&file, meta)?), &reference).map_err(
             |e| {
@@ -749,8 +752,40 @@ fn merge_images(
             Some(dir) => dir.join(&name),
             None => PathBuf::from(&meta.image),
         };
+        let recorded = meta
+            .provenance
+            .as_ref()
+            .and_then(|p| p.image_sha256.clone());
         images.push(MergeImage { name, image, file });
+        recorded_sha.push(recorded);
     }
+    // An image read for the database (its EXIF, its size in the cameras) must be the one the
+    // features were extracted from: one replaced since is refused, not described by old
+    // features.
+    progress.start("check images", images.len() as u64);
+    images
+        .par_iter()
+        .zip(&recorded_sha)
+        .try_for_each(|(image, recorded)| {
+            let r = match recorded {
+                Some(recorded) if image.image.is_file() => {
+                    let now = crate::provenance::image_sha256(&image.image)?;
+                    if now == *recorded {
+                        Ok(())
+                    } else {
+                        Err(crate::Error::InvalidInput(format!(
+                            "{}: its content is not the image {} was extracted from (sha256 {now}, the features record {recorded}): extract it again, or give the original images",
+                            image.image.display(),
+                            image.file.display()
+                        )))
+                    }
+                }
+                _ => Ok(()),
+            };
+            progress.inc(1);
+            r
+        })?;
+    progress.finish();
     images.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(w) = images.windows(2).find(|w| w[0].name == w[1].name) {
         return Err(crate::Error::InvalidInput(format!(
@@ -830,6 +865,10 @@ fn store_matches(
             .collect();
     }
     let mut seen: std::collections::HashMap<(usize, usize), PathBuf> = Default::default();
+    let mut verified_with: std::collections::HashMap<
+        usize,
+        (crate::geometry::Intrinsics, PathBuf),
+    > = Default::default();
     progress.start("store matches", files.len() as u64);
     for block in files.chunks(image_set::PAIR_BLOCK) {
         let read: Vec<_> = block
@@ -885,12 +924,53 @@ fn store_matches(
                     ),
                 ));
             }
+            let config = plan
+                .as_ref()
+                .map_or_else(|| m.meta.config.clone(), |p| p.config.clone());
+            // Where verification used the intrinsics (an essential matrix), each image's must be
+            // the same in all its pairs: shards run with other intrinsics do not merge.
+            let intrinsics = if config.geometry == Some(crate::geometry::ModelKind::Essential) {
+                let Some(k) = m.meta.intrinsics else {
+                    return Err(crate::Error::format(
+                        file,
+                        "verified by an essential matrix but records no intrinsics (written by an older descl): match again",
+                    ));
+                };
+                for (side, k) in [a, b].into_iter().zip(k) {
+                    match verified_with.get(&side) {
+                        Some((k0, other)) if *k0 != k => {
+                            return Err(crate::Error::format(
+                                file,
+                                format!(
+                                    "{} verified with intrinsics fx,fy,cx,cy = {},{},{},{}, but in {} with {},{},{},{}: match all pairs with the same intrinsics",
+                                    set.images[side].name,
+                                    k.fx,
+                                    k.fy,
+                                    k.cx,
+                                    k.cy,
+                                    other.display(),
+                                    k0.fx,
+                                    k0.fy,
+                                    k0.cx,
+                                    k0.cy
+                                ),
+                            ));
+                        }
+                        Some(_) => {}
+                        None => {
+                            verified_with.insert(side, (k, file.clone()));
+                        }
+                    }
+                }
+                Some(k)
+            } else {
+                None
+            };
             let expected = PairProvenance {
                 a: set.ids[a].clone(),
                 b: set.ids[b].clone(),
-                config: plan
-                    .as_ref()
-                    .map_or_else(|| m.meta.config.clone(), |p| p.config.clone()),
+                config,
+                intrinsics,
             };
             crate::provenance::check(file, m.meta.provenance().as_ref(), &expected).map_err(
                 |e| {
@@ -915,6 +995,7 @@ fn store_matches(
                 binary: set.binary,
                 result: &r,
                 config: &expected.config,
+                intrinsics: expected.intrinsics,
             })?;
             summary.pairs += 1;
             summary.verified_pairs +=

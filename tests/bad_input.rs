@@ -287,3 +287,85 @@ fn a_closed_stdout_is_not_a_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// Numeric flags out of range are usage errors (exit 2) when the flags are parsed, with a
+/// plain message: never per image or pair after the work, leaving a database or a plan.
+#[test]
+fn bad_numeric_arguments_are_refused_before_any_work() {
+    let Some(data) = common::data_root_or_skip("bad_numeric_arguments") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("imgs");
+    std::fs::create_dir(&imgs).unwrap();
+    for name in ["a.png", "b.png"] {
+        std::fs::copy(data.join("oxford/graf/img1.png"), imgs.join(name)).unwrap();
+    }
+    let refused = |cmd: &mut std::process::Command, expect: &str| {
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(
+            err.contains(expect) && !err.contains("RansacConfig"),
+            "{cmd:?}: {err}"
+        );
+    };
+    let db = dir.path().join("t.db");
+    for (flag, value, expect) in [
+        (
+            "--threshold",
+            "0",
+            "RANSAC threshold must be a positive number",
+        ),
+        ("--threshold", "NaN", "RANSAC threshold"),
+        ("--threshold", "inf", "RANSAC threshold"),
+        (
+            "--confidence",
+            "2",
+            "RANSAC confidence must be between 0 and 1",
+        ),
+        (
+            "--max-iters",
+            "0",
+            "RANSAC iteration cap must be at least 1",
+        ),
+        (
+            "--contrast-threshold",
+            "NaN",
+            "contrast threshold must be a finite number",
+        ),
+    ] {
+        refused(
+            descl()
+                .arg("sfm")
+                .arg(&imgs)
+                .arg("--database")
+                .arg(&db)
+                .args(["-m", "sift", flag, value]),
+            expect,
+        );
+        assert!(!db.exists(), "{flag} {value}: {db:?} left");
+    }
+    let pm = dir.path().join("pm");
+    refused(
+        descl()
+            .args(["match", "--exhaustive", "-m", "sift", "--images"])
+            .arg(&imgs)
+            .arg("--out-dir")
+            .arg(&pm)
+            .args(["--threshold", "0"]),
+        "RANSAC threshold",
+    );
+    assert!(!pm.exists(), "{:?}", files_in(&pm));
+    let out = dir.path().join("out");
+    refused(
+        descl()
+            .arg("extract")
+            .arg(&imgs)
+            .arg("--out")
+            .arg(&out)
+            .args(["-m", "sift", "--contrast-threshold", "inf"]),
+        "contrast threshold must be a finite number ≥ 0, got inf",
+    );
+    assert!(!out.exists());
+}

@@ -118,3 +118,37 @@ proptest! {
         let _ = descl::io::npz::NpyArray::from_npy(&bytes);
     }
 }
+
+/// A features file whose `meta` declares `<U4611686018427387904` strings: 4 × that wraps to 0
+/// in a usize, which once reached `chunks_exact(0)` and panicked. It must be a format error
+/// naming the file and the dtype.
+#[test]
+fn a_meta_dtype_whose_size_overflows_is_a_format_error() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let valid = valid_features_npz(dir.path());
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(valid)).unwrap();
+    let bad = dir.path().join("bad.npz");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&bad).unwrap());
+    let options = zip::write::SimpleFileOptions::default();
+    for i in 0..archive.len() {
+        let mut member = archive.by_index(i).unwrap();
+        let name = member.name().unwrap().to_string();
+        let mut bytes = Vec::new();
+        member.read_to_end(&mut bytes).unwrap();
+        if name == "meta.npy" {
+            let dict = "{'descr': '<U4611686018427387904', 'fortran_order': False, 'shape': (), }";
+            bytes = b"\x93NUMPY\x01\x00".to_vec();
+            bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+            bytes.extend_from_slice(dict.as_bytes());
+        }
+        zip.start_file(name, options).unwrap();
+        zip.write_all(&bytes).unwrap();
+    }
+    zip.finish().unwrap();
+    let e = descl::io::features::read_features(&bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&bad.display().to_string()), "{e}");
+    assert!(e.contains("<U4611686018427387904"), "{e}");
+}

@@ -1,6 +1,8 @@
 //! Files built to hurt: archives that lie about their sizes, decompression bombs, devices and
 //! FIFOs given as images. Each gets a clear error at once, with bounded memory, never a crash.
-//! One test function: it measures this process's peak memory, so nothing may run beside it.
+//! One test function reads files in this process and measures its peak memory; the others
+//! (hostile `features.h5` files) only write small files here and run `descl` in a child
+//! process under a memory and time limit, so they may run beside it.
 
 mod common;
 
@@ -219,4 +221,101 @@ fn hostile_archives_devices_and_fifos() {
         .unwrap();
     assert!(made.success());
     extract_fails_fast(&fifo, "not a regular file", Duration::from_secs(20));
+}
+
+/// `descl ARGS...` in a child limited to 4 GB of address space (a reader that allocates what a
+/// hostile file declares fails there instead of taking the machine's memory), within `limit`.
+#[cfg(feature = "h5")]
+fn descl_limited(args: &[&std::ffi::OsStr], limit: Duration) -> (bool, String, String) {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "ulimit -v 4000000 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_descl"))
+        .args(args);
+    common::run_within(&mut cmd, limit)
+}
+
+/// A features.h5 descl wrote for three small images, reopened for writing.
+#[cfg(feature = "h5")]
+fn features_h5(dir: &Path) -> (std::path::PathBuf, hdf5_metno::File) {
+    let imgs = dir.join("imgs");
+    std::fs::create_dir(&imgs).unwrap();
+    for (k, name) in ["a.png", "b.png", "c.png"].into_iter().enumerate() {
+        common::gray_image(160 + 16 * k as u32, 120, false)
+            .save(imgs.join(name))
+            .unwrap();
+    }
+    let out = dir.join("out");
+    let (ok, _, err) = common::extract(&imgs, &out, &["-m", "sift", "--format", "h5"]);
+    assert!(ok, "{err}");
+    let path = out.join("features.h5");
+    let file = hdf5_metno::File::with_options()
+        .with_fapl(|p| p.file_locking(false))
+        .open_rw(&path)
+        .unwrap();
+    (path, file)
+}
+
+/// A group hard-linked into itself (`f['L/self'] = f['L']`) made the walk over features.h5's
+/// groups endless (55 s and 4.5 GB before): refused at once, naming the file.
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_link_cycle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, file) = features_h5(dir.path());
+    file.create_group("L").unwrap();
+    file.link_hard("L", "L/self").unwrap();
+    file.close().unwrap();
+    let m = dir.path().join("m");
+    let (ok, _, err) = descl_limited(
+        &[
+            "match".as_ref(),
+            "--exhaustive".as_ref(),
+            "--images".as_ref(),
+            path.as_os_str(),
+            "--out-dir".as_ref(),
+            m.as_os_str(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(
+        !ok && err.contains(&path.display().to_string()) && err.contains("hard link"),
+        "{err}"
+    );
+}
+
+/// A `keypoints` dataset declared (10⁹, 2), gzip-chunked and never written, is a few KB on
+/// disk; reading it allocated 8 GB. Refused from its declared size, naming the dataset.
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_dataset_declaring_a_billion_keypoints_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, file) = features_h5(dir.path());
+    let g = file.group("b.png").unwrap();
+    g.unlink("keypoints").unwrap();
+    g.new_dataset::<f32>()
+        .shape((1_000_000_000, 2))
+        .chunk((1 << 16, 2))
+        .deflate(9)
+        .create("keypoints")
+        .unwrap();
+    drop(g);
+    file.close().unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() < 1 << 20);
+    let m = dir.path().join("m");
+    let (ok, _, err) = descl_limited(
+        &[
+            "match".as_ref(),
+            "--exhaustive".as_ref(),
+            "--images".as_ref(),
+            path.as_os_str(),
+            "--out-dir".as_ref(),
+            m.as_os_str(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        !ok && err.contains(&path.join("b.png").display().to_string())
+            && err.contains("`keypoints` declares"),
+        "{err}"
+    );
 }

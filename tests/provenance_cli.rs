@@ -855,3 +855,122 @@ fn an_uncarded_model_replaced_at_its_path_is_another_model() {
         .arg(dir.path().join("m")));
     assert!(!ok && err.contains("model_sha256"), "{err}");
 }
+
+/// An essential matrix (its inliers and pose) depends on the intrinsics: a rerun with other
+/// intrinsics redoes the pairs, and shards verified with other intrinsics do not merge.
+#[test]
+fn pairs_verified_with_other_intrinsics_are_redone_and_never_merged() {
+    let Some(data) = common::data_root_or_skip("pairs_verified_with_other_intrinsics") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "500"]);
+    let essential = |k: &'static str| ["--geometry", "essential", "--intrinsics", k];
+    let (k1, k2) = ("800,800,400,320", "2000,2000,100,100");
+    let j = match_set(&feats, &m, &essential(k1));
+    assert_eq!(j["pairs"].as_array().unwrap().len(), 3, "{j}");
+    assert_eq!(match_set(&feats, &m, &essential(k1))["skipped_existing"], 3);
+    let j = match_set(&feats, &m, &essential(k2));
+    assert_eq!(
+        (j["skipped_existing"].as_u64(), j["redone_stale"].as_u64()),
+        (Some(0), Some(3)),
+        "{j}"
+    );
+    let (ok, _, err) = merge(&feats, &m, &dir.path().join("one.db"), &[]);
+    assert!(ok, "{err}");
+
+    // Shard 0 of 2 (pairs 0000–0001, 0001–0002) and shard 1 (0000–0002) with other intrinsics.
+    let mixed = dir.path().join("mixed");
+    match_set(
+        &feats,
+        &mixed,
+        &[&essential(k1)[..], &["--shard", "0/2"]].concat(),
+    );
+    match_set(
+        &feats,
+        &mixed,
+        &[&essential(k2)[..], &["--shard", "1/2"]].concat(),
+    );
+    let db = dir.path().join("mixed.db");
+    let (ok, _, err) = merge(&feats, &mixed, &db, &[]);
+    assert!(
+        !ok && err.contains("intrinsics") && err.contains(".npz"),
+        "{err}"
+    );
+    assert!(!db.exists());
+}
+
+/// `sfm merge --images` reads the images for the database's cameras: one replaced since the
+/// extraction (another content) is refused, naming it, not described by the old features.
+#[test]
+fn merge_refuses_an_image_replaced_since_extraction() {
+    let Some(data) = common::data_root_or_skip("merge_refuses_an_image_replaced") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "500"]);
+    match_set(&feats, &m, &[]);
+    let (ok, _, err) = merge(
+        &feats,
+        &m,
+        &dir.path().join("a.db"),
+        &["--images", imgs.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+
+    let other = dir.path().join("imgsX");
+    std::fs::create_dir(&other).unwrap();
+    for name in ["0000.jpg", "0001.jpg"] {
+        std::fs::copy(imgs.join(name), other.join(name)).unwrap();
+    }
+    std::fs::copy(data.join("oxford/graf/img1.png"), other.join("0002.jpg")).unwrap();
+    let db = dir.path().join("b.db");
+    let (ok, _, err) = merge(&feats, &m, &db, &["--images", other.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains(&other.join("0002.jpg").display().to_string())
+            && err.contains("not the image")
+            && err.contains("0002.npz"),
+        "{err}"
+    );
+    assert!(!db.exists());
+}
+
+/// An image's group in features.h5 without its `keypoints` dataset is an error naming the
+/// group and the dataset, not an image silently left out of the set (as a missing
+/// `descriptors` or `scores` already is).
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_image_group_without_keypoints_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("imgs");
+    std::fs::create_dir(&imgs).unwrap();
+    for (k, name) in ["a.png", "b.png", "c.png"].into_iter().enumerate() {
+        common::gray_image(160 + 16 * k as u32, 120, false)
+            .save(imgs.join(name))
+            .unwrap();
+    }
+    let out = dir.path().join("out");
+    let (ok, _, err) = common::extract(&imgs, &out, &["-m", "sift", "--format", "h5"]);
+    assert!(ok, "{err}");
+    let features = out.join("features.h5");
+    let file = hdf5_metno::File::with_options()
+        .with_fapl(|p| p.file_locking(false))
+        .open_rw(&features)
+        .unwrap();
+    file.group("b.png").unwrap().unlink("keypoints").unwrap();
+    file.close().unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&features)
+        .arg("--out-dir")
+        .arg(dir.path().join("m")));
+    assert!(
+        !ok && err.contains(&features.join("b.png").display().to_string())
+            && err.contains("`keypoints`"),
+        "{err}"
+    );
+}

@@ -282,3 +282,46 @@ fn an_image_without_keypoints_is_a_set_member_not_a_failure() {
     assert_eq!(empty, 3);
     assert_eq!(inliers(&db).len(), 3, "{:?}", inliers(&db));
 }
+
+/// One image that cannot be decoded fails the run: no database (written whole or not at all),
+/// no temporaries beside it, and each error names the image once.
+#[test]
+fn a_failing_image_leaves_no_database() {
+    let Some(data) = common::data_root_or_skip("a_failing_image_leaves_no_database") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    let png = std::fs::read(data.join("oxford/graf/img1.png")).unwrap();
+    let trunc = images.join("trunc.png");
+    std::fs::write(&trunc, &png[..png.len() / 3]).unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let db = out.join("t.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args([
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "500",
+            "--max-image-size",
+            "640",
+        ]));
+    assert!(!ok, "{err}");
+    assert!(!db.exists(), "{err}");
+    assert!(
+        common::files_in(&out).is_empty(),
+        "{:?}",
+        common::files_in(&out)
+    );
+    let path = trunc.display().to_string();
+    assert!(err.contains(&path), "{err}");
+    assert!(err.lines().all(|l| l.matches(&path).count() <= 1), "{err}");
+    assert!(err.contains("1 of 4 images"), "{err}");
+}

@@ -180,7 +180,7 @@ pub struct DescribeArgs {
     pub max_keypoints: Option<usize>,
     /// DoG contrast threshold (OpenCV SIFT `contrastThreshold`) [default: 0.04, OpenCV's;
     /// descl sfm: 0.02, COLMAP's peak threshold in OpenCV's units].
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", value_parser = contrast_threshold_parser)]
     pub contrast_threshold: Option<f32>,
     /// How --max-keypoints chooses: `strongest` (by response) or `colmap` (as COLMAP's SIFT
     /// extraction keeps `max_num_features` = N: whole DoG levels from the coarsest down until
@@ -263,13 +263,13 @@ pub struct MatchArgs {
     /// RANSAC (USAC MAGSAC) inlier threshold in pixels [default: 1; descl sfm: 4, COLMAP's
     /// two-view max_error, whose mapper re-estimates each initial pair at 4 px from the
     /// stored inliers].
-    #[arg(long, value_name = "PX")]
+    #[arg(long, value_name = "PX", value_parser = ransac_threshold_parser)]
     pub threshold: Option<f64>,
-    /// RANSAC confidence.
-    #[arg(long, default_value_t = RansacConfig::default().confidence)]
+    /// RANSAC confidence, in (0, 1).
+    #[arg(long, default_value_t = RansacConfig::default().confidence, value_parser = ransac_confidence_parser)]
     pub confidence: f64,
-    /// RANSAC iteration cap.
-    #[arg(long, default_value_t = RansacConfig::default().max_iters)]
+    /// RANSAC iteration cap (≥ 1).
+    #[arg(long, default_value_t = RansacConfig::default().max_iters, value_parser = ransac_max_iters_parser)]
     pub max_iters: i32,
     /// Guided matching: search radius around the prediction (pixels).
     #[arg(long, default_value_t = GUIDED_RADIUS_PX, value_name = "PX")]
@@ -352,6 +352,65 @@ impl PairArgs {
             _ => Ok(PairMode::Union(modes)),
         }
     }
+}
+
+/// A number of type `T`, or a message saying `s` is not one.
+fn number<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))
+}
+
+/// `--contrast-threshold`: checked as the detector checks it, when the flags are parsed (not
+/// per image, after work).
+pub fn contrast_threshold_parser(s: &str) -> Result<f32, String> {
+    let v = number(s)?;
+    DetectorConfig {
+        contrast_threshold: v,
+        ..DetectorConfig::default()
+    }
+    .check()
+    .map(|_| v)
+    .map_err(|e| e.to_string())
+}
+
+/// RANSAC's settings checked as verification checks them, when the flags are parsed (not per
+/// pair, after the work): `--threshold`, `--confidence`, `--max-iters`.
+fn ransac_check<T>(v: T, cfg: RansacConfig) -> Result<T, String> {
+    cfg.check().map(|_| v).map_err(|e| e.to_string())
+}
+
+pub fn ransac_threshold_parser(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    ransac_check(
+        v,
+        RansacConfig {
+            threshold_px: v,
+            ..RansacConfig::default()
+        },
+    )
+}
+
+pub fn ransac_confidence_parser(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    ransac_check(
+        v,
+        RansacConfig {
+            confidence: v,
+            ..RansacConfig::default()
+        },
+    )
+}
+
+pub fn ransac_max_iters_parser(s: &str) -> Result<i32, String> {
+    let v = number(s)?;
+    ransac_check(
+        v,
+        RansacConfig {
+            max_iters: v,
+            ..RansacConfig::default()
+        },
+    )
 }
 
 /// `--shard I/N` (also `slurm/N`, `k8s/N`): parsed, the index read from the scheduler's

@@ -225,6 +225,8 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
             .first()
             .is_some_and(|i| is_features_input(&i.path))
             .then_some(args.max_resident_images),
+        // A folder of pair files keeps what succeeded (a rerun does the rest).
+        all_or_nothing: false,
     };
     let writer = output::open(args.format, out_dir)
         .with_context(|| format!("output folder {}", out_dir.display()))?;

@@ -152,20 +152,29 @@ impl Default for DetectorConfig {
 
 /// Detects frames in `img`, sorted by score descending and capped at `cfg.max_keypoints`
 /// (0 = all) as `cfg.selection` says. An image without keypoints gives an empty Vec.
+impl DetectorConfig {
+    /// Checks the settings that do not depend on the image: a positive magnification and a
+    /// finite contrast threshold ≥ 0 (the command line refuses others when it parses them).
+    pub fn check(&self) -> Result<()> {
+        if !(self.magnification.is_finite() && self.magnification > 0.0) {
+            return Err(Error::InvalidInput(format!(
+                "magnification must be a positive number, got {}",
+                self.magnification
+            )));
+        }
+        if !(self.contrast_threshold.is_finite() && self.contrast_threshold >= 0.0) {
+            return Err(Error::InvalidInput(format!(
+                "contrast threshold must be a finite number ≥ 0, got {}",
+                self.contrast_threshold
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(feature = "full")]
 pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
-    if !(cfg.magnification.is_finite() && cfg.magnification > 0.0) {
-        return Err(Error::InvalidInput(format!(
-            "magnification must be positive, got {}",
-            cfg.magnification
-        )));
-    }
-    if !(cfg.contrast_threshold.is_finite() && cfg.contrast_threshold >= 0.0) {
-        return Err(Error::InvalidInput(format!(
-            "contrast threshold must be ≥ 0, got {}",
-            cfg.contrast_threshold
-        )));
-    }
+    cfg.check()?;
     let mut dets = match cfg.kind {
         DetectorKind::Dog => dog::detect_dog(img, cfg.contrast_threshold, cfg.magnification)?,
         DetectorKind::HarrisAffine => {

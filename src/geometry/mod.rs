@@ -73,6 +73,32 @@ impl Default for RansacConfig {
     }
 }
 
+impl RansacConfig {
+    /// Checks the settings: a positive finite threshold, a confidence strictly between 0 and
+    /// 1, at least one iteration (the command line refuses others when it parses them).
+    pub fn check(&self) -> Result<()> {
+        if !(self.threshold_px.is_finite() && self.threshold_px > 0.0) {
+            return Err(Error::InvalidInput(format!(
+                "RANSAC threshold must be a positive number of pixels, got {}",
+                self.threshold_px
+            )));
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(Error::InvalidInput(format!(
+                "RANSAC confidence must be between 0 and 1 (both excluded), got {}",
+                self.confidence
+            )));
+        }
+        if self.max_iters < 1 {
+            return Err(Error::InvalidInput(format!(
+                "RANSAC iteration cap must be at least 1, got {}",
+                self.max_iters
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Relative pose of camera B with respect to camera A: x_B = R x_A + t, |t| = 1.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pose {
@@ -240,12 +266,7 @@ pub fn verify(
             pb.len()
         )));
     }
-    let valid = config.threshold_px > 0.0 && config.confidence > 0.0 && config.confidence < 1.0;
-    if !valid || config.max_iters < 1 {
-        return Err(Error::InvalidInput(format!(
-            "RANSAC needs threshold > 0, confidence in (0, 1), max_iters ≥ 1; got {config:?}"
-        )));
-    }
+    config.check()?;
     if pa.iter().chain(pb).flatten().any(|v| !v.is_finite()) {
         return Err(Error::InvalidInput(
             "verify: non-finite keypoint coordinates".into(),

@@ -369,11 +369,27 @@ fn existing_pairs(path: &Path) -> HashMap<String, Option<PairProvenance>> {
     pairs
 }
 
+/// The datasets of an image's group in `features.h5` besides `keypoints` (hloc's layout).
+const IMAGE_DATASETS: [&str; 3] = ["descriptors", "scores", "image_size"];
+
 /// The image names of a `features.h5` whose groups descl wrote (they record
 /// [`FEATURES_META_ATTR`]), sorted; nested names (`a/0000.jpg`) as paths. A file of another
 /// extractor (no group with descl's metadata) is refused: its features' provenance is unknown.
 pub fn list_features(path: &Path) -> Result<Vec<String>> {
-    fn walk(g: &hdf5::Group, prefix: &str, out: &mut Vec<String>, foreign: &mut usize) {
+    /// Where `g` is in the file (its object's address): groups reached under two names are
+    /// hard links to one object.
+    fn address(path: &Path, g: &hdf5::Group) -> Result<String> {
+        let info = g.loc_info().map_err(|e| h5_err(path, e))?;
+        Ok(format!("{}:{:?}", info.fileno, info.token))
+    }
+    fn walk(
+        path: &Path,
+        g: &hdf5::Group,
+        prefix: &str,
+        out: &mut Vec<String>,
+        foreign: &mut usize,
+        seen: &mut HashMap<String, String>,
+    ) -> Result<()> {
         for name in g.member_names().unwrap_or_default() {
             let Ok(child) = g.group(&name) else { continue };
             let full = if prefix.is_empty() {
@@ -381,6 +397,16 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
             } else {
                 format!("{prefix}/{name}")
             };
+            // Each group once: a hard link back up the tree (`L/self` → `L`) would make the
+            // walk endless, and one group under two names two images of one set of features.
+            if let Some(first) = seen.insert(address(path, &child)?, full.clone()) {
+                return Err(Error::format(
+                    path,
+                    format!(
+                        "group `{full}` is a hard link to `{first}` (a link cycle, or one group under two names), which descl never writes"
+                    ),
+                ));
+            }
             // An image's group holds a `keypoints` dataset; a folder called `keypoints` is a
             // group on the way to images (`a/keypoints/1.jpg`).
             if child.dataset("keypoints").is_ok() {
@@ -389,15 +415,26 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
                 } else {
                     *foreign += 1;
                 }
+            } else if child.attr(FEATURES_META_ATTR).is_ok()
+                || IMAGE_DATASETS.iter().any(|d| child.dataset(d).is_ok())
+            {
+                // An image's group (descl's metadata, or its other datasets) that lost its
+                // keypoints: an error, not a folder to walk past.
+                return Err(Error::format(
+                    path.join(&full),
+                    "an image's group without its `keypoints` dataset",
+                ));
             } else {
-                walk(&child, &full, out, foreign);
+                walk(path, &child, &full, out, foreign, seen)?;
             }
         }
+        Ok(())
     }
     let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
     let root = file.as_group().map_err(|e| h5_err(path, e))?;
     let (mut names, mut foreign) = (Vec::new(), 0);
-    walk(&root, "", &mut names, &mut foreign);
+    let mut seen = HashMap::from([(address(path, &root)?, "/".to_string())]);
+    walk(path, &root, "", &mut names, &mut foreign, &mut seen)?;
     if foreign > 0 {
         return Err(Error::format(
             path,
@@ -421,19 +458,28 @@ pub fn read_features(path: &Path, name: &str) -> Result<Features> {
     let meta: crate::features::FeatureMeta = read_json_attr(&group, FEATURES_META_ATTR)
         .ok_or_else(|| bad(format!("no descl `{FEATURES_META_ATTR}` attribute")))?;
     let h = |e: hdf5::Error| bad(format!("HDF5: {e}"));
-    let kp: Array2<f32> = group
-        .dataset("keypoints")
-        .and_then(|d| d.read_2d())
-        .map_err(h)?;
+    // A dataset is read only when its declared size is one descl would read from a `.npz`
+    // member: a few-KB file may declare 10⁹ gzip-chunked keypoints, which reading would
+    // allocate (8 GB) before any check.
+    let dataset = |name: &str| -> Result<hdf5::Dataset> {
+        let d = group.dataset(name).map_err(h)?;
+        let bytes = (d.size() as u64).saturating_mul(d.dtype().map_err(h)?.size() as u64);
+        if bytes > crate::io::npz::MAX_MEMBER_BYTES {
+            return Err(bad(format!(
+                "`{name}` declares {:?} elements ({bytes} bytes), more than the {} bytes descl reads of one array (io::npz::MAX_MEMBER_BYTES)",
+                d.shape(),
+                crate::io::npz::MAX_MEMBER_BYTES
+            )));
+        }
+        Ok(d)
+    };
+    let kp: Array2<f32> = dataset("keypoints")?.read_2d().map_err(h)?;
     if kp.ncols() != 2 {
         return Err(bad(format!("`keypoints` must be N×2, is {:?}", kp.shape())));
     }
     let n = kp.nrows();
-    let scores: Array1<f32> = group
-        .dataset("scores")
-        .and_then(|d| d.read_1d())
-        .map_err(h)?;
-    let d = group.dataset("descriptors").map_err(h)?;
+    let scores: Array1<f32> = dataset("scores")?.read_1d().map_err(h)?;
+    let d = dataset("descriptors")?;
     let descriptors = match d.dtype().map_err(h)?.size() {
         1 => {
             let cols: Array2<u8> = d.read_2d().map_err(h)?;
@@ -629,14 +675,7 @@ impl Writer for HlocFolder {
             return compare(&at(&key), recorded.as_ref(), expected);
         }
         match self.existing_pairs.get(&swapped) {
-            Some(recorded) => {
-                let expected = PairProvenance {
-                    a: expected.b.clone(),
-                    b: expected.a.clone(),
-                    config: expected.config.clone(),
-                };
-                compare(&at(&swapped), recorded.as_ref(), &expected)
-            }
+            Some(recorded) => compare(&at(&swapped), recorded.as_ref(), &expected.swapped()),
             None => Reuse::Missing,
         }
     }
@@ -658,6 +697,11 @@ impl Writer for HlocFolder {
             binary: matches!(fa.descriptors, Descriptors::Binary(_)),
             result: pair.result,
             config: pair.config,
+            intrinsics: PairProvenance::intrinsics_used(
+                pair.config,
+                pair.a.intrinsics,
+                pair.b.intrinsics,
+            ),
         })?;
         Ok(Some(self.dir.join(MATCHES_FILE)))
     }
@@ -698,6 +742,7 @@ impl Writer for HlocFolder {
                 a: pair.ids[0].clone(),
                 b: pair.ids[1].clone(),
                 config: pair.config.clone(),
+                intrinsics: pair.intrinsics,
             };
             write_json_attr(out, &group, PAIR_PROVENANCE_ATTR, &provenance)
         });
@@ -805,6 +850,7 @@ mod tests {
             a: fa.id(),
             b: fb.id(),
             config: cfg.clone(),
+            intrinsics: None,
         };
         let (x, y) = ("a.jpg", "sub/b.jpg");
         assert_eq!(again.has_pair(x, y, &made), Reuse::Same);
@@ -814,6 +860,7 @@ mod tests {
             a: fb.id(),
             b: fa.id(),
             config: cfg.clone(),
+            intrinsics: None,
         };
         assert_eq!(again.has_pair(y, x, &swapped), Reuse::Same);
         let fewer = PairProvenance {

@@ -57,6 +57,10 @@ pub struct MatchesMeta {
     pub features_a: Option<FeaturesId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features_b: Option<FeaturesId>,
+    /// The intrinsics of A and B the pair was verified with, where it used them (an essential
+    /// matrix: [`PairProvenance::intrinsics_used`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intrinsics: Option<[crate::geometry::Intrinsics; 2]>,
 }
 
 impl MatchesMeta {
@@ -74,6 +78,7 @@ impl MatchesMeta {
             a: self.features_a.clone()?,
             b: self.features_b.clone()?,
             config: self.config.clone(),
+            intrinsics: self.intrinsics,
         })
     }
 }
@@ -114,6 +119,11 @@ impl MatchesFile {
                 pose: v.and_then(|v| v.pose),
                 features_a: Some(fa.id()),
                 features_b: Some(fb.id()),
+                intrinsics: PairProvenance::intrinsics_used(
+                    pair.config,
+                    pair.a.intrinsics,
+                    pair.b.intrinsics,
+                ),
             },
         }
     }
@@ -296,6 +306,7 @@ mod tests {
                 pose: None,
                 features_a: None,
                 features_b: None,
+                intrinsics: None,
             },
         }
     }

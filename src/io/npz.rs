@@ -40,6 +40,10 @@ pub fn archive_limit(file_len: u64) -> u64 {
         .clamp(ARCHIVE_FLOOR_BYTES, MAX_ARCHIVE_BYTES)
 }
 
+/// Longest `<U{n}` string read: one such element at 4 bytes a character fills a member at
+/// [`MAX_MEMBER_BYTES`].
+pub const MAX_UNICODE_CHARS: usize = (MAX_MEMBER_BYTES / 4) as usize;
+
 /// `.npy` magic string: `\x93NUMPY`.
 const NPY_MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy pads the header so the data starts on a multiple of this (format spec, version 1.0).
@@ -226,9 +230,20 @@ impl NpyArray {
             }
             d if d.starts_with("<U") => {
                 let chars: usize = d[2..].parse().map_err(|_| format!("bad dtype {d}"))?;
-                expect(4 * chars)?;
+                // A string longer than a member can hold is a crafted header: 4 × chars would
+                // overflow (and wrap to 0) before the size check below could refuse it.
+                let item = chars
+                    .checked_mul(4)
+                    .filter(|_| chars <= MAX_UNICODE_CHARS)
+                    .ok_or_else(|| {
+                        format!(
+                            "bad dtype {d}: strings of more than {MAX_UNICODE_CHARS} characters \
+                             do not fit in a member"
+                        )
+                    })?;
+                expect(item)?;
                 let mut values = Vec::with_capacity(count);
-                for el in body.chunks_exact(4 * chars.max(1)).take(count) {
+                for el in body.chunks_exact(item.max(4)).take(count) {
                     let mut s = String::new();
                     for c in el.chunks_exact(4) {
                         let code = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);

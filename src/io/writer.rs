@@ -48,6 +48,9 @@ pub struct StoredPair<'a> {
     pub binary: bool,
     pub result: &'a PairResult,
     pub config: &'a PairConfig,
+    /// The intrinsics of A and B the pair was verified with, where it used them
+    /// ([`crate::provenance::PairProvenance::intrinsics_used`]).
+    pub intrinsics: Option<[crate::geometry::Intrinsics; 2]>,
 }
 
 /// A destination for features and matches. Writes are atomic per item (a killed run leaves

@@ -100,6 +100,9 @@ impl PairConfig {
     /// geometry, the radius, the filters.
     pub fn check(&self) -> Result<()> {
         self.matching.check()?;
+        if self.geometry.is_some() {
+            self.ransac.check()?;
+        }
         if self.matcher == Matcher::Guided {
             if !matches!(
                 self.geometry,
