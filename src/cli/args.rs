@@ -14,7 +14,7 @@ use descl::matching::filters::LOWE_RATIO;
 use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUIDED_RADIUS_PX};
 use descl::matching::MatchConfig;
-use descl::model::{Device, DEFAULT_MODEL};
+use descl::model::{Device, DEFAULT_MODEL, SFM_DEFAULT_MODEL};
 use descl::names::SetInput;
 use descl::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use descl::progress::Progress;
@@ -150,6 +150,14 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// The describer when `-m` is not given.
+    pub fn model(self) -> &'static str {
+        match self {
+            Preset::Match => DEFAULT_MODEL,
+            Preset::Sfm => SFM_DEFAULT_MODEL,
+        }
+    }
+
     pub fn detector(self) -> DetectorConfig {
         match self {
             Preset::Match => DetectorConfig {
@@ -165,9 +173,10 @@ impl Preset {
 #[derive(clap::Args, Debug, Clone)]
 pub struct DescribeArgs {
     /// Describer: a model name (see `descl models`), a path to an .onnx file, `sift` or
-    /// `rootsift`.
-    #[arg(long, short = 'm', default_value = DEFAULT_MODEL)]
-    pub model: String,
+    /// `rootsift` [default: descl-hynet-sdgm-real25all-b1024-offset; descl sfm and --preset
+    /// sfm: descl-hynet-sdgm-real25all-b1024, the same network without its output offset].
+    #[arg(long, short = 'm', value_name = "MODEL")]
+    pub model: Option<String>,
     /// Where the model runs.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
@@ -188,9 +197,10 @@ pub struct DescribeArgs {
     /// strongest; descl sfm: colmap].
     #[arg(long, value_parser = choice(Selection::ALL, Selection::name))]
     pub selection: Option<Selection>,
-    /// Detector defaults for the flags above that are not given: `match` (descl extract's and
-    /// descl match's: 2048 strongest DoG frames at OpenCV's threshold) or `sfm` (descl sfm's:
-    /// 8192 chosen as COLMAP chooses its features, at COLMAP's threshold). Extract with
+    /// Defaults for the flags above that are not given: `match` (descl extract's and descl
+    /// match's: the default model, 2048 strongest DoG frames at OpenCV's threshold) or `sfm`
+    /// (descl sfm's: its model, 8192 chosen as COLMAP chooses its features, at COLMAP's
+    /// threshold). Extract with
     /// `--preset sfm` for `descl sfm merge` to give what `descl sfm` gives.
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
@@ -210,9 +220,11 @@ impl DescribeArgs {
     /// As [`Self::extractor`], with `fallback`'s defaults when `--preset` is not given
     /// (`descl sfm` passes [`Preset::Sfm`]).
     pub fn extractor_for(&self, fallback: Preset) -> anyhow::Result<Extractor> {
-        let describer = Describer::open(&self.model, self.device.into())
-            .with_context(|| format!("describer `{}`", self.model))?;
-        let defaults = self.preset.unwrap_or(fallback).detector();
+        let preset = self.preset.unwrap_or(fallback);
+        let model = self.model.as_deref().unwrap_or(preset.model());
+        let describer = Describer::open(model, self.device.into())
+            .with_context(|| format!("describer `{model}`"))?;
+        let defaults = preset.detector();
         Ok(
             Extractor::with_describer(describer, self.detector(&defaults))
                 .max_image_size(self.max_image_size),

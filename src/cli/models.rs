@@ -1,6 +1,6 @@
 //! `descl models`: the model cards in `models/` (or `$DESCL_MODELS`), default marked.
 
-use descl::model::{list_cards_lenient, models_dir, DEFAULT_MODEL};
+use descl::model::{list_cards_lenient, models_dir, DEFAULT_MODEL, SFM_DEFAULT_MODEL};
 
 /// The card metrics the text listing shows (by key suffix); `--json` lists every number.
 const HEADLINE_METRICS: [&str; 2] = [".mma@3", ".maa@10"];
@@ -42,7 +42,10 @@ fn list(
         );
         return Ok(());
     }
-    outln!("models in {} (* = default):", models_dir().display());
+    outln!(
+        "models in {} (* = default, s = descl sfm's default):",
+        models_dir().display()
+    );
     for (c, _) in cards {
         let metrics: Vec<String> = c
             .key_metrics()
@@ -52,7 +55,13 @@ fn list(
             .collect();
         outln!(
             "{} {:<28} {:<10} {:>6} {:>4}  trained: {:<12} {}",
-            if c.name == DEFAULT_MODEL { "*" } else { " " },
+            if c.name == DEFAULT_MODEL {
+                "*"
+            } else if c.name == SFM_DEFAULT_MODEL {
+                "s"
+            } else {
+                " "
+            },
             c.name,
             c.architecture,
             c.output.kind.as_str(),

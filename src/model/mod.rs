@@ -12,9 +12,16 @@ pub use metadata::ModelMetadata;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// The model `descl` uses when none is named (the best measured on the dev data: models/README.md).
-/// Named here and nowhere else.
-pub const DEFAULT_MODEL: &str = "descl-hynet-sdgm-real25all-b1024";
+/// The model `descl` uses when none is named (the best measured on the dev data: models/README.md):
+/// `descl extract`, `descl match`, `descl bench` and Python's `descl.Extractor`. Named here and
+/// nowhere else.
+pub const DEFAULT_MODEL: &str = "descl-hynet-sdgm-real25all-b1024-offset";
+
+/// The model `descl sfm` (and `--preset sfm`, and `descl bench`'s sfm suite) uses when none is
+/// named: [`DEFAULT_MODEL`]'s network without its output offset. The offset changes nothing
+/// under the ratio test that SfM matching uses, and with it `descl sfm` made no model of
+/// opensfm_lund, which this one reconstructs (docs/BENCHMARKS.md, "An output offset").
+pub const SFM_DEFAULT_MODEL: &str = "descl-hynet-sdgm-real25all-b1024";
 
 /// Environment variable that overrides [`models_dir`].
 pub const MODELS_ENV: &str = "DESCL_MODELS";
