@@ -260,7 +260,9 @@ pub struct MatchArgs {
     /// Mutual nearest neighbours only (default on; --mutual false to turn off).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub mutual: bool,
-    /// Distance gate: keep matches with descriptor distance ≤ D (L2, or bits for binary).
+    /// Distance gate: keep matches with descriptor distance ≤ D (L2, or bits for binary). The
+    /// default model's output offset shrinks distances: with a gate, use its network
+    /// (`-m descl-hynet-sdgm-real25all-b1024`).
     #[arg(long, value_name = "D")]
     pub max_distance: Option<f32>,
     /// Binary descriptors: keep matches whose second-best is at least G bits worse.

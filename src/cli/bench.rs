@@ -45,7 +45,8 @@ pub struct Args {
     #[arg(value_enum)]
     suites: Vec<SuiteArg>,
     /// Method to compare, repeatable: a shipped model name, an .onnx path, `sift` or `rootsift`
-    /// (default: sift, rootsift and the default model).
+    /// (default: sift, rootsift and the default model; with the sfm suite also `descl sfm`'s
+    /// default model, benchmarked in every suite of the run).
     #[arg(long = "method", short = 'm')]
     methods: Vec<String>,
     /// Data root holding the dataset folders (default: $DESCL_DATA or ../shared/data).

@@ -32,6 +32,19 @@ fn scene_of_path(path: &str) -> Option<String> {
         .map(|s| s.to_string())
 }
 
+/// The scenes of `photos` (paths under `base`, each resolved through links and placed by the
+/// folder after its last `train` component); None when one cannot be placed or there are none.
+pub fn photo_scenes<P: AsRef<Path>>(photos: &[P], base: &Path) -> Option<BTreeSet<String>> {
+    let scenes: Option<BTreeSet<String>> = photos
+        .iter()
+        .map(|p| {
+            let resolved = base.join(p).canonicalize().ok()?;
+            scene_of_path(&resolved.to_string_lossy())
+        })
+        .collect();
+    scenes.filter(|s| !s.is_empty())
+}
+
 /// The scenes a track file's header record shows: a COLMAP cut's image folder (a folder
 /// outside `train/`, such as a folder of links joining two scenes, by each recorded image's
 /// resolved path under `base`), a synthetic cut's photos, a subset's original. None when the
@@ -128,17 +141,11 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
         if let Some(offset) = t.get("offset") {
             // An output offset (`descl-train offset`): the network is the init's; the offset
             // was fitted on the photos it lists, each placed in its scene.
-            let photos = offset["photos"]
+            let photos: Option<Vec<&str>> = offset["photos"]
                 .as_array()
-                .with_context(|| format!("{name}: offset without its photos"))?;
-            let scenes: Option<BTreeSet<String>> = photos
-                .iter()
-                .map(|p| {
-                    let resolved = base.join(p.as_str()?).canonicalize().ok()?;
-                    scene_of_path(&resolved.to_string_lossy())
-                })
-                .collect();
-            out.extend(scenes.filter(|s| !s.is_empty()).with_context(|| {
+                .and_then(|p| p.iter().map(Value::as_str).collect());
+            let photos = photos.with_context(|| format!("{name}: offset without its photos"))?;
+            out.extend(photo_scenes(&photos, base).with_context(|| {
                 format!("{name}: the offset's photos cannot all be placed in a scene")
             })?);
         } else {

@@ -104,8 +104,11 @@ pub fn mean_direction(onnx: &Path, photos: &[PathBuf]) -> Result<(Vec<f32>, f64,
     }
     if n == 0 {
         bail!(
-            "no frame found in {} photos: no mean to offset along",
-            photos.len()
+            "no frame found in the {} photos ({}…): no mean to offset along",
+            photos.len(),
+            photos
+                .first()
+                .map_or(String::new(), |p| p.display().to_string())
         );
     }
     let norm = sum

@@ -786,10 +786,31 @@ fn offset(name: &str, model: &str, config: &Path, scale: f64, install: &Path) ->
             taken.display()
         );
     }
+    if base.net.is_binary() || base.net.has_offset() {
+        bail!(
+            "{}: {}; an offset is fitted to a float network without one",
+            base.card.name,
+            base.net.describe()
+        );
+    }
     let held = HeldOut::load(config)?;
     held.check(&base)?;
     let cfg = train::RunConfig::load(config)?;
-    let photos = offset::fit_photos(&cfg)?;
+    let photos = offset::fit_photos(&cfg).with_context(|| config.display().to_string())?;
+    // The photos' own scenes, placed as `validate` will place them, before any is described.
+    let placed =
+        descl_training::lineage::photo_scenes(&photos, Path::new(".")).with_context(|| {
+            format!(
+                "{}: a training photo that no scene folder holds",
+                config.display()
+            )
+        })?;
+    if let Some(h) = held.scenes.iter().find(|h| placed.contains(h.as_str())) {
+        bail!(
+            "{}: training photos of {h}, which it holds out",
+            config.display()
+        );
+    }
     eprintln!(
         "descl-train offset: the mean descriptor of {} on {} training photos",
         base.card.name,
@@ -849,7 +870,11 @@ fn offset(name: &str, model: &str, config: &Path, scale: f64, install: &Path) ->
             "rule": "(d + s·u) / |d + s·u|, d the network's unit descriptor, u the unit mean \
                      descriptor of the frames descl extract finds in the photos",
             "scale": scale,
-            "detector": "descl extract's defaults: the 2048 strongest DoG frames, images shrunk to 3200 px",
+            "detector": format!(
+                "descl extract's defaults: the {} strongest DoG frames, images shrunk to {} px",
+                descl::detect::DEFAULT_MAX_KEYPOINTS,
+                descl::pipeline::COLMAP_MAX_IMAGE_SIZE
+            ),
             "photos": photos,
             "descriptors": descriptors,
             "mean_descriptor_norm": mean_norm,

@@ -220,6 +220,28 @@ pub fn binary_head(layers: Vec<Layer>, bits: i64) -> Vec<Layer> {
     out
 }
 
+/// Output channels of a layer list: those of its last projection (0 without one).
+fn layers_output_dim(layers: &[Layer]) -> i64 {
+    layers
+        .iter()
+        .rev()
+        .find_map(|l| match l {
+            Layer::Conv { cout, .. } | Layer::Linear { cout, .. } => Some(*cout),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
+/// Whether a safetensors file holds an output offset (`offset.bias`, [`Net::with_offset`]).
+fn weights_have_offset(weights: &Path) -> Result<bool> {
+    let bytes = std::fs::read(weights)
+        .with_context(|| format!("{}: cannot read weights", weights.display()))?;
+    let tensors = safetensors::SafeTensors::deserialize(&bytes)
+        .with_context(|| format!("{}: not a safetensors file", weights.display()))?;
+    let offset = format!("{OFFSET_LAYER}.bias");
+    Ok(tensors.names().iter().any(|n| **n == offset))
+}
+
 /// Index of the last projection (conv or linear): where the output head begins.
 fn last_projection(layers: &[Layer]) -> Option<usize> {
     layers
@@ -391,10 +413,19 @@ impl Net {
         weights: &Path,
         device: Device,
     ) -> Result<Net> {
-        let net = match bits {
-            Some(bits) => Net::new_binary(arch, width, bits, device)?,
-            None => Net::new(arch, width, device)?,
+        let mut layers = match bits {
+            Some(bits) => binary_head(arch.layers(width), bits),
+            None => arch.layers(width),
         };
+        // A float network saved with an output offset (`descl-train offset`) is that network.
+        if bits.is_none() && weights_have_offset(weights)? {
+            layers.push(Layer::Offset {
+                name: OFFSET_LAYER.into(),
+                channels: layers_output_dim(&layers),
+            });
+            layers.push(Layer::L2Norm);
+        }
+        let net = Net::from_layers(arch, width, layers, device)?;
         net.load_weights(weights)?;
         Ok(net)
     }
@@ -568,14 +599,7 @@ impl Net {
 
     /// Output dimension (channels of the last parametric layer).
     pub fn output_dim(&self) -> i64 {
-        self.layers
-            .iter()
-            .rev()
-            .find_map(|l| match l {
-                Layer::Conv { cout, .. } | Layer::Linear { cout, .. } => Some(*cout),
-                _ => None,
-            })
-            .unwrap_or(0)
+        layers_output_dim(&self.layers)
     }
 
     /// Forward pass: patches (N, 1, 32, 32) in [0, 1] → descriptors (N, D).
@@ -747,6 +771,10 @@ mod tests {
         again.load_weights(&path).unwrap();
         let b = again.param("offset.bias").unwrap();
         assert_eq!(b.double_value(&[3]), 0.5);
+        // Loading the file by architecture (export, fine-tuning) gives the offset network.
+        let loaded = Net::load(Arch::Tfeat, 0.25, &path, Device::Cpu).unwrap();
+        assert!(loaded.has_offset());
+        assert_eq!(loaded.param("offset.bias").unwrap().double_value(&[0]), 0.5);
     }
 
     #[test]
