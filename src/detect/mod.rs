@@ -9,7 +9,6 @@ pub mod harris_affine;
 #[cfg(feature = "full")]
 pub mod vlfeat;
 
-#[cfg(feature = "full")]
 use crate::error::{Error, Result};
 #[cfg(feature = "full")]
 use crate::frame::Detection;
@@ -150,8 +149,6 @@ impl Default for DetectorConfig {
     }
 }
 
-/// Detects frames in `img`, sorted by score descending and capped at `cfg.max_keypoints`
-/// (0 = all) as `cfg.selection` says. An image without keypoints gives an empty Vec.
 impl DetectorConfig {
     /// Checks the settings that do not depend on the image: a positive magnification and a
     /// finite contrast threshold ≥ 0 (the command line refuses others when it parses them).
@@ -172,6 +169,8 @@ impl DetectorConfig {
     }
 }
 
+/// Detects frames in `img`, sorted by score descending and capped at `cfg.max_keypoints`
+/// (0 = all) as `cfg.selection` says. An image without keypoints gives an empty Vec.
 #[cfg(feature = "full")]
 pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
     cfg.check()?;

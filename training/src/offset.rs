@@ -56,6 +56,22 @@ pub fn fit_photos(config: &RunConfig) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The frames [`mean_direction`] describes, in words, for the card.
+#[cfg(feature = "tracks")]
+pub fn fit_detector() -> String {
+    format!(
+        "descl extract's defaults: the {} strongest DoG frames, images shrunk to {} px",
+        descl::detect::DEFAULT_MAX_KEYPOINTS,
+        descl::pipeline::COLMAP_MAX_IMAGE_SIZE
+    )
+}
+
+/// Without descl's detector no offset is fitted ([`mean_direction`] refuses).
+#[cfg(not(feature = "tracks"))]
+pub fn fit_detector() -> String {
+    String::from("none: built without feature `tracks`")
+}
+
 #[cfg(feature = "tracks")]
 fn list_photos(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut photos = descl::image::list_images(dir)?;

@@ -870,11 +870,7 @@ fn offset(name: &str, model: &str, config: &Path, scale: f64, install: &Path) ->
             "rule": "(d + s·u) / |d + s·u|, d the network's unit descriptor, u the unit mean \
                      descriptor of the frames descl extract finds in the photos",
             "scale": scale,
-            "detector": format!(
-                "descl extract's defaults: the {} strongest DoG frames, images shrunk to {} px",
-                descl::detect::DEFAULT_MAX_KEYPOINTS,
-                descl::pipeline::COLMAP_MAX_IMAGE_SIZE
-            ),
+            "detector": offset::fit_detector(),
             "photos": photos,
             "descriptors": descriptors,
             "mean_descriptor_norm": mean_norm,
