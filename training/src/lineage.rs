@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use descl::model::ModelCard;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The folder whose children are the photo sets (`../shared/data/train/<scene>/…`).
 const TRAIN_FOLDER: &str = "train";
@@ -61,14 +61,12 @@ pub fn recorded_scenes(record: &Value, base: &Path) -> Option<BTreeSet<String>> 
             if let Some(scene) = scene_of_path(folder) {
                 return Some(BTreeSet::from([scene]));
             }
-            let images = record["images"].as_array()?;
-            all(images
+            let images: Option<Vec<PathBuf>> = record["images"]
+                .as_array()?
                 .iter()
-                .map(|i| {
-                    let resolved = base.join(folder).join(i.as_str()?).canonicalize().ok()?;
-                    scene_of_path(&resolved.to_string_lossy())
-                })
-                .collect())
+                .map(|i| Some(Path::new(folder).join(i.as_str()?)))
+                .collect();
+            photo_scenes(&images?, base)
         }
         Some("synthetic") => all(record["photos"]
             .as_array()?

@@ -232,6 +232,18 @@ fn layers_output_dim(layers: &[Layer]) -> i64 {
         .unwrap_or(0)
 }
 
+/// The layers an output offset appends to a float network of `dim` outputs: the offset, then
+/// the L2 normalisation again.
+fn offset_tail(dim: i64) -> [Layer; 2] {
+    [
+        Layer::Offset {
+            name: OFFSET_LAYER.into(),
+            channels: dim,
+        },
+        Layer::L2Norm,
+    ]
+}
+
 /// Whether a safetensors file holds an output offset (`offset.bias`, [`Net::with_offset`]).
 fn weights_have_offset(weights: &Path) -> Result<bool> {
     let bytes = std::fs::read(weights)
@@ -320,11 +332,7 @@ impl Net {
             );
         }
         let mut layers = self.layers.clone();
-        layers.push(Layer::Offset {
-            name: OFFSET_LAYER.into(),
-            channels: dim,
-        });
-        layers.push(Layer::L2Norm);
+        layers.extend(offset_tail(dim));
         let out = Net::from_layers(self.arch, self.width, layers, Device::Cpu)?;
         let src = self.vs.variables();
         let _guard = tch::no_grad_guard();
@@ -419,11 +427,7 @@ impl Net {
         };
         // A float network saved with an output offset (`descl-train offset`) is that network.
         if bits.is_none() && weights_have_offset(weights)? {
-            layers.push(Layer::Offset {
-                name: OFFSET_LAYER.into(),
-                channels: layers_output_dim(&layers),
-            });
-            layers.push(Layer::L2Norm);
+            layers.extend(offset_tail(layers_output_dim(&layers)));
         }
         let net = Net::from_layers(arch, width, layers, device)?;
         net.load_weights(weights)?;
