@@ -283,6 +283,19 @@ pub struct SetSummary {
     pub output: PathBuf,
     pub images: Vec<SetImage>,
     pub pairs: Vec<PairOutcome>,
+    /// Wall time of each stage of the run.
+    pub seconds: StageSeconds,
+}
+
+/// Wall time of a set run's stages, seconds (`descl sfm --json`'s `seconds`, so a user sees
+/// where the time goes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct StageSeconds {
+    /// The images' features: decode, detect and describe when extracting (pipelined, so not
+    /// split further: [`SetImage::seconds`] has each image's own), or reading features files.
+    pub features: f64,
+    /// Choosing the pairs (retrieval's included), matching, verifying and writing them.
+    pub pairs: f64,
 }
 
 impl SetSummary {
@@ -662,6 +675,7 @@ where
         }
     }
     let wanted: Vec<usize> = (0..paths.len()).filter(|&i| needed[i]).collect();
+    let started = std::time::Instant::now();
     let (features, images) = load_images(
         paths,
         &names,
@@ -677,6 +691,8 @@ where
             *id = Some(f.id());
         }
     }
+    let features_seconds = started.elapsed().as_secs_f64();
+    let started = std::time::Instant::now();
     let pairs = match by_name {
         Some(p) => p,
         None => {
@@ -784,6 +800,10 @@ where
         output,
         images,
         pairs: outcomes,
+        seconds: StageSeconds {
+            features: features_seconds,
+            pairs: started.elapsed().as_secs_f64(),
+        },
     })
 }
 

@@ -86,6 +86,8 @@ pub struct MapAttempt {
     pub error: Option<String>,
     /// Whether its models are the ones [`map`] kept in the output folder.
     pub kept: bool,
+    /// Wall time of the run, seconds.
+    pub seconds: f64,
 }
 
 impl MapAttempt {
@@ -211,8 +213,12 @@ fn map_once(
         num_points: None,
         error: None,
         kept: false,
+        seconds: 0.0,
     };
-    match run_mapper(database, images, staging.path(), &run) {
+    let started = std::time::Instant::now();
+    let result = run_mapper(database, images, staging.path(), &run);
+    attempt.seconds = started.elapsed().as_secs_f64();
+    match result {
         Ok(r) => {
             attempt.registered = Some(r.images.len());
             attempt.num_points = Some(r.num_points);
@@ -540,6 +546,8 @@ pub struct SfmSummary {
     pub mean_inliers: f64,
     /// Images that could not be read and pairs that could not be matched, with the reason.
     pub skipped: Vec<String>,
+    /// Wall time of the features and of the pairs, seconds.
+    pub seconds: image_set::StageSeconds,
 }
 
 /// Keypoints per image of `descl sfm` and `descl bench sfm`: COLMAP's
@@ -640,6 +648,7 @@ where
             / n_pairs,
         images: run.images,
         skipped,
+        seconds: run.seconds,
     })
 }
 

@@ -325,3 +325,32 @@ fn a_failing_image_leaves_no_database() {
     assert!(err.lines().all(|l| l.matches(&path).count() <= 1), "{err}");
     assert!(err.contains("1 of 4 images"), "{err}");
 }
+
+/// `--single-camera` over images of two sizes is refused (issue 44): a COLMAP camera has one
+/// size, and before, the database got one camera of the first image's size with the other
+/// image's keypoints outside it (exit 0). The error names the odd image, both sizes and the
+/// image that set the camera's; no database is left.
+#[test]
+fn single_camera_over_images_of_two_sizes_is_refused() {
+    let Some(data) = common::data_root_or_skip("single_camera_over_images_of_two_sizes_is_refused")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    std::fs::copy(data.join("oxford/graf/img1.png"), images.join("zz.png")).unwrap();
+    let db = dir.path().join("t.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args(["-m", "sift", "--max-keypoints", "300", "--max-image-size", "640"])
+        .arg("--single-camera"));
+    assert!(!ok, "{err}");
+    assert!(!db.exists(), "{err}");
+    assert!(err.contains("zz.png: 800×640 pixels"), "{err}");
+    assert!(err.contains("1536×1024 (0000.jpg)"), "{err}");
+}

@@ -304,6 +304,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             descl::io::colmap_model::colmap_exe().display()
         );
     }
+    let started = std::time::Instant::now();
     let cfg = args.config()?;
     let extractor = args.describe.extractor_for(Preset::Sfm)?;
     let bar = Bar::new(true);
@@ -325,9 +326,28 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         summary.mean_inliers
     );
     let mut out = serde_json::json!({ "database": summary });
+    let mut seconds = serde_json::json!({
+        "features": summary.seconds.features,
+        "pairs": summary.seconds.pairs,
+    });
     if args.reconstruct {
-        out["reconstruction"] = reconstruct(&args, summary.images.len())?;
+        let (recon, mapper_seconds) = reconstruct(&args, summary.images.len())?;
+        out["reconstruction"] = recon;
+        seconds["mapper"] = serde_json::json!(mapper_seconds);
     }
+    let total = started.elapsed().as_secs_f64();
+    seconds["total"] = serde_json::json!(total);
+    eprintln!(
+        "time: {:.1} s (features {:.1} s, pairs {:.1} s{})",
+        total,
+        summary.seconds.features,
+        summary.seconds.pairs,
+        seconds["mapper"]
+            .as_f64()
+            .map(|m| format!(", mapper {m:.1} s"))
+            .unwrap_or_default()
+    );
+    out["seconds"] = seconds;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
     }
@@ -340,8 +360,10 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `colmap mapper` on the database and reports what it registered.
-fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::Value> {
+/// Runs `colmap mapper` on the database and reports what it registered, and the wall time of
+/// the mapping (every mapper run and the triangulation), seconds.
+fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<(serde_json::Value, f64)> {
+    let started = std::time::Instant::now();
     let options = MapperOptions {
         num_threads: None,
         refine_principal_point: args.refine_principal_point,
@@ -395,7 +417,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         recon.num_points,
         recon.mean_reprojection_error
     );
-    Ok(serde_json::json!({
+    Ok((serde_json::json!({
         "path": recon.path,
         "registered_images": recon.images.len(),
         "total_images": total_images,
@@ -413,7 +435,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "focal_prior_factor": mapped.focal_prior_factor(),
         "mapper_runs": mapped.attempts,
         "images": recon.images,
-    }))
+    }), started.elapsed().as_secs_f64()))
 }
 
 /// A positive, finite number of pixels.

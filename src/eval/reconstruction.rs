@@ -214,6 +214,7 @@ fn map_as_descl_sfm(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
 
 /// COLMAP's side: its mapper with its defaults, nothing else.
 fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
+    let started = Instant::now();
     let reconstruction = run_mapper(db, images, out, &mapper_options())?;
     Ok(Mapped {
         init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
@@ -232,6 +233,7 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
             num_points: Some(reconstruction.num_points),
             error: None,
             kept: true,
+            seconds: started.elapsed().as_secs_f64(),
         }],
         reconstruction,
     })

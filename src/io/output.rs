@@ -82,8 +82,17 @@ pub struct ColmapOptions {
 pub struct ColmapWriter {
     database: Database,
     options: ColmapOptions,
-    shared_camera: Option<i64>,
+    /// The camera every image shares under `single_camera`: its id, its size and the image
+    /// that gave it.
+    shared_camera: Option<SharedCamera>,
     image_ids: HashMap<String, i64>,
+}
+
+/// The one camera of a `single_camera` database.
+struct SharedCamera {
+    id: i64,
+    size: (u32, u32),
+    first_image: String,
 }
 
 impl ColmapWriter {
@@ -148,8 +157,21 @@ impl Writer for ColmapWriter {
             .copied()
             .unwrap_or_else(|| Intrinsics::default_prior(w, h));
         let model = self.options.camera_model;
-        let camera_id = match self.shared_camera {
-            Some(id) if self.options.single_camera => id,
+        let camera_id = match &self.shared_camera {
+            // A COLMAP camera has one size (COLMAP's own extractor refuses a single camera
+            // over images of different sizes): another size would put this image's keypoints
+            // outside its camera.
+            Some(shared) if self.options.single_camera => {
+                if shared.size != (w, h) {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: {w}×{h} pixels, but one camera for all images (--single-camera) \
+                         is {}×{} ({}); a COLMAP camera has one size: give images of one size \
+                         or leave out --single-camera",
+                        image.name, shared.size.0, shared.size.1, shared.first_image
+                    )));
+                }
+                shared.id
+            }
             _ => {
                 let id = self.database.add_camera(
                     model,
@@ -158,7 +180,11 @@ impl Writer for ColmapWriter {
                     &model.params(k.fx, w, h),
                     image.focal_known,
                 )?;
-                self.shared_camera = Some(id);
+                self.shared_camera = Some(SharedCamera {
+                    id,
+                    size: (w, h),
+                    first_image: image.name.to_string(),
+                });
                 id
             }
         };
