@@ -548,6 +548,8 @@ pub struct SfmSummary {
     pub skipped: Vec<String>,
     /// Wall time of the features and of the pairs, seconds.
     pub seconds: image_set::StageSeconds,
+    /// The matching and verification settings every pair was made with.
+    pub pair_config: PairConfig,
 }
 
 /// Keypoints per image of `descl sfm` and `descl bench sfm`: COLMAP's
@@ -602,13 +604,14 @@ where
         },
     )?;
     let inputs = image_inputs(image_dir)?;
+    // COLMAP labels planar and panoramic pairs from a homography fit (`TwoViewConfig::of`).
+    let pair_config = PairConfig {
+        planar_check: true,
+        ..cfg.pair.clone()
+    };
     let set = SetConfig {
         pairs: cfg.pairs.clone(),
-        // COLMAP labels planar and panoramic pairs from a homography fit (`TwoViewConfig::of`).
-        pair: PairConfig {
-            planar_check: true,
-            ..cfg.pair.clone()
-        },
+        pair: pair_config.clone(),
         store_images: true,
         shard: Default::default(),
         // Extracted features stay in memory: extraction is too costly to repeat.
@@ -649,6 +652,7 @@ where
         images: run.images,
         skipped,
         seconds: run.seconds,
+        pair_config,
     })
 }
 

@@ -354,3 +354,42 @@ fn single_camera_over_images_of_two_sizes_is_refused() {
     assert!(err.contains("zz.png: 800×640 pixels"), "{err}");
     assert!(err.contains("1536×1024 (0000.jpg)"), "{err}");
 }
+
+/// `descl sfm --json` says what made the database and where the time went (issue 43): the
+/// model and every detector setting (`extract`, as features files record them), the pair
+/// settings, and the seconds of each stage, which add up to no more than the whole run.
+#[test]
+fn the_json_summary_names_its_settings_and_times_each_stage() {
+    let Some(data) = common::data_root_or_skip("the_json_summary_names_its_settings_and_times_each_stage")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    let db = dir.path().join("t.db");
+    let (ok, stdout, err) = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args(["-m", "sift", "--max-keypoints", "500", "--max-image-size", "640", "--json"]));
+    assert!(ok, "{err}");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(out["extract"]["model"], "sift", "{out}");
+    assert_eq!(out["extract"]["detector"]["max_keypoints"], 500, "{out}");
+    assert_eq!(out["extract"]["max_image_size"], 640, "{out}");
+    assert_eq!(out["database"]["pair_config"]["planar_check"], true, "{out}");
+    let s = &out["seconds"];
+    let (features, pairs, total) = (
+        s["features"].as_f64().unwrap(),
+        s["pairs"].as_f64().unwrap(),
+        s["total"].as_f64().unwrap(),
+    );
+    assert!(features > 0.0 && pairs > 0.0, "{s}");
+    assert!(features + pairs <= total, "{s}");
+    // No --reconstruct: no mapper time.
+    assert!(s.get("mapper").is_none(), "{s}");
+    assert!(err.contains("time: "), "{err}");
+}

@@ -173,8 +173,9 @@ impl Preset {
 #[derive(clap::Args, Debug, Clone)]
 pub struct DescribeArgs {
     /// Describer: a model name (see `descl models`), a path to an .onnx file, `sift` or
-    /// `rootsift` [default: descl-hynet-sdgm-real25all-b1024-offset; descl sfm and --preset
-    /// sfm: descl-hynet-sdgm-real25all-b1024, the same network without its output offset].
+    /// `rootsift`. Default: descl sfm and --preset sfm: descl-l2net-w0.5-real25-pj-8k (the
+    /// fast network, as accurate in reconstruction); descl extract, match and bench:
+    /// descl-hynet-sdgm-real25all-b1024-offset.
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
     /// Where the model runs.

@@ -325,7 +325,12 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         summary.mean_matches,
         summary.mean_inliers
     );
-    let mut out = serde_json::json!({ "database": summary });
+    // What made the database: the model (name and card SHA-256) and every detector setting
+    // (the matching and verification settings are the summary's `pair_config`).
+    let mut out = serde_json::json!({
+        "database": summary,
+        "extract": extractor.settings(),
+    });
     let mut seconds = serde_json::json!({
         "features": summary.seconds.features,
         "pairs": summary.seconds.pairs,
