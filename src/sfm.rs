@@ -53,15 +53,36 @@ pub const FALLBACK_FOCAL_PRIOR_FACTOR: f64 = 0.85;
 /// of its staging folders.
 const FOCAL_FALLBACK_DATABASE: &str = "focal-prior.db";
 
-/// `Mapper.filter_max_reproj_error` of [`map`]'s first mapper run, pixels, a quarter of
-/// COLMAP's [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]. descl's databases hold pairs verified at
-/// COLMAP's 4 px two-view threshold, so tracks take in observations 1–4 px off; COLMAP's 4 px
-/// filter keeps them in every bundle adjustment. Measured 2026-11-26 (docs/BENCHMARKS.md, "What
-/// limits Herz-Jesus-P8's camera centres"): mapped at 1 px, descl's Herz-Jesus-P8 database
-/// gives a 0.057 % centre error against 0.086 % at 4 px (fountain-P11 0.046 against 0.051;
-/// COLMAP's own database 0.057 against 0.059), with 97–98 % of the points. It is a first try,
-/// not the setting: at 1 px opensfm_lund gets no model and skull01 may register fewer images.
+/// `Mapper.filter_max_reproj_error` of [`map`]'s first mapper run on images whose longest
+/// side is at most [`SFM_FIRST_FILTER_REFERENCE_SIDE_PX`], pixels, a quarter of COLMAP's
+/// [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]; larger images get it scaled ([`first_filter_px`]).
+/// descl's databases hold pairs verified at COLMAP's 4 px two-view threshold, so tracks take in
+/// observations 1–4 px off; COLMAP's 4 px filter keeps them in every bundle adjustment. Chosen
+/// on the dev scenes (2026-11-26) and checked on the validation scene castle-P19, which did not
+/// choose it (2026-11-27, docs/BENCHMARKS.md "SfM validation scenes"): median camera-centre
+/// error 0.467 % of the extent against 0.726 % with one 4 px run (COLMAP's pipeline: 0.734 %),
+/// with the default model; RootSIFT 0.535 against 0.785 %. It is a first try, not the setting:
+/// at 1 px opensfm_lund gets no model and skull01 may register fewer images.
 pub const SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX: f64 = 1.0;
+
+/// The longest image side at which [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] was measured:
+/// the Strecha and castle scenes' 1536 px. Reprojection errors are in pixels and grow with
+/// the image: mapped from Herz-Jesus-P8 upscaled ×2 (3072 px), the same descl database's mean
+/// reprojection error went from 0.28 to 0.50 px, and the best filter from 1 px to 2 px
+/// (0.0686 % against 0.0700 % at 1 px and 0.0784 % at 4 px, 2026-11-27).
+pub const SFM_FIRST_FILTER_REFERENCE_SIDE_PX: f64 = 1536.0;
+
+/// [`map`]'s first filter for a database whose longest image side is `side` pixels:
+/// [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] scaled by `side` /
+/// [`SFM_FIRST_FILTER_REFERENCE_SIDE_PX`], never below it (smaller images keep 1 px), so that
+/// the filter means the same fraction of the image at every size. None when that reaches
+/// COLMAP's own [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`] (images of 6144 px and more): then
+/// there is no tighter first run.
+pub fn first_filter_px(side: u32) -> Option<f64> {
+    let px = SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX
+        * (f64::from(side) / SFM_FIRST_FILTER_REFERENCE_SIDE_PX).max(1.0);
+    (px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX).then_some(px)
+}
 
 /// First characters of [`map`]'s staging folders inside its output folder (hidden, and not a
 /// number, so never read as a model).
@@ -235,7 +256,7 @@ fn map_once(
 /// Runs `colmap mapper` on `database` into `out` (`descl sfm --reconstruct`, and descl's side
 /// of `descl bench sfm`). With neither setting in `options`:
 ///
-/// 1. at a [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] (1 px) filter and COLMAP's initial-pair
+/// 1. at a [`first_filter_px`] filter (1 px up to 1536 px images, scaled above) and COLMAP's initial-pair
 ///    angle; a model that registers every image that has a verified pair (the most any model
 ///    can) is kept, after one mapper run;
 /// 2. otherwise at COLMAP's own defaults (4 px), and when those make no model at all, once
@@ -247,13 +268,13 @@ fn map_once(
 ///    the kept run's [`MapAttempt::focal_prior_factor`] says so);
 /// 4. of the runs that made a model, the one whose largest model registers the most images
 ///    is kept, the earlier (tighter) one on a tie;
-/// 5. a kept 1 px model has its points triangulated again at COLMAP's 4 px with its cameras
-///    held fixed ([`run_point_triangulator`]): the cameras of the 1 px run, about the points
-///    of a 4 px one. Should that fail, the 1 px model is kept as the mapper made it and
+/// 5. a kept model of the tight first run has its points triangulated again at COLMAP's 4 px
+///    with its cameras held fixed ([`run_point_triangulator`]): the cameras of the tight run,
+///    about the points of a 4 px one. Should that fail, the model is kept as the mapper made it and
 ///    [`Mapped::retriangulation_error`] says why.
 ///
 /// A setting given in `options` is used as given: an angle leaves out both fallbacks (angle
-/// and focal prior), a filter the 1 px run and the triangulation (the runs are at that filter). Only a failed
+/// and focal prior), a filter the tight first run and the triangulation (the runs are at that filter). Only a failed
 /// initialisation ([`Error::NoModel`]) or an incomplete model moves on to the next run; a
 /// missing colmap, a bad database or a crash is passed on as it is.
 ///
@@ -304,10 +325,13 @@ pub fn map(
     let staged = options.filter_max_reproj_error_px.is_none();
     let filters = match options.filter_max_reproj_error_px {
         Some(f) => vec![f],
-        None => vec![
-            SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
-            COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
-        ],
+        None => {
+            let side = crate::io::colmap::max_camera_side(database)?;
+            first_filter_px(side)
+                .into_iter()
+                .chain([COLMAP_FILTER_MAX_REPROJ_ERROR_PX])
+                .collect()
+        }
     };
     let mut attempts: Vec<MapAttempt> = Vec::new();
     // (index into attempts, its staging folder, its largest model)
@@ -515,7 +539,7 @@ impl Default for SfmConfig {
     /// verified at COLMAP's two-view threshold ([`COLMAP_MAX_ERROR_PX`] = 4 px). COLMAP's
     /// mapper re-estimates its initial pair's essential matrix at 4 px from the inliers a
     /// database stores. Measured 2026-11-26 (docs/BENCHMARKS.md, "What limits Herz-Jesus-P8's
-    /// camera centres"): 1 px gives the Strecha scenes lower centre errors (Herz-Jesus-P8
+    /// camera centres", now in docs/log/BENCHMARKS-log.md): 1 px gives the Strecha scenes lower centre errors (Herz-Jesus-P8
     /// 0.062 against 0.086 % of the extent, fountain-P11 0.042 against 0.051 %), but at 1 or
     /// 2 px opensfm_lund (forward street motion) gets no model even at [`map`]'s 8° fallback
     /// (29/29 at 4 px), and at 1 px skull01 registers 15 of 33 images instead of 19. The
@@ -1423,6 +1447,19 @@ mod tests {
     /// after the alignment every centre error is 0 and the rotation errors are 0, 2, 2, 2°
     /// (median 2°), as computed by hand; the extent is the largest distance between
     /// ground-truth centres, √2.
+    #[test]
+    fn the_first_filter_scales_with_the_image_above_the_reference_side() {
+        // The Strecha scenes' 1536 px and anything smaller: 1 px.
+        assert_eq!(first_filter_px(1536), Some(1.0));
+        assert_eq!(first_filter_px(640), Some(1.0));
+        // The released Strecha images (3072 px): 2 px; a 4000 px photo: 4000 / 1536 px.
+        assert_eq!(first_filter_px(3072), Some(2.0));
+        assert_eq!(first_filter_px(4000), Some(4000.0 / 1536.0));
+        // At four times the reference the tight run would be COLMAP's own 4 px: none.
+        assert_eq!(first_filter_px(6144), None);
+        assert_eq!(first_filter_px(9000), None);
+    }
+
     #[test]
     fn evaluate_undoes_a_known_similarity_and_measures_a_known_rotation_error() {
         let z = [0.0, 0.0, 1.0];

@@ -554,14 +554,14 @@ impl BenchReport {
                         focal.len()
                     ));
                 }
-                // And descl sfm's runs whose 1 px first try was not kept (COLMAP's pipeline
+                // And descl sfm's runs whose tight first try was not kept (COLMAP's pipeline
                 // always maps at its 4 px).
                 let wide = r
                     .filters_px()
                     .into_iter()
                     .filter(|&f| {
                         m.as_str() != crate::eval::reconstruction::COLMAP_SIFT_PIPELINE
-                            && f != crate::sfm::SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX
+                            && f >= crate::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX
                     })
                     .collect::<Vec<_>>();
                 if let Some(f) = wide.first() {

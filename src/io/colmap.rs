@@ -614,6 +614,18 @@ pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize
     Ok(images.len())
 }
 
+/// The longest image side of the database's cameras, pixels (0 for a database without
+/// cameras): what [`crate::sfm::first_filter_px`] scales the mapper's first filter by.
+pub fn max_camera_side(path: &Path) -> Result<u32> {
+    let conn = open_read_only(path)?;
+    let side: Option<i64> = conn
+        .query_row("SELECT MAX(MAX(width, height)) FROM cameras", [], |r| r.get(0))
+        .map_err(|e| database_error(path, e))?;
+    u32::try_from(side.unwrap_or(0).max(0)).map_err(|_| {
+        Error::format(path, "a camera's width or height does not fit 32 bits")
+    })
+}
+
 /// The cameras of the database at `path` whose focal length is not known
 /// (`prior_focal_length = 0`) and of a model [`set_unknown_focal_priors`] changes.
 pub fn count_unknown_focal_cameras(path: &Path) -> Result<usize> {
