@@ -369,3 +369,61 @@ fn bad_numeric_arguments_are_refused_before_any_work() {
     );
     assert!(!out.exists());
 }
+
+/// `--max-image-size` below the smallest image side the pipeline reads (16 px) shrank every
+/// image to a few pixels and gave empty or meaningless features with exit 0: it is a usage
+/// error (exit 2) when the flags are parsed, in every command that extracts; 0 (never shrink)
+/// and 16 still run.
+#[test]
+fn max_image_size_below_the_smallest_image_side_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("imgs");
+    std::fs::create_dir(&imgs).unwrap();
+    for name in ["a.png", "b.png"] {
+        gray_image(96, 64, false).save(imgs.join(name)).unwrap();
+    }
+    let min = descl::image::MIN_IMAGE_SIDE;
+    let expect = format!("max image size must be 0 (never shrink) or at least {min} pixels");
+    let out = dir.path().join("out");
+    let db = dir.path().join("t.db");
+    for value in ["1", "8", &(min - 1).to_string()] {
+        for cmd in [
+            descl()
+                .arg("extract")
+                .arg(&imgs)
+                .arg("--out")
+                .arg(&out)
+                .args(["-m", "sift"]),
+            descl()
+                .args(["match", "--exhaustive", "-m", "sift", "--images"])
+                .arg(&imgs)
+                .arg("--out-dir")
+                .arg(&out),
+            descl()
+                .arg("sfm")
+                .arg(&imgs)
+                .arg("--database")
+                .arg(&db)
+                .args(["-m", "sift"]),
+        ] {
+            let o = cmd.args(["--max-image-size", value]).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+            assert!(
+                err.contains(&expect) && err.contains(value),
+                "{cmd:?}: {err}"
+            );
+            assert!(!out.exists() && !db.exists(), "{cmd:?} left an output");
+        }
+    }
+    for value in ["0", &min.to_string()] {
+        let out = dir.path().join(format!("out-{value}"));
+        let (ok, _, err) = run(descl()
+            .arg("extract")
+            .arg(&imgs)
+            .arg("--out")
+            .arg(&out)
+            .args(["-m", "sift", "--max-image-size", value]));
+        assert!(ok, "--max-image-size {value}: {err}");
+    }
+}

@@ -16,7 +16,7 @@ use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUI
 use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL, SFM_DEFAULT_MODEL};
 use descl::names::SetInput;
-use descl::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
+use descl::pipeline::{check_max_image_size, Extractor, COLMAP_MAX_IMAGE_SIZE};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};
 
@@ -206,7 +206,7 @@ pub struct DescribeArgs {
     pub preset: Option<Preset>,
     /// Shrink images whose longer side exceeds N pixels before detection (COLMAP's default);
     /// keypoints are given in the original image's pixels. 0 = never.
-    #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N")]
+    #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N", value_parser = max_image_size_parser)]
     pub max_image_size: usize,
 }
 
@@ -386,6 +386,15 @@ pub fn contrast_threshold_parser(s: &str) -> Result<f32, String> {
     .check()
     .map(|_| v)
     .map_err(|e| e.to_string())
+}
+
+/// `--max-image-size`: checked as the pipeline checks it, when the flags are parsed (not per
+/// image, after work).
+pub fn max_image_size_parser(s: &str) -> Result<usize, String> {
+    let v = number(s)?;
+    check_max_image_size(v)
+        .map(|_| v)
+        .map_err(|e| e.to_string())
 }
 
 /// RANSAC's settings checked as verification checks them, when the flags are parsed (not per
