@@ -243,3 +243,70 @@ fn record_files_the_runs_numbers_in_the_model_card() {
     // The rewritten card still loads with its checksum.
     descl::model::card::ModelCard::load(&card_path).unwrap();
 }
+
+/// HPatches and Oxford ground-truth homographies that are singular, or whose values overflow
+/// when normalised by H[2][2], were taken as ground truth (every projected point then NaN or
+/// infinite, a pair's accuracy silently 0). The sequence is refused before any work, naming
+/// the file and the problem.
+#[test]
+fn singular_or_non_finite_ground_truth_homographies_are_refused() {
+    const IDENTITY: &str = "1 0 0\n0 1 0\n0 0 1\n";
+    let tmp = tempfile::tempdir().unwrap();
+    // A sequence folder in either release's layout (empty image files: the homographies are
+    // read before any image), `bad` replacing the homography of target 3.
+    let sequence = |root: &Path, hpatches: bool, bad: &str| -> PathBuf {
+        let dir = root.join("seq");
+        std::fs::create_dir_all(&dir).unwrap();
+        for k in 1..=6 {
+            let (image, h) = if hpatches {
+                (format!("{k}.ppm"), format!("H_1_{k}"))
+            } else {
+                (format!("img{k}.png"), format!("H1to{k}p"))
+            };
+            std::fs::write(dir.join(image), b"").unwrap();
+            if k > 1 {
+                let text = if k == 3 { bad } else { IDENTITY };
+                std::fs::write(dir.join(&h), text).unwrap();
+            }
+        }
+        dir.join(if hpatches { "H_1_3" } else { "H1to3p" })
+    };
+    // Good sequences of each layout, beside the bad one of the other.
+    let (good_hp, good_ox) = (tmp.path().join("good-hp"), tmp.path().join("good-ox"));
+    sequence(&good_hp, true, IDENTITY);
+    sequence(&good_ox, false, IDENTITY);
+    for (case, bad, expect) in [
+        ("singular", "1 2 3\n2 4 6\n0 0 1\n", "singular"),
+        ("zero", "0 0 0\n0 0 0\n0 0 1\n", "singular"),
+        ("overflow", "1e300 0 0\n0 1 0\n0 0 1e-11\n", "not finite"),
+    ] {
+        for hpatches in [true, false] {
+            let root = tmp.path().join(format!("{case}-{hpatches}"));
+            let file = sequence(&root, hpatches, bad);
+            let (hp, ox) = if hpatches {
+                (&root, &good_ox)
+            } else {
+                (&good_hp, &root)
+            };
+            let flag = if hpatches {
+                "--hpatches-sequences"
+            } else {
+                "--oxford"
+            };
+            let out = descl()
+                .args(["bench", "sequences", "-m", "sift", "--hpatches-sequences"])
+                .arg(hp)
+                .arg("--oxford")
+                .arg(ox)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success()
+                    && err.contains(&file.display().to_string())
+                    && err.contains(expect),
+                "{case} {flag}: {err}"
+            );
+        }
+    }
+}
