@@ -265,7 +265,8 @@ pub struct MatchArgs {
     /// (`-m descl-hynet-sdgm-real25all-b1024`).
     #[arg(long, value_name = "D")]
     pub max_distance: Option<f32>,
-    /// Binary descriptors: keep matches whose second-best is at least G bits worse.
+    /// Binary descriptors: keep matches whose second-best is at least G bits worse (refused
+    /// for float descriptors, whose distances are not bit counts).
     #[arg(long, value_name = "G")]
     pub min_gap: Option<f32>,
     /// Keep the K best matches.
