@@ -354,3 +354,33 @@ fn single_camera_over_images_of_two_sizes_is_refused() {
     assert!(err.contains("zz.png: 800×640 pixels"), "{err}");
     assert!(err.contains("1536×1024 (0000.jpg)"), "{err}");
 }
+
+/// With `--geometry none` no pair is verified: the summary said "0 verified (mean … matches,
+/// 0 inliers per pair)", which reads as every verification failing. It says the pairs were
+/// not verified.
+#[test]
+fn geometry_none_says_the_pairs_were_not_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    for name in ["a.png", "b.png"] {
+        common::gray_image(320, 240, false)
+            .save(images.join(name))
+            .unwrap();
+    }
+    let db = dir.path().join("g.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args(["-m", "sift", "--max-keypoints", "300", "--geometry", "none"]));
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("1 pairs, not verified (--geometry none; mean ")
+            && !err.contains("0 verified")
+            && !err.contains("inliers per pair"),
+        "{err}"
+    );
+    assert_eq!(count(&db, "matches"), 1);
+}

@@ -316,14 +316,23 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         &extractor,
         &bar,
     )?;
+    // Without a geometry no pair is verified: "0 verified (… 0 inliers per pair)" would read
+    // as every verification failing.
+    let verified = match cfg.pair.geometry {
+        Some(_) => format!(
+            "{} verified (mean {:.0} matches, {:.0} inliers per pair)",
+            summary.verified_pairs, summary.mean_matches, summary.mean_inliers
+        ),
+        None => format!(
+            "not verified (--geometry none; mean {:.0} matches per pair)",
+            summary.mean_matches
+        ),
+    };
     eprintln!(
-        "{}: {} images, {} pairs, {} verified (mean {:.0} matches, {:.0} inliers per pair)",
+        "{}: {} images, {} pairs, {verified}",
         summary.database.display(),
         summary.images.len(),
         summary.pairs,
-        summary.verified_pairs,
-        summary.mean_matches,
-        summary.mean_inliers
     );
     let mut out = serde_json::json!({ "database": summary });
     let mut seconds = serde_json::json!({
