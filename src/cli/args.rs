@@ -139,13 +139,17 @@ impl From<CameraModelArg> for CameraModel {
     }
 }
 
-/// Detector defaults of a command.
+/// Detector defaults of a command. The variants' doc comments are `--preset`'s help text,
+/// which clap prints verbatim: plain words and numbers, no rustdoc links (the numbers are
+/// `DEFAULT_MAX_KEYPOINTS`, `DEFAULT_CONTRAST_THRESHOLD` and `descl::sfm::sfm_detector`'s;
+/// tests/cli_extract.rs checks them against the constants).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
-    /// `descl extract` / `descl match`: the [`DEFAULT_MAX_KEYPOINTS`] strongest DoG frames at
-    /// OpenCV's contrast threshold.
+    /// descl extract's and descl match's: the 2048 strongest DoG frames at OpenCV's contrast
+    /// threshold 0.04.
     Match,
-    /// `descl sfm`: [`descl::sfm::sfm_detector`].
+    /// descl sfm's: 8192 DoG frames chosen as COLMAP chooses its features, at COLMAP's peak
+    /// threshold (0.02 in OpenCV's units).
     Sfm,
 }
 
