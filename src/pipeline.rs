@@ -4,10 +4,10 @@
 
 use crate::describe::{Describer, Pending};
 use crate::detect::{detect, DetectorConfig};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::features::{FeatureMeta, Features};
 use crate::frame::{Detection, Frame};
-use crate::image::{load_gray, GrayImage};
+use crate::image::{load_gray, GrayImage, MIN_IMAGE_SIDE};
 use crate::model::Device;
 use crate::patch::PatchSampler;
 use crate::progress::Progress;
@@ -21,6 +21,19 @@ use std::time::Instant;
 /// before detection (a 48 MP photo otherwise takes ~11 GB in OpenCV's DoG), and the keypoints
 /// are mapped back to the original pixels.
 pub const COLMAP_MAX_IMAGE_SIZE: usize = 3200;
+
+/// Checks a `max_image_size` (the longer side images are shrunk to; 0: never): a size below
+/// [`MIN_IMAGE_SIDE`] would shrink every image below the smallest image the pipeline reads,
+/// where no detector finds anything stable, so it is refused rather than giving features of a
+/// thumbnail (the command line refuses it when it parses `--max-image-size`).
+pub fn check_max_image_size(pixels: usize) -> Result<()> {
+    if pixels != 0 && pixels < MIN_IMAGE_SIDE {
+        return Err(Error::InvalidInput(format!(
+            "max image size must be 0 (never shrink) or at least {MIN_IMAGE_SIDE} pixels, the smallest image side descl reads, got {pixels}"
+        )));
+    }
+    Ok(())
+}
 
 /// Images prepared together by [`Extractor::extract_each`] and described in one network
 /// batch (runs of up to `MAX_CHUNK` patches spanning the images).
@@ -188,6 +201,7 @@ impl Extractor {
     /// the result ([`Extractor::describe_detected`]): the benchmarks detect each image once and
     /// describe the same frames with every method.
     pub fn detect<'a>(&self, img: &'a GrayImage) -> Result<Detected<'a>> {
+        check_max_image_size(self.max_image_size)?;
         let longer = img.width.max(img.height);
         let (work, scale) = if self.max_image_size > 0 && longer > self.max_image_size {
             let s = self.max_image_size as f32 / longer as f32;

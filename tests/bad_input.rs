@@ -369,3 +369,199 @@ fn bad_numeric_arguments_are_refused_before_any_work() {
     );
     assert!(!out.exists());
 }
+
+/// `--max-image-size` below the smallest image side the pipeline reads (16 px) shrank every
+/// image to a few pixels and gave empty or meaningless features with exit 0: it is a usage
+/// error (exit 2) when the flags are parsed, in every command that extracts; 0 (never shrink)
+/// and 16 still run.
+#[test]
+fn max_image_size_below_the_smallest_image_side_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("imgs");
+    std::fs::create_dir(&imgs).unwrap();
+    for name in ["a.png", "b.png"] {
+        gray_image(96, 64, false).save(imgs.join(name)).unwrap();
+    }
+    let min = descl::image::MIN_IMAGE_SIDE;
+    let expect = format!("max image size must be 0 (never shrink) or at least {min} pixels");
+    let out = dir.path().join("out");
+    let db = dir.path().join("t.db");
+    for value in ["1", "8", &(min - 1).to_string()] {
+        for cmd in [
+            descl()
+                .arg("extract")
+                .arg(&imgs)
+                .arg("--out")
+                .arg(&out)
+                .args(["-m", "sift"]),
+            descl()
+                .args(["match", "--exhaustive", "-m", "sift", "--images"])
+                .arg(&imgs)
+                .arg("--out-dir")
+                .arg(&out),
+            descl()
+                .arg("sfm")
+                .arg(&imgs)
+                .arg("--database")
+                .arg(&db)
+                .args(["-m", "sift"]),
+        ] {
+            let o = cmd.args(["--max-image-size", value]).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+            assert!(
+                err.contains(&expect) && err.contains(value),
+                "{cmd:?}: {err}"
+            );
+            assert!(!out.exists() && !db.exists(), "{cmd:?} left an output");
+        }
+    }
+    for value in ["0", &min.to_string()] {
+        let out = dir.path().join(format!("out-{value}"));
+        let (ok, _, err) = run(descl()
+            .arg("extract")
+            .arg(&imgs)
+            .arg("--out")
+            .arg(&out)
+            .args(["-m", "sift", "--max-image-size", value]));
+        assert!(ok, "--max-image-size {value}: {err}");
+    }
+}
+
+/// A COLMAP `images.bin` of `(name, quaternion, translation)` poses (no 2-D points) and an
+/// empty `points3D.bin` in `dir`: a model as `colmap mapper` writes it.
+fn write_colmap_model(dir: &Path, poses: &[(&str, [f64; 4], [f64; 3])]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut b = (poses.len() as u64).to_le_bytes().to_vec();
+    for (id, (name, q, t)) in poses.iter().enumerate() {
+        b.extend((id as u32 + 1).to_le_bytes());
+        for v in q.iter().chain(t) {
+            b.extend(v.to_le_bytes());
+        }
+        b.extend(1u32.to_le_bytes());
+        b.extend(name.as_bytes());
+        b.push(0);
+        b.extend(0u64.to_le_bytes());
+    }
+    std::fs::write(dir.join("images.bin"), b).unwrap();
+    std::fs::write(dir.join("points3D.bin"), 0u64.to_le_bytes()).unwrap();
+}
+
+/// A Strecha `.camera` file: K, no distortion, camera-to-world R, centre C, size.
+fn strecha_camera(r: [[f64; 3]; 3], c: [f64; 3]) -> String {
+    let row = |v: [f64; 3]| format!("{} {} {}\n", v[0], v[1], v[2]);
+    format!(
+        "1000 0 320\n0 1000 240\n0 0 1\n0 0 0\n{}{}{}{}640 480\n",
+        row(r[0]),
+        row(r[1]),
+        row(r[2]),
+        row(c)
+    )
+}
+
+/// `descl sfm evaluate` scored a model whose poses were NaN (its errors NaN, printed as
+/// numbers) and took Strecha cameras holding NaN or inf as ground truth. Each is refused,
+/// naming the file and the problem; the same model and cameras with finite values score 0.
+#[test]
+fn non_finite_poses_and_ground_truth_are_refused_by_sfm_evaluate() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = dir.path().join("scene");
+    let cameras = scene.join("cameras");
+    std::fs::create_dir_all(&cameras).unwrap();
+    const I: [[f64; 3]; 3] = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+    let centres = [
+        [0.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0],
+        [0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0],
+    ];
+    let names = ["0000.jpg", "0001.jpg", "0002.jpg", "0003.jpg"];
+    let write_cameras = |bad: Option<(usize, [[f64; 3]; 3], [f64; 3])>| {
+        for (k, (name, c)) in names.iter().zip(centres).enumerate() {
+            let (r, c) = match bad {
+                Some((b, r, c)) if b == k => (r, c),
+                _ => (I, c),
+            };
+            std::fs::write(cameras.join(format!("{name}.camera")), strecha_camera(r, c)).unwrap();
+        }
+    };
+    // Identity rotations: t = −C.
+    let poses = |bad: Option<(usize, [f64; 4], [f64; 3])>| -> Vec<(&str, [f64; 4], [f64; 3])> {
+        names
+            .iter()
+            .zip(centres)
+            .enumerate()
+            .map(|(k, (name, c))| match bad {
+                Some((b, q, t)) if b == k => (*name, q, t),
+                _ => (*name, [1.0, 0.0, 0.0, 0.0], c.map(|v| -v)),
+            })
+            .collect()
+    };
+    let evaluate = |model: &Path| {
+        run(descl()
+            .args(["sfm", "evaluate"])
+            .arg(model)
+            .arg("--strecha")
+            .arg(&scene)
+            .arg("--json"))
+    };
+    write_cameras(None);
+    let good = dir.path().join("good");
+    write_colmap_model(&good, &poses(None));
+    let (ok, stdout, stderr) = evaluate(&good);
+    assert!(ok, "{stderr}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["registered"], 4, "{j}");
+    assert!(j["median_centre_error"].as_f64().unwrap() < 1e-9, "{j}");
+
+    let nan = f64::NAN;
+    for (case, bad, expect) in [
+        (
+            "nan-quaternion",
+            (1, [nan, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0]),
+            "not finite",
+        ),
+        (
+            "inf-translation",
+            (2, [1.0, 0.0, 0.0, 0.0], [0.0, f64::INFINITY, 0.0]),
+            "not finite",
+        ),
+        (
+            "zero-quaternion",
+            (3, [0.0; 4], [0.0, 0.0, -1.0]),
+            "norm zero",
+        ),
+    ] {
+        let model = dir.path().join(case);
+        write_colmap_model(&model, &poses(Some(bad)));
+        let (ok, _, stderr) = evaluate(&model);
+        let file = model.join("images.bin").display().to_string();
+        assert!(
+            !ok && stderr.contains(&file)
+                && stderr.contains(names[bad.0])
+                && stderr.contains(expect),
+            "{case}: {stderr}"
+        );
+    }
+
+    let mut nan_r = I;
+    nan_r[1][1] = nan;
+    for (bad, expect) in [
+        ((1, nan_r, centres[1]), "R (line 5–7) holds NaN"),
+        (
+            (2, I, [0.0, f64::NEG_INFINITY, 0.0]),
+            "camera centre (line 8) holds -inf",
+        ),
+    ] {
+        write_cameras(Some(bad));
+        let (ok, _, stderr) = evaluate(&good);
+        let file = cameras
+            .join(format!("{}.camera", names[bad.0]))
+            .display()
+            .to_string();
+        assert!(
+            !ok && stderr.contains(&file) && stderr.contains(expect),
+            "{expect}: {stderr}"
+        );
+    }
+}

@@ -461,3 +461,61 @@ fn installed_layout_finds_models_and_ort_beside_the_executable() {
         fake.display()
     );
 }
+
+/// clap prints doc comments verbatim: `--preset`'s help once showed rustdoc links
+/// ("[`DEFAULT_MAX_KEYPOINTS`]", "[`descl::sfm::sfm_detector`]") instead of the numbers. Every
+/// subcommand's help is plain text, and the presets state the numbers the library uses.
+#[test]
+fn help_texts_are_plain_words_with_the_presets_numbers() {
+    let help = |args: &[&str]| {
+        let (ok, stdout, stderr) = run(descl().args(args).arg("--help"));
+        assert!(ok, "{args:?} --help: {stderr}");
+        stdout
+    };
+    for args in [
+        &["extract"][..],
+        &["match"],
+        &["pairs"],
+        &["sfm"],
+        &["sfm", "merge"],
+        &["sfm", "evaluate"],
+        &["bench"],
+        &["models"],
+    ] {
+        let text = help(args);
+        assert!(
+            !text.contains("[`") && !text.contains("`]"),
+            "{args:?} --help shows rustdoc link syntax:\n{text}"
+        );
+    }
+    let extract = help(&["extract"]);
+    // clap's long help lists a ValueEnum's variants as "- NAME: doc", then a blank line.
+    let preset = &extract[extract.find("--preset").expect("--preset in the help")..];
+    let variant = |name: &str| {
+        let from = &preset[preset.find(&format!("- {name}:")).expect(name)..];
+        from[..from.find("\n\n").unwrap_or(from.len())].to_string()
+    };
+    let (matching, sfm) = (variant("match"), variant("sfm"));
+    let matching = &matching[..matching.find("- sfm:").unwrap_or(matching.len())];
+    let sfm_detector = descl::sfm::sfm_detector();
+    for (text, numbers) in [
+        (
+            matching,
+            [
+                descl::detect::DEFAULT_MAX_KEYPOINTS.to_string(),
+                descl::detect::DEFAULT_CONTRAST_THRESHOLD.to_string(),
+            ],
+        ),
+        (
+            sfm.as_str(),
+            [
+                sfm_detector.max_keypoints.to_string(),
+                sfm_detector.contrast_threshold.to_string(),
+            ],
+        ),
+    ] {
+        for n in numbers {
+            assert!(text.contains(&n), "{n} not in {text:?}\n{extract}");
+        }
+    }
+}

@@ -243,3 +243,169 @@ fn record_files_the_runs_numbers_in_the_model_card() {
     // The rewritten card still loads with its checksum.
     descl::model::card::ModelCard::load(&card_path).unwrap();
 }
+
+/// A data folder that is not there, or is a file, ran nothing and exited 0 with an empty
+/// report (`$DESCL_DATA` pointing nowhere, a folder flag under `bench all`). It is an error
+/// naming the folder and the suite, before any work; `bench all` still skips the suites whose
+/// folder under the data root is absent.
+#[test]
+fn a_missing_data_folder_is_an_error_naming_it_and_the_suite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (empty, file) = (tmp.path().join("empty"), tmp.path().join("file"));
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(&file, b"not a folder").unwrap();
+    let absent = tmp.path().join("absent");
+    let fails = |cmd: &mut Command, expect: &[&str]| {
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{cmd:?} succeeded: {err}");
+        for e in expect {
+            assert!(err.contains(e), "{cmd:?}: {e:?} not in {err}");
+        }
+    };
+    let (absent_s, file_s) = (absent.display().to_string(), file.display().to_string());
+    for (root, what) in [(&absent_s, "no such folder"), (&file_s, "not a folder")] {
+        for suite in ["sequences", "pose", "all"] {
+            fails(
+                descl()
+                    .env("DESCL_DATA", root)
+                    .args(["bench", suite, "-m", "sift"]),
+                &["$DESCL_DATA", root, what],
+            );
+            fails(
+                descl()
+                    .env("DESCL_DATA", &empty)
+                    .args(["bench", suite, "-m", "sift", "--data", root]),
+                &["--data", root, what],
+            );
+        }
+        // A folder flag given is checked under `all` too.
+        fails(
+            descl().env("DESCL_DATA", &empty).args([
+                "bench",
+                "all",
+                "-m",
+                "sift",
+                "--strecha",
+                root,
+            ]),
+            &["--strecha", root, what, "pose and sfm suites"],
+        );
+    }
+    // A suite's folder flag that is a file, and a folder under the data root that is absent:
+    // each named with the suite.
+    fails(
+        descl().env("DESCL_DATA", &empty).args([
+            "bench",
+            "matching-score",
+            "-m",
+            "sift",
+            "--oxford",
+            &file_s,
+        ]),
+        &["--oxford", &file_s, "not a folder", "matching-score"],
+    );
+    fails(
+        descl()
+            .env("DESCL_DATA", &empty)
+            .args(["bench", "pose", "-m", "sift"]),
+        &[
+            &empty.join("strecha").display().to_string(),
+            "no such folder",
+            "pose suite",
+        ],
+    );
+    // No folder and no data root (the library's view when neither is there): an error naming
+    // the suite, not an empty report.
+    for suite in [
+        descl::eval::suite::Suite::Sequences,
+        descl::eval::suite::Suite::Pose,
+        descl::eval::suite::Suite::Phototour,
+        descl::eval::suite::Suite::Hpatches,
+    ] {
+        let cfg = descl::eval::suite::BenchConfig {
+            suites: vec![suite],
+            skip_missing: false,
+            data: descl::eval::suite::DataPaths::default(),
+            split: "a".into(),
+            max_keypoints: 100,
+            sfm_max_keypoints: 100,
+            sfm_runs: 1,
+            command: "test".into(),
+        };
+        let err = descl::eval::suite::run(&cfg, &[], &descl::progress::Silent)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("the {} suite has no data", suite.name())),
+            "{err}"
+        );
+    }
+}
+
+/// HPatches and Oxford ground-truth homographies that are singular, or whose values overflow
+/// when normalised by H[2][2], were taken as ground truth (every projected point then NaN or
+/// infinite, a pair's accuracy silently 0). The sequence is refused before any work, naming
+/// the file and the problem.
+#[test]
+fn singular_or_non_finite_ground_truth_homographies_are_refused() {
+    const IDENTITY: &str = "1 0 0\n0 1 0\n0 0 1\n";
+    let tmp = tempfile::tempdir().unwrap();
+    // A sequence folder in either release's layout (empty image files: the homographies are
+    // read before any image), `bad` replacing the homography of target 3.
+    let sequence = |root: &Path, hpatches: bool, bad: &str| -> PathBuf {
+        let dir = root.join("seq");
+        std::fs::create_dir_all(&dir).unwrap();
+        for k in 1..=6 {
+            let (image, h) = if hpatches {
+                (format!("{k}.ppm"), format!("H_1_{k}"))
+            } else {
+                (format!("img{k}.png"), format!("H1to{k}p"))
+            };
+            std::fs::write(dir.join(image), b"").unwrap();
+            if k > 1 {
+                let text = if k == 3 { bad } else { IDENTITY };
+                std::fs::write(dir.join(&h), text).unwrap();
+            }
+        }
+        dir.join(if hpatches { "H_1_3" } else { "H1to3p" })
+    };
+    // Good sequences of each layout, beside the bad one of the other.
+    let (good_hp, good_ox) = (tmp.path().join("good-hp"), tmp.path().join("good-ox"));
+    sequence(&good_hp, true, IDENTITY);
+    sequence(&good_ox, false, IDENTITY);
+    for (case, bad, expect) in [
+        ("singular", "1 2 3\n2 4 6\n0 0 1\n", "singular"),
+        ("zero", "0 0 0\n0 0 0\n0 0 1\n", "singular"),
+        ("overflow", "1e300 0 0\n0 1 0\n0 0 1e-11\n", "not finite"),
+    ] {
+        for hpatches in [true, false] {
+            let root = tmp.path().join(format!("{case}-{hpatches}"));
+            let file = sequence(&root, hpatches, bad);
+            let (hp, ox) = if hpatches {
+                (&root, &good_ox)
+            } else {
+                (&good_hp, &root)
+            };
+            let flag = if hpatches {
+                "--hpatches-sequences"
+            } else {
+                "--oxford"
+            };
+            let out = descl()
+                .args(["bench", "sequences", "-m", "sift", "--hpatches-sequences"])
+                .arg(hp)
+                .arg("--oxford")
+                .arg(ox)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success()
+                    && err.contains(&file.display().to_string())
+                    && err.contains(expect),
+                "{case} {flag}: {err}"
+            );
+        }
+    }
+}

@@ -543,3 +543,65 @@ fn absurd_keypoints_and_empty_image_sizes_are_refused() {
     );
     assert!(!db.exists(), "{err}");
 }
+
+/// `--min-gap` filters Hamming distances (bits) of binary descriptors; on float descriptors
+/// it was applied to L2 distances, silently keeping everything or dropping matches for no
+/// reason. It is refused for float descriptors with every matcher, in a pair and in a set,
+/// naming the flag and the descriptor kind; binary descriptors take it.
+#[test]
+fn min_gap_is_refused_for_float_descriptors() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("set");
+    std::fs::create_dir(&set).unwrap();
+    let a = write(&set, "a.npz", &float_features(50, 128, 1));
+    let b = write(&set, "b.npz", &float_features(50, 128, 2));
+    let expect = [
+        "--min-gap",
+        "binary descriptors",
+        "these descriptors are float",
+    ];
+    for matcher in ["exact", "guided", "approx"] {
+        let (ok, _, err) = run(descl().arg("match").arg(&a).arg(&b).args([
+            "--min-gap",
+            "2",
+            "--matcher",
+            matcher,
+        ]));
+        assert!(!ok, "{matcher}: should fail: {err}");
+        for e in expect {
+            assert!(err.contains(e), "{matcher}: {e:?} not in {err}");
+        }
+    }
+    let out = dir.path().join("out");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--min-gap", "2", "--images"])
+        .arg(&set)
+        .arg("--out-dir")
+        .arg(&out));
+    assert!(!ok, "should fail: {err}");
+    for e in expect {
+        assert!(err.contains(e), "{e:?} not in {err}");
+    }
+    // Binary descriptors: the gap is in bits.
+    let binary = |name: &str, seed: u64| Features {
+        frames: frames(50),
+        scores: vec![1.0; 50],
+        descriptors: Descriptors::Binary(
+            (0..50u64)
+                .map(|i| [i * 7919 + seed, i ^ seed, !i, i << 3])
+                .collect(),
+        ),
+        meta: meta(name),
+    };
+    let (ba, bb) = (
+        write(dir.path(), "ba.npz", &binary("ba.png", 1)),
+        write(dir.path(), "bb.npz", &binary("bb.png", 2)),
+    );
+    let (ok, _, err) =
+        run(descl()
+            .arg("match")
+            .arg(&ba)
+            .arg(&bb)
+            .args(["--min-gap", "2", "--geometry", "none"]));
+    assert!(ok, "{err}");
+}

@@ -347,7 +347,14 @@ fn single_camera_over_images_of_two_sizes_is_refused() {
         .arg(&images)
         .arg("--database")
         .arg(&db)
-        .args(["-m", "sift", "--max-keypoints", "300", "--max-image-size", "640"])
+        .args([
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "300",
+            "--max-image-size",
+            "640",
+        ])
         .arg("--single-camera"));
     assert!(!ok, "{err}");
     assert!(!db.exists(), "{err}");
@@ -360,7 +367,8 @@ fn single_camera_over_images_of_two_sizes_is_refused() {
 /// settings, and the seconds of each stage, which add up to no more than the whole run.
 #[test]
 fn the_json_summary_names_its_settings_and_times_each_stage() {
-    let Some(data) = common::data_root_or_skip("the_json_summary_names_its_settings_and_times_each_stage")
+    let Some(data) =
+        common::data_root_or_skip("the_json_summary_names_its_settings_and_times_each_stage")
     else {
         return;
     };
@@ -374,13 +382,24 @@ fn the_json_summary_names_its_settings_and_times_each_stage() {
         .arg(&images)
         .arg("--database")
         .arg(&db)
-        .args(["-m", "sift", "--max-keypoints", "500", "--max-image-size", "640", "--json"]));
+        .args([
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "500",
+            "--max-image-size",
+            "640",
+            "--json",
+        ]));
     assert!(ok, "{err}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(out["extract"]["model"], "sift", "{out}");
     assert_eq!(out["extract"]["detector"]["max_keypoints"], 500, "{out}");
     assert_eq!(out["extract"]["max_image_size"], 640, "{out}");
-    assert_eq!(out["database"]["pair_config"]["planar_check"], true, "{out}");
+    assert_eq!(
+        out["database"]["pair_config"]["planar_check"], true,
+        "{out}"
+    );
     let s = &out["seconds"];
     let (features, pairs, total) = (
         s["features"].as_f64().unwrap(),
@@ -392,4 +411,34 @@ fn the_json_summary_names_its_settings_and_times_each_stage() {
     // No --reconstruct: no mapper time.
     assert!(s.get("mapper").is_none(), "{s}");
     assert!(err.contains("time: "), "{err}");
+}
+
+/// With `--geometry none` no pair is verified: the summary said "0 verified (mean … matches,
+/// 0 inliers per pair)", which reads as every verification failing. It says the pairs were
+/// not verified.
+#[test]
+fn geometry_none_says_the_pairs_were_not_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    for name in ["a.png", "b.png"] {
+        common::gray_image(320, 240, false)
+            .save(images.join(name))
+            .unwrap();
+    }
+    let db = dir.path().join("g.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args(["-m", "sift", "--max-keypoints", "300", "--geometry", "none"]));
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("1 pairs, not verified (--geometry none; mean ")
+            && !err.contains("0 verified")
+            && !err.contains("inliers per pair"),
+        "{err}"
+    );
+    assert_eq!(count(&db, "matches"), 1);
 }

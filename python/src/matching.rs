@@ -26,7 +26,7 @@ const _: () = assert!(LOWE_RATIO == 0.8);
 /// mutual: keep i → j only if i is also j's nearest neighbour.
 /// ratio: Lowe's ratio test, keep if d1 < ratio · d2; None turns it off.
 /// max_distance: keep if d1 ≤ max_distance (L2, or bits for binary).
-/// min_gap: keep if d2 − d1 ≥ min_gap (meant for binary, in bits).
+/// min_gap: keep if d2 − d1 ≥ min_gap, in bits: binary descriptors only (refused for float).
 /// top_k: keep the k matches of smallest distance.
 ///
 /// Returns a dict: matches (K×2 int64: index in desc0, index in desc1, sorted by the first),

@@ -16,7 +16,7 @@ use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUI
 use descl::matching::MatchConfig;
 use descl::model::{Device, DEFAULT_MODEL, SFM_DEFAULT_MODEL};
 use descl::names::SetInput;
-use descl::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
+use descl::pipeline::{check_max_image_size, Extractor, COLMAP_MAX_IMAGE_SIZE};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};
 
@@ -139,13 +139,17 @@ impl From<CameraModelArg> for CameraModel {
     }
 }
 
-/// Detector defaults of a command.
+/// Detector defaults of a command. The variants' doc comments are `--preset`'s help text,
+/// which clap prints verbatim: plain words and numbers, no rustdoc links (the numbers are
+/// `DEFAULT_MAX_KEYPOINTS`, `DEFAULT_CONTRAST_THRESHOLD` and `descl::sfm::sfm_detector`'s;
+/// tests/cli_extract.rs checks them against the constants).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
-    /// `descl extract` / `descl match`: the [`DEFAULT_MAX_KEYPOINTS`] strongest DoG frames at
-    /// OpenCV's contrast threshold.
+    /// descl extract's and descl match's: the 2048 strongest DoG frames at OpenCV's contrast
+    /// threshold 0.04.
     Match,
-    /// `descl sfm`: [`descl::sfm::sfm_detector`].
+    /// descl sfm's: 8192 DoG frames chosen as COLMAP chooses its features, at COLMAP's peak
+    /// threshold (0.02 in OpenCV's units).
     Sfm,
 }
 
@@ -207,7 +211,7 @@ pub struct DescribeArgs {
     pub preset: Option<Preset>,
     /// Shrink images whose longer side exceeds N pixels before detection (COLMAP's default);
     /// keypoints are given in the original image's pixels. 0 = never.
-    #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N")]
+    #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N", value_parser = max_image_size_parser)]
     pub max_image_size: usize,
 }
 
@@ -266,7 +270,8 @@ pub struct MatchArgs {
     /// (`-m descl-hynet-sdgm-real25all-b1024`).
     #[arg(long, value_name = "D")]
     pub max_distance: Option<f32>,
-    /// Binary descriptors: keep matches whose second-best is at least G bits worse.
+    /// Binary descriptors: keep matches whose second-best is at least G bits worse (refused
+    /// for float descriptors, whose distances are not bit counts).
     #[arg(long, value_name = "G")]
     pub min_gap: Option<f32>,
     /// Keep the K best matches.
@@ -387,6 +392,15 @@ pub fn contrast_threshold_parser(s: &str) -> Result<f32, String> {
     .check()
     .map(|_| v)
     .map_err(|e| e.to_string())
+}
+
+/// `--max-image-size`: checked as the pipeline checks it, when the flags are parsed (not per
+/// image, after work).
+pub fn max_image_size_parser(s: &str) -> Result<usize, String> {
+    let v = number(s)?;
+    check_max_image_size(v)
+        .map(|_| v)
+        .map_err(|e| e.to_string())
 }
 
 /// RANSAC's settings checked as verification checks them, when the flags are parsed (not per

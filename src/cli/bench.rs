@@ -103,6 +103,64 @@ pub struct Args {
 }
 
 impl Args {
+    /// Refuses data folders that are not there before any work: a folder flag given (`--data`,
+    /// `--oxford`, …) or `$DESCL_DATA` set must name a folder, for `all` too (which skips only
+    /// the suites whose folder under the data root is absent), and `all` needs some data.
+    /// Otherwise a run reads nothing and exits 0 with an empty report.
+    fn check_data_folders(&self) -> anyhow::Result<()> {
+        // `$DESCL_DATA` is the data root when `--data` is not given.
+        let env = std::env::var_os(descl::data::DATA_ENV)
+            .map(PathBuf::from)
+            .filter(|_| self.data.is_none());
+        let env_name = format!("${}", descl::data::DATA_ENV);
+        let given = [
+            ("--data", &self.data, "every suite"),
+            (env_name.as_str(), &env, "every suite"),
+            (
+                "--oxford",
+                &self.oxford,
+                "the sequences, robustness and matching-score suites",
+            ),
+            (
+                "--hpatches-sequences",
+                &self.hpatches_sequences,
+                "the sequences and robustness suites",
+            ),
+            ("--strecha", &self.strecha, "the pose and sfm suites"),
+            (
+                "--hpatches-patches",
+                &self.hpatches_patches,
+                "the hpatches suite",
+            ),
+            (
+                "--hpatches-tasks",
+                &self.hpatches_tasks,
+                "the hpatches suite",
+            ),
+            ("--phototour", &self.phototour, "the phototour suite"),
+        ];
+        for (flag, dir, suites) in &given {
+            let Some(d) = dir else { continue };
+            if !d.is_dir() {
+                let what = if d.exists() {
+                    "not a folder"
+                } else {
+                    "no such folder"
+                };
+                anyhow::bail!("{flag} {}: {what} (the data of {suites})", d.display());
+            }
+        }
+        let any_given = given.iter().any(|(_, dir, _)| dir.is_some());
+        if self.suites.contains(&SuiteArg::All) && !any_given && descl::data::data_root().is_none()
+        {
+            anyhow::bail!(
+                "bench all: no data: there is no data root (${} or ../shared/data); give --data DIR or the suites' folders",
+                descl::data::DATA_ENV
+            );
+        }
+        Ok(())
+    }
+
     fn config(&self) -> BenchConfig {
         let all = self.suites.contains(&SuiteArg::All);
         let suites = match &self.suites[..] {
@@ -162,6 +220,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(p) = &args.json {
         descl::io::atomic::check_writable(p)?;
     }
+    args.check_data_folders()?;
     let cfg = args.config();
     let specs = if args.methods.is_empty() {
         let mut specs = vec![

@@ -316,14 +316,23 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         &extractor,
         &bar,
     )?;
+    // Without a geometry no pair is verified: "0 verified (… 0 inliers per pair)" would read
+    // as every verification failing.
+    let verified = match cfg.pair.geometry {
+        Some(_) => format!(
+            "{} verified (mean {:.0} matches, {:.0} inliers per pair)",
+            summary.verified_pairs, summary.mean_matches, summary.mean_inliers
+        ),
+        None => format!(
+            "not verified (--geometry none; mean {:.0} matches per pair)",
+            summary.mean_matches
+        ),
+    };
     eprintln!(
-        "{}: {} images, {} pairs, {} verified (mean {:.0} matches, {:.0} inliers per pair)",
+        "{}: {} images, {} pairs, {verified}",
         summary.database.display(),
         summary.images.len(),
         summary.pairs,
-        summary.verified_pairs,
-        summary.mean_matches,
-        summary.mean_inliers
     );
     // What made the database: the model (name and card SHA-256) and every detector setting
     // (the matching and verification settings are the summary's `pair_config`).
@@ -422,25 +431,28 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<(serde_json::
         recon.num_points,
         recon.mean_reprojection_error
     );
-    Ok((serde_json::json!({
-        "path": recon.path,
-        "registered_images": recon.images.len(),
-        "total_images": total_images,
-        "num_points": recon.num_points,
-        "mean_reprojection_error_px": recon.mean_reprojection_error,
-        "mean_track_length": recon.mean_track_length,
-        "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
-        "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
-        "retriangulated_at_filter_px": mapped.retriangulated_at_px,
-        "retriangulation_error": mapped.retriangulation_error,
-        "registrable_images": mapped.registrable_images,
-        // Either fallback made the model; `angle_fallback`: the 8° one.
-        "fallback": mapped.fallback(),
-        "angle_fallback": mapped.angle_fallback(),
-        "focal_prior_factor": mapped.focal_prior_factor(),
-        "mapper_runs": mapped.attempts,
-        "images": recon.images,
-    }), started.elapsed().as_secs_f64()))
+    Ok((
+        serde_json::json!({
+            "path": recon.path,
+            "registered_images": recon.images.len(),
+            "total_images": total_images,
+            "num_points": recon.num_points,
+            "mean_reprojection_error_px": recon.mean_reprojection_error,
+            "mean_track_length": recon.mean_track_length,
+            "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
+            "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
+            "retriangulated_at_filter_px": mapped.retriangulated_at_px,
+            "retriangulation_error": mapped.retriangulation_error,
+            "registrable_images": mapped.registrable_images,
+            // Either fallback made the model; `angle_fallback`: the 8° one.
+            "fallback": mapped.fallback(),
+            "angle_fallback": mapped.angle_fallback(),
+            "focal_prior_factor": mapped.focal_prior_factor(),
+            "mapper_runs": mapped.attempts,
+            "images": recon.images,
+        }),
+        started.elapsed().as_secs_f64(),
+    ))
 }
 
 /// A positive, finite number of pixels.

@@ -617,12 +617,16 @@ impl BenchReport {
             let runs: Vec<f64> = c.centre_errors_rel().into_iter().flatten().collect();
             let (lo, hi) = runs
                 .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &e| (l.min(e), h.max(e)));
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &e| {
+                    (l.min(e), h.max(e))
+                });
             for (m, by_scene) in &self.sfm {
                 if m == COLMAP_SIFT_PIPELINE {
                     continue;
                 }
-                let Some(r) = by_scene.get(scene) else { continue };
+                let Some(r) = by_scene.get(scene) else {
+                    continue;
+                };
                 let tally = wins.entry(m.as_str()).or_default();
                 tally.1 += 1;
                 let Some(a) = &r.accuracy else {

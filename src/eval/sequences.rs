@@ -31,8 +31,14 @@ pub struct HomographySequence {
     pub homographies: Vec<Mat3>,
 }
 
+/// Determinant magnitude, H[2][2] = 1, at or below which a ground-truth homography counts as
+/// singular: the one [`crate::eval::overlap::invert_homography`] uses, so a ground truth that
+/// loads can be inverted.
+const SINGULAR_HOMOGRAPHY_DET: f64 = crate::eval::overlap::SINGULAR_DET;
+
 /// Reads a homography file: 9 whitespace-separated numbers, normalised by H[2][2] (Oxford's
-/// leuven files are not normalised, H[2][2] ≈ 0.58, and H1to5p is negated).
+/// leuven files are not normalised, H[2][2] ≈ 0.58, and H1to5p is negated); one that is not
+/// finite after that, or singular, is refused naming the file.
 pub fn read_homography(path: &Path) -> Result<Mat3> {
     let text = super::read_dataset_text(path)?;
     let v: Vec<f64> = text
@@ -55,11 +61,27 @@ pub fn read_homography(path: &Path) -> Result<Mat3> {
             "H[2][2] is zero or a value is not finite: cannot normalise",
         ));
     }
-    Ok([
+    let h = [
         [v[0] / s, v[1] / s, v[2] / s],
         [v[3] / s, v[4] / s, v[5] / s],
         [v[6] / s, v[7] / s, 1.0],
-    ])
+    ];
+    // Values that are finite may overflow when divided by a small H[2][2].
+    if !h.iter().flatten().all(|x| x.is_finite()) {
+        return Err(Error::format(
+            path,
+            format!("divided by H[2][2] = {s}, a value is not finite: {h:?}"),
+        ));
+    }
+    // A singular H maps image 1 onto a line or a point: no image pair is related by it, and
+    // the protocols map points both ways (the Oxford overlap error through H⁻¹).
+    if crate::geometry::invert3(&h, SINGULAR_HOMOGRAPHY_DET).is_none() {
+        return Err(Error::format(
+            path,
+            format!("the homography is singular (determinant about 0, not invertible): {h:?}"),
+        ));
+    }
+    Ok(h)
 }
 
 fn first_existing(dir: &Path, names: &[String]) -> Option<PathBuf> {

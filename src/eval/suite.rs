@@ -36,7 +36,24 @@ pub enum Suite {
     Sfm,
 }
 
-/// Dataset folders (each in its release's layout); None = not available.
+impl Suite {
+    /// The suite's name on the command line (`descl bench NAME`), for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Sequences => "sequences",
+            Suite::Robustness => "robustness",
+            Suite::MatchingScore => "matching-score",
+            Suite::Pose => "pose",
+            Suite::Hpatches => "hpatches",
+            Suite::Phototour => "phototour",
+            Suite::Sfm => "sfm",
+        }
+    }
+}
+
+/// Dataset folders (each in its release's layout); None = not available (none given and no
+/// data root): a suite run without [`BenchConfig::skip_missing`] that has none of its folders
+/// is an error, as is a folder that is missing or not a folder.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DataPaths {
     pub hpatches_sequences: Option<PathBuf>,
@@ -84,21 +101,37 @@ pub struct BenchConfig {
     pub command: String,
 }
 
+/// A suite's data folder that is not there: `dir` missing or not a folder, or None (not
+/// given, no data root). Skipped with a note under [`BenchConfig::skip_missing`] (`descl
+/// bench all`: every suite whose data is present), else an error naming the folder and the
+/// suite: a suite asked for and run on nothing would report nothing and exit 0.
 fn missing(
     cfg: &BenchConfig,
     progress: &dyn Progress,
+    suite: Suite,
     what: &str,
     dir: Option<&Path>,
 ) -> Result<()> {
-    match dir {
-        Some(d) if !cfg.skip_missing => Err(Error::InvalidInput(format!(
-            "{}: no such folder ({what})",
+    let suite = suite.name();
+    let why = match dir {
+        Some(d) if d.exists() => format!(
+            "{}: not a folder ({what}, the data of the {suite} suite)",
             d.display()
-        ))),
-        _ => {
-            progress.note(&format!("{what}: skipped (no data folder)"));
-            Ok(())
-        }
+        ),
+        Some(d) => format!(
+            "{}: no such folder ({what}, the data of the {suite} suite)",
+            d.display()
+        ),
+        None => format!(
+            "the {suite} suite has no data: no folder for {what} was given and there is no data root (${} or ../shared/data)",
+            crate::data::DATA_ENV
+        ),
+    };
+    if cfg.skip_missing {
+        progress.note(&format!("{why}: skipped"));
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(why))
     }
 }
 
@@ -189,6 +222,7 @@ pub fn run(
             continue;
         }
         let mut run = Run {
+            suite,
             cfg,
             methods,
             det: &det,
@@ -212,6 +246,8 @@ pub fn run(
 
 /// One run's shared state, for the image-level suites.
 struct Run<'a> {
+    /// The suite running, named in messages about its data.
+    suite: Suite,
     cfg: &'a BenchConfig,
     methods: &'a [Describer],
     det: &'a DetectorConfig,
@@ -222,22 +258,28 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn missing(&self, what: &str, dir: Option<&Path>) -> Result<()> {
-        missing(self.cfg, self.progress, what, dir)
+        missing(self.cfg, self.progress, self.suite, what, dir)
     }
 
     /// The dev homography sequences by group (`hpatches`, `oxford`): those whose folder exists.
+    /// A group without a folder (None) is left out; a folder given that is not there is
+    /// [`missing`], and so is the suite's data when neither group has a folder.
     fn sequence_groups(&self) -> Result<BTreeMap<String, Vec<HomographySequence>>> {
         let mut groups = BTreeMap::new();
         for (name, dir) in [
             ("hpatches", &self.cfg.data.hpatches_sequences),
             ("oxford", &self.cfg.data.oxford),
         ] {
-            match existing(dir) {
-                Some(d) => {
+            match (existing(dir), dir) {
+                (Some(d), _) => {
                     groups.insert(name.to_string(), load_sequences(d)?);
                 }
-                None => self.missing(&format!("the {name} sequences"), dir.as_deref())?,
+                (None, Some(d)) => self.missing(&format!("the {name} sequences"), Some(d))?,
+                (None, None) => {}
             }
+        }
+        if self.cfg.data.hpatches_sequences.is_none() && self.cfg.data.oxford.is_none() {
+            self.missing("the HPatches or Oxford sequences", None)?;
         }
         Ok(groups)
     }
@@ -422,8 +464,11 @@ fn run_hpatches(
 ) -> Result<()> {
     let (Some(tasks), Some(release)) = (&cfg.data.hpatches_tasks, &cfg.data.hpatches_patches)
     else {
-        progress.note("hpatches: skipped (no data folder)");
-        return Ok(());
+        let what = match cfg.data.hpatches_patches {
+            None => "the hpatches-release patches",
+            Some(_) => "the HPatches task files (splits.json)",
+        };
+        return missing(cfg, progress, Suite::Hpatches, what, None);
     };
     let splits_file = tasks.join("splits.json");
     if !release.is_dir() || !splits_file.is_file() {

@@ -619,11 +619,12 @@ pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize
 pub fn max_camera_side(path: &Path) -> Result<u32> {
     let conn = open_read_only(path)?;
     let side: Option<i64> = conn
-        .query_row("SELECT MAX(MAX(width, height)) FROM cameras", [], |r| r.get(0))
+        .query_row("SELECT MAX(MAX(width, height)) FROM cameras", [], |r| {
+            r.get(0)
+        })
         .map_err(|e| database_error(path, e))?;
-    u32::try_from(side.unwrap_or(0).max(0)).map_err(|_| {
-        Error::format(path, "a camera's width or height does not fit 32 bits")
-    })
+    u32::try_from(side.unwrap_or(0).max(0))
+        .map_err(|_| Error::format(path, "a camera's width or height does not fit 32 bits"))
 }
 
 /// The cameras of the database at `path` whose focal length is not known

@@ -136,7 +136,33 @@ const TRACK_ELEMENT_BYTES: usize = 8;
 /// Bytes of one `images.bin` 2-D point: x, y f64, point3D_id i64.
 const POINT2D_BYTES: usize = 24;
 
-/// Reads a binary COLMAP model folder (images.bin and points3D.bin).
+/// Smallest squared norm of a registered image's quaternion: COLMAP writes unit quaternions,
+/// and [`RegisteredImage::rotation`] divides by the norm, so one near zero holds no rotation.
+const MIN_QUATERNION_NORM_SQUARED: f64 = 1e-12;
+
+/// Refuses a pose COLMAP never writes: a value that is NaN or infinite, or a quaternion of
+/// norm zero. Read as given, such a pose turns every centre and rotation error computed from
+/// it into NaN, and a NaN in a median or a mean reads as a number.
+fn check_pose(path: &Path, name: &str, qvec: &[f64; 4], tvec: &[f64; 3]) -> Result<()> {
+    let bad = |what: String| {
+        Err(Error::format(
+            path,
+            format!("image {name:?}: {what}, not a camera pose"),
+        ))
+    };
+    if !qvec.iter().chain(tvec).all(|v| v.is_finite()) {
+        return bad(format!(
+            "its pose holds a value that is not finite (quaternion {qvec:?}, translation {tvec:?})"
+        ));
+    }
+    if qvec.iter().map(|v| v * v).sum::<f64>() < MIN_QUATERNION_NORM_SQUARED {
+        return bad(format!("its quaternion {qvec:?} has norm zero"));
+    }
+    Ok(())
+}
+
+/// Reads a binary COLMAP model folder (images.bin and points3D.bin); a registered image whose
+/// pose is not finite, or whose quaternion is zero, is refused naming the file and the image.
 pub fn read_model(dir: &Path) -> Result<Reconstruction> {
     let images_path = dir.join(MODEL_IMAGES_FILE);
     let data = read_file(&images_path)?;
@@ -155,6 +181,7 @@ pub fn read_model(dir: &Path) -> Result<Reconstruction> {
         let name = r.name()?;
         let n2d = r.count(POINT2D_BYTES)?;
         r.take(n2d * POINT2D_BYTES)?;
+        check_pose(&images_path, &name, &qvec, &tvec)?;
         images.push(RegisteredImage {
             image_id,
             camera_id,

@@ -72,13 +72,28 @@ pub fn read_camera(path: &Path) -> Result<Camera> {
             ))
         }
     };
-    Ok(Camera {
+    let camera = Camera {
         k: [row3(0)?, row3(1)?, row3(2)?],
         r: [row3(4)?, row3(5)?, row3(6)?],
         c: row3(7)?,
         width: size.0,
         height: size.1,
-    })
+    };
+    // `str::parse` reads `nan` and `inf`: a camera holding one is no ground truth (every
+    // error measured against it would be NaN, and a NaN sorts as any number in a median).
+    for (what, lines, values) in [
+        ("K", "1–3", camera.k.concat()),
+        ("R", "5–7", camera.r.concat()),
+        ("the camera centre", "8", camera.c.to_vec()),
+    ] {
+        if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+            return Err(Error::format(
+                path,
+                format!("{what} (line {lines}) holds {v}, not a finite number"),
+            ));
+        }
+    }
+    Ok(camera)
 }
 
 #[cfg(test)]
@@ -110,5 +125,24 @@ mod tests {
         std::fs::write(&p, "1 x 0\n").unwrap();
         let e = read_camera(&p).unwrap_err().to_string();
         assert!(e.contains("0000.jpg.camera") && e.contains("`x`"), "{e}");
+        // `nan` and `inf` parse as numbers but are no camera.
+        for (text, expect) in [
+            (
+                "1 0 0\n0 1 0\n0 0 1\n0 0 0\n1 0 0\n0 nan 0\n0 0 1\n1 2 3\n8 6\n",
+                "R (line 5–7) holds NaN",
+            ),
+            (
+                "1 0 0\n0 1 0\n0 0 1\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 -inf 3\n8 6\n",
+                "camera centre (line 8) holds -inf",
+            ),
+            (
+                "inf 0 0\n0 1 0\n0 0 1\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n1 2 3\n8 6\n",
+                "K (line 1–3) holds inf",
+            ),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = read_camera(&p).unwrap_err().to_string();
+            assert!(e.contains("0000.jpg.camera") && e.contains(expect), "{e}");
+        }
     }
 }

@@ -95,7 +95,8 @@ impl Matches {
 }
 
 /// Checks that two descriptor sets can be matched: same kind, same dimension, finite values,
-/// and at least one descriptor on each side (two on side B when the ratio test is on).
+/// at least one descriptor on each side (two on side B when the ratio test is on), and no gap
+/// filter (`min_gap`, in bits) on float descriptors.
 pub fn validate(a: &Descriptors, b: &Descriptors, config: &MatchConfig) -> Result<()> {
     match (a, b) {
         (Descriptors::Float(da), Descriptors::Float(db)) => {
@@ -110,6 +111,13 @@ pub fn validate(a: &Descriptors, b: &Descriptors, config: &MatchConfig) -> Resul
                 return Err(Error::InvalidInput(
                     "descriptors have zero dimensions".into(),
                 ));
+            }
+            // The gap filter compares integer bit counts; on L2 distances (≤ 2 between unit
+            // vectors) a gap in "bits" either keeps everything or drops matches for no reason.
+            if let Some(g) = config.min_gap {
+                return Err(Error::InvalidInput(format!(
+                    "--min-gap {g} filters the Hamming distances of binary descriptors, but these descriptors are float: use the ratio test (--ratio) or a distance gate (--max-distance) instead"
+                )));
             }
             for (side, d) in [("A", da), ("B", db)] {
                 if let Some((row, _)) = d
