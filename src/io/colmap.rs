@@ -897,5 +897,25 @@ mod tests {
         assert_eq!(params(both), [0.85 * 800.0, 0.85 * 800.0, 300.0, 400.0]);
         let err = set_unknown_focal_priors(&dir.path().join("none.db"), 0.85).unwrap_err();
         assert!(err.to_string().contains("none.db"), "{err}");
+        // The longest side of any camera: 1024 of the landscape ones, 800 of the portrait one.
+        assert_eq!(max_camera_side(&path).unwrap(), 1024);
+    }
+
+    #[test]
+    fn the_longest_camera_side_is_over_every_camera_and_zero_without_cameras() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let db = Database::create(&path, false).unwrap();
+        db.finish().unwrap();
+        assert_eq!(max_camera_side(&path).unwrap(), 0);
+        let path = dir.path().join("t.db");
+        let db = Database::create(&path, false).unwrap();
+        let model = CameraModel::SimpleRadial;
+        for (w, h) in [(1536, 1024), (2048, 3072), (640, 480)] {
+            db.add_camera(model, w, h, &model.params(1000.0, w, h), false)
+                .unwrap();
+        }
+        db.finish().unwrap();
+        assert_eq!(max_camera_side(&path).unwrap(), 3072);
     }
 }
