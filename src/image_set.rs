@@ -505,7 +505,11 @@ where
                     let (i, j) = todo[k];
                     let r = match (record(i), record(j)) {
                         (Some(a), Some(b)) => {
-                            let kk = a.intrinsics.zip(b.intrinsics);
+                            // Only known intrinsics verify (a guessed focal length is the
+                            // camera's prior, not knowledge): else F (`for_intrinsics`).
+                            let ka = a.intrinsics.filter(|_| a.focal_known);
+                            let kk = ka.zip(b.intrinsics.filter(|_| b.focal_known));
+                            let pair_cfg = &*pair_cfg.for_intrinsics(kk.is_some());
                             if a.features.frames.is_empty() || b.features.frames.is_empty() {
                                 // An image without keypoints (a flat or dark frame) is part of
                                 // the set; its pairs simply have no matches, like a pair
@@ -733,12 +737,13 @@ where
         cams = (0..paths.len())
             .into_par_iter()
             .map(|i| match &features[i] {
-                Some((_, (k, _))) => *k,
+                // Known intrinsics only, as the pairs are verified (`match_pairs`).
+                Some((_, (k, known))) => k.filter(|_| *known),
                 None if used[i] && cfg.max_resident_images.is_some() => load
                     .load(&paths[i])
                     .and_then(|f| camera(&paths[i], &f))
                     .ok()
-                    .and_then(|(k, _)| k),
+                    .and_then(|(k, known)| k.filter(|_| known)),
                 None => None,
             })
             .collect();

@@ -442,3 +442,59 @@ fn geometry_none_says_the_pairs_were_not_verified() {
     );
     assert_eq!(count(&db, "matches"), 1);
 }
+
+/// `descl sfm --geometry essential` on images without EXIF (issue 44): before, each pair was
+/// verified with an essential matrix from COLMAP's guessed focal length (1.2 · max side) and
+/// stored as CALIBRATED (2) with E and a pose, beside cameras whose `prior_focal_length` = 0
+/// says the focal length is unknown. A guess is not knowledge: such pairs are verified with F
+/// and stored as COLMAP stores an F pair, UNCALIBRATED (3), E zero and no pose.
+#[test]
+fn essential_without_known_intrinsics_verifies_f_and_is_not_calibrated() {
+    let Some(data) = common::data_root_or_skip(
+        "essential_without_known_intrinsics_verifies_f_and_is_not_calibrated",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    let db = dir.path().join("e.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args([
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "800",
+            "--geometry",
+            "essential",
+        ]));
+    assert!(ok, "{err}");
+    let c = Connection::open(&db).unwrap();
+    let unknown: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM cameras WHERE prior_focal_length = 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(unknown, 3, "the fountain copies carry no EXIF focal length");
+    let mut s = c
+        .prepare("SELECT config, E, qvec IS NULL FROM two_view_geometries WHERE rows > 0")
+        .unwrap();
+    let rows: Vec<(i64, Vec<u8>, bool)> = s
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 3);
+    for (config, e, no_pose) in rows {
+        assert_eq!(config, 3, "UNCALIBRATED");
+        assert!(e.iter().all(|&b| b == 0), "E stored: {e:?}");
+        assert!(no_pose);
+    }
+}

@@ -96,6 +96,23 @@ impl Default for PairConfig {
 }
 
 impl PairConfig {
+    /// The settings one pair is verified with, given whether both images' intrinsics are
+    /// known (EXIF, a flag or a file): an essential matrix needs them, so without them the pair
+    /// is verified with a fundamental matrix instead. A focal length guessed from the image
+    /// size (COLMAP's prior, `Intrinsics::default_prior`) is not knowledge: a pair verified
+    /// with it would be labelled CALIBRATED beside cameras whose `prior_focal_length` says the
+    /// focal length is unknown (issue 44).
+    pub fn for_intrinsics(&self, known: bool) -> std::borrow::Cow<'_, PairConfig> {
+        if self.geometry == Some(ModelKind::Essential) && !known {
+            std::borrow::Cow::Owned(PairConfig {
+                geometry: Some(ModelKind::Fundamental),
+                ..self.clone()
+            })
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
+
     /// Checks the settings that do not depend on the data: the matcher's needs of the
     /// geometry, the radius, the filters.
     pub fn check(&self) -> Result<()> {
