@@ -18,6 +18,37 @@ fn three_fountain_images(data: &Path, dir: &Path) {
     }
 }
 
+/// `descl sfm IMAGES --database DB -m sift ARGS` on three fountain-P11 images in a folder of
+/// their own, beside copies of `extra` (data-relative path, file name): the folder (kept
+/// alive), the database's path and the run's (success, stdout, stderr); None without data.
+fn sift_sfm_on_three_fountain_images(
+    test: &str,
+    extra: &[(&str, &str)],
+    args: &[&str],
+) -> Option<(
+    tempfile::TempDir,
+    std::path::PathBuf,
+    (bool, String, String),
+)> {
+    let data = common::data_root_or_skip(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    for (from, name) in extra {
+        std::fs::copy(data.join(from), images.join(name)).unwrap();
+    }
+    let db = dir.path().join("t.db");
+    let out = run(descl()
+        .arg("sfm")
+        .arg(&images)
+        .arg("--database")
+        .arg(&db)
+        .args(["-m", "sift"])
+        .args(args));
+    Some((dir, db, out))
+}
+
 fn count(db: &Path, table: &str) -> i64 {
     let c = Connection::open(db).unwrap();
     c.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
@@ -332,30 +363,19 @@ fn a_failing_image_leaves_no_database() {
 /// image that set the camera's; no database is left.
 #[test]
 fn single_camera_over_images_of_two_sizes_is_refused() {
-    let Some(data) = common::data_root_or_skip("single_camera_over_images_of_two_sizes_is_refused")
-    else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let images = dir.path().join("images");
-    std::fs::create_dir(&images).unwrap();
-    three_fountain_images(&data, &images);
-    std::fs::copy(data.join("oxford/graf/img1.png"), images.join("zz.png")).unwrap();
-    let db = dir.path().join("t.db");
-    let (ok, _, err) = run(descl()
-        .arg("sfm")
-        .arg(&images)
-        .arg("--database")
-        .arg(&db)
-        .args([
-            "-m",
-            "sift",
+    let Some((_dir, db, (ok, _, err))) = sift_sfm_on_three_fountain_images(
+        "single_camera_over_images_of_two_sizes_is_refused",
+        &[("oxford/graf/img1.png", "zz.png")],
+        &[
             "--max-keypoints",
             "300",
             "--max-image-size",
             "640",
-        ])
-        .arg("--single-camera"));
+            "--single-camera",
+        ],
+    ) else {
+        return;
+    };
     assert!(!ok, "{err}");
     assert!(!db.exists(), "{err}");
     assert!(err.contains("zz.png: 800×640 pixels"), "{err}");
@@ -367,30 +387,19 @@ fn single_camera_over_images_of_two_sizes_is_refused() {
 /// settings, and the seconds of each stage, which add up to no more than the whole run.
 #[test]
 fn the_json_summary_names_its_settings_and_times_each_stage() {
-    let Some(data) =
-        common::data_root_or_skip("the_json_summary_names_its_settings_and_times_each_stage")
-    else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let images = dir.path().join("images");
-    std::fs::create_dir(&images).unwrap();
-    three_fountain_images(&data, &images);
-    let db = dir.path().join("t.db");
-    let (ok, stdout, err) = run(descl()
-        .arg("sfm")
-        .arg(&images)
-        .arg("--database")
-        .arg(&db)
-        .args([
-            "-m",
-            "sift",
+    let Some((_dir, _, (ok, stdout, err))) = sift_sfm_on_three_fountain_images(
+        "the_json_summary_names_its_settings_and_times_each_stage",
+        &[],
+        &[
             "--max-keypoints",
             "500",
             "--max-image-size",
             "640",
             "--json",
-        ]));
+        ],
+    ) else {
+        return;
+    };
     assert!(ok, "{err}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(out["extract"]["model"], "sift", "{out}");
@@ -450,29 +459,13 @@ fn geometry_none_says_the_pairs_were_not_verified() {
 /// and stored as COLMAP stores an F pair, UNCALIBRATED (3), E zero and no pose.
 #[test]
 fn essential_without_known_intrinsics_verifies_f_and_is_not_calibrated() {
-    let Some(data) = common::data_root_or_skip(
+    let Some((_dir, db, (ok, _, err))) = sift_sfm_on_three_fountain_images(
         "essential_without_known_intrinsics_verifies_f_and_is_not_calibrated",
+        &[],
+        &["--max-keypoints", "800", "--geometry", "essential"],
     ) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let images = dir.path().join("images");
-    std::fs::create_dir(&images).unwrap();
-    three_fountain_images(&data, &images);
-    let db = dir.path().join("e.db");
-    let (ok, _, err) = run(descl()
-        .arg("sfm")
-        .arg(&images)
-        .arg("--database")
-        .arg(&db)
-        .args([
-            "-m",
-            "sift",
-            "--max-keypoints",
-            "800",
-            "--geometry",
-            "essential",
-        ]));
     assert!(ok, "{err}");
     let c = Connection::open(&db).unwrap();
     let unknown: i64 = c
