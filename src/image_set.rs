@@ -505,11 +505,15 @@ where
                     let (i, j) = todo[k];
                     let r = match (record(i), record(j)) {
                         (Some(a), Some(b)) => {
-                            // Only known intrinsics verify (a guessed focal length is the
-                            // camera's prior, not knowledge): else F (`for_intrinsics`).
+                            // Only known intrinsics verify. A camera whose focal length is
+                            // guessed (`descl sfm`'s COLMAP prior) makes its pairs F
+                            // (`for_intrinsics`); intrinsics missing altogether stay an error
+                            // of the essential matrix, as for a single pair.
                             let ka = a.intrinsics.filter(|_| a.focal_known);
                             let kk = ka.zip(b.intrinsics.filter(|_| b.focal_known));
-                            let pair_cfg = &*pair_cfg.for_intrinsics(kk.is_some());
+                            let guessed =
+                                |r: &ImageRecord<'_>| r.intrinsics.is_some() && !r.focal_known;
+                            let pair_cfg = &*pair_cfg.for_intrinsics(!(guessed(&a) || guessed(&b)));
                             if a.features.frames.is_empty() || b.features.frames.is_empty() {
                                 // An image without keypoints (a flat or dark frame) is part of
                                 // the set; its pairs simply have no matches, like a pair

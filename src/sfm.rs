@@ -61,8 +61,10 @@ const FOCAL_FALLBACK_DATABASE: &str = "focal-prior.db";
 /// on the dev scenes (2026-11-26) and checked on the validation scene castle-P19, which did not
 /// choose it (2026-11-27, docs/BENCHMARKS.md "SfM validation scenes"): median camera-centre
 /// error 0.467 % of the extent against 0.726 % with one 4 px run (COLMAP's pipeline: 0.734 %),
-/// with the default model; RootSIFT 0.535 against 0.785 %. It is a first try, not the setting:
-/// at 1 px opensfm_lund gets no model and skull01 may register fewer images.
+/// with the default model; RootSIFT 0.535 against 0.785 %. The other validation scene,
+/// castle-P30, goes the other way (0.342 against 0.325 %; RootSIFT 0.573 against 0.295 %), as
+/// did the scene of issue 43: the choice is scene-dependent and still open. It is a first try,
+/// not the setting: at 1 px opensfm_lund gets no model and skull01 may register fewer images.
 pub const SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX: f64 = 1.0;
 
 /// The longest image side at which [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] was measured:
@@ -72,7 +74,8 @@ pub const SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX: f64 = 1.0;
 /// (0.0686 % against 0.0700 % at 1 px and 0.0784 % at 4 px, 2026-11-27).
 pub const SFM_FIRST_FILTER_REFERENCE_SIDE_PX: f64 = 1536.0;
 
-/// [`map`]'s first filter for a database whose longest image side is `side` pixels:
+/// [`map`]'s first filter for a database whose images' longest side is `side` pixels (the
+/// median over its cameras, [`crate::io::colmap::median_camera_side`]):
 /// [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] scaled by `side` /
 /// [`SFM_FIRST_FILTER_REFERENCE_SIDE_PX`], never below it (smaller images keep 1 px), so that
 /// the filter means the same fraction of the image at every size. None when that reaches
@@ -121,9 +124,17 @@ impl MapAttempt {
             .unwrap_or_default();
         format!(
             "filter {} px, angle {}°{focal}",
-            self.filter_max_reproj_error_px, self.init_min_tri_angle_deg
+            px_text(self.filter_max_reproj_error_px),
+            self.init_min_tri_angle_deg
         )
     }
+}
+
+/// A filter for a message: at most two decimals, no trailing zeros (`2.6 px`, not
+/// `2.6041666666666665 px`).
+pub fn px_text(px: f64) -> String {
+    let s = format!("{px:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// A reconstruction by [`map`] and the mapper settings that made it.
@@ -326,7 +337,7 @@ pub fn map(
     let filters = match options.filter_max_reproj_error_px {
         Some(f) => vec![f],
         None => {
-            let side = crate::io::colmap::max_camera_side(database)?;
+            let side = crate::io::colmap::median_camera_side(database)?;
             first_filter_px(side)
                 .into_iter()
                 .chain([COLMAP_FILTER_MAX_REPROJ_ERROR_PX])
@@ -543,8 +554,8 @@ impl Default for SfmConfig {
     /// 0.062 against 0.086 % of the extent, fountain-P11 0.042 against 0.051 %), but at 1 or
     /// 2 px opensfm_lund (forward street motion) gets no model even at [`map`]'s 8° fallback
     /// (29/29 at 4 px), and at 1 px skull01 registers 15 of 33 images instead of 19. The
-    /// accuracy is taken in the mapper instead: [`map`]'s first run filters at 1 px
-    /// ([`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`]) and falls back to 4 px on such scenes.
+    /// accuracy is taken in the mapper instead: [`map`]'s first run filters at 1 px (scaled
+    /// with the image, [`first_filter_px`]) and falls back to 4 px on such scenes.
     fn default() -> Self {
         let mut pair = PairConfig::default();
         pair.ransac.threshold_px = COLMAP_MAX_ERROR_PX;
@@ -572,7 +583,9 @@ pub struct SfmSummary {
     pub skipped: Vec<String>,
     /// Wall time of the features and of the pairs, seconds.
     pub seconds: image_set::StageSeconds,
-    /// The matching and verification settings every pair was made with.
+    /// The matching and verification settings asked for (with `geometry: essential`, pairs of
+    /// an image whose focal length is only COLMAP's guess are verified with F:
+    /// [`PairConfig::for_intrinsics`]).
     pub pair_config: PairConfig,
 }
 
@@ -1442,11 +1455,7 @@ mod tests {
         img
     }
 
-    /// The scores of a reconstruction that is the ground truth moved by a known similarity
-    /// (scale 2, 90° about z, a shift), three of its four cameras then turned by 2° about x:
-    /// after the alignment every centre error is 0 and the rotation errors are 0, 2, 2, 2°
-    /// (median 2°), as computed by hand; the extent is the largest distance between
-    /// ground-truth centres, √2.
+    /// The first filter in image units: 1 px at the reference side and below, scaled above.
     #[test]
     fn the_first_filter_scales_with_the_image_above_the_reference_side() {
         // The Strecha scenes' 1536 px and anything smaller: 1 px.
@@ -1460,6 +1469,11 @@ mod tests {
         assert_eq!(first_filter_px(9000), None);
     }
 
+    /// The scores of a reconstruction that is the ground truth moved by a known similarity
+    /// (scale 2, 90° about z, a shift), three of its four cameras then turned by 2° about x:
+    /// after the alignment every centre error is 0 and the rotation errors are 0, 2, 2, 2°
+    /// (median 2°), as computed by hand; the extent is the largest distance between
+    /// ground-truth centres, √2.
     #[test]
     fn evaluate_undoes_a_known_similarity_and_measures_a_known_rotation_error() {
         let z = [0.0, 0.0, 1.0];

@@ -491,3 +491,29 @@ fn essential_without_known_intrinsics_verifies_f_and_is_not_calibrated() {
         assert!(no_pose);
     }
 }
+
+/// The F fallback above is `descl sfm`'s, for a focal length that is only COLMAP's guess:
+/// `descl match --images --geometry essential` on images without intrinsics fails each pair
+/// as a single pair does (hostile review: a first version verified them with F, exit 0, and
+/// `descl sfm merge` then refused the files as "written by an older descl").
+#[test]
+fn match_images_essential_without_intrinsics_still_fails_each_pair() {
+    let Some(data) = common::data_root_or_skip(
+        "match_images_essential_without_intrinsics_still_fails_each_pair",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(&data, &images);
+    let out = dir.path().join("m");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--images"])
+        .arg(&images)
+        .args(["--exhaustive", "-m", "sift", "--max-keypoints", "500"])
+        .args(["--geometry", "essential", "--out-dir"])
+        .arg(&out));
+    assert!(!ok, "{err}");
+    assert!(err.contains("needs both images' intrinsics"), "{err}");
+}

@@ -178,7 +178,7 @@ impl Preset {
 pub struct DescribeArgs {
     /// Describer: a model name (see `descl models`), a path to an .onnx file, `sift` or
     /// `rootsift`. Default: descl sfm and --preset sfm: descl-l2net-w0.5-real25-pj-8k (the
-    /// fast network, as accurate in reconstruction); descl extract, match and bench:
+    /// fast network, about as accurate in reconstruction); descl extract, match and bench:
     /// descl-hynet-sdgm-real25all-b1024-offset.
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
@@ -277,7 +277,9 @@ pub struct MatchArgs {
     /// Keep the K best matches.
     #[arg(long, value_name = "K")]
     pub top_k: Option<usize>,
-    /// Geometric verification model.
+    /// Geometric verification model. `essential` needs both images' intrinsics (--intrinsics,
+    /// a file, or an EXIF focal length); in descl sfm, pairs of an image whose focal length is
+    /// only COLMAP's guess are verified with `fundamental` instead, as COLMAP does.
     #[arg(long, value_enum, default_value_t = GeometryArg::Fundamental)]
     pub geometry: GeometryArg,
     /// RANSAC (USAC MAGSAC) inlier threshold in pixels [default: 1; descl sfm: 4, COLMAP's

@@ -407,7 +407,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<(serde_json::
         eprintln!(
             "note: colmap mapper ran {} times; kept the run at a {} px filter and an initial-pair angle of {}°{focal} (others: {})",
             mapped.attempts.len(),
-            mapped.filter_max_reproj_error_px,
+            descl::sfm::px_text(mapped.filter_max_reproj_error_px),
             mapped.init_min_tri_angle_deg,
             passed_over.join("; ")
         );
@@ -415,13 +415,13 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<(serde_json::
     if let Some(px) = mapped.retriangulated_at_px {
         eprintln!(
             "note: the model's points were triangulated again at {px} px with its {} px cameras held fixed",
-            mapped.filter_max_reproj_error_px
+            descl::sfm::px_text(mapped.filter_max_reproj_error_px)
         );
     }
     if let Some(why) = &mapped.retriangulation_error {
         eprintln!(
             "warning: the {} px model is kept as the mapper made it (fewer points); triangulating its points again failed: {why}",
-            mapped.filter_max_reproj_error_px
+            descl::sfm::px_text(mapped.filter_max_reproj_error_px)
         );
     }
     let recon = &mapped.reconstruction;

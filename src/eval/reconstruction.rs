@@ -61,7 +61,8 @@ pub struct SfmRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_focal_prior_factor: Option<f64>,
     /// `Mapper.filter_max_reproj_error` of the run `descl sfm`'s mapping kept
-    /// ([`crate::sfm::map`]: 1 px when that registered every image, else COLMAP's 4 px);
+    /// ([`crate::sfm::map`]: its tight first filter, 1 px up to 1536 px images, when that
+    /// registered every image, else COLMAP's 4 px);
     /// COLMAP's default, 4 px, for COLMAP's pipeline; None in reports written before
     /// 2026-11-26 (evening) and for a failed run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -614,16 +614,24 @@ pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize
     Ok(images.len())
 }
 
-/// The longest image side of the database's cameras, pixels (0 for a database without
-/// cameras): what [`crate::sfm::first_filter_px`] scales the mapper's first filter by.
-pub fn max_camera_side(path: &Path) -> Result<u32> {
+/// The median over the database's cameras of each camera's longest image side, pixels (the
+/// upper one of an even count; 0 for a database without cameras): what
+/// [`crate::sfm::first_filter_px`] scales the mapper's first filter by. The median, so that
+/// one large image does not set the filter for a set of small ones.
+pub fn median_camera_side(path: &Path) -> Result<u32> {
     let conn = open_read_only(path)?;
-    let side: Option<i64> = conn
-        .query_row("SELECT MAX(MAX(width, height)) FROM cameras", [], |r| {
-            r.get(0)
-        })
-        .map_err(|e| database_error(path, e))?;
-    u32::try_from(side.unwrap_or(0).max(0))
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let mut stmt = conn
+        .prepare("SELECT MAX(width, height) FROM cameras")
+        .map_err(db_err)?;
+    let mut sides = stmt
+        .query_map([], |r| r.get::<_, i64>(0))
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<Vec<i64>>>()
+        .map_err(db_err)?;
+    sides.sort_unstable();
+    let side = sides.get(sides.len() / 2).copied().unwrap_or(0);
+    u32::try_from(side.max(0))
         .map_err(|_| Error::format(path, "a camera's width or height does not fit 32 bits"))
 }
 
@@ -897,25 +905,26 @@ mod tests {
         assert_eq!(params(both), [0.85 * 800.0, 0.85 * 800.0, 300.0, 400.0]);
         let err = set_unknown_focal_priors(&dir.path().join("none.db"), 0.85).unwrap_err();
         assert!(err.to_string().contains("none.db"), "{err}");
-        // The longest side of any camera: 1024 of the landscape ones, 800 of the portrait one.
-        assert_eq!(max_camera_side(&path).unwrap(), 1024);
+        // Each camera's longest side: 1024, 1024, 800; the median 1024.
+        assert_eq!(median_camera_side(&path).unwrap(), 1024);
     }
 
     #[test]
-    fn the_longest_camera_side_is_over_every_camera_and_zero_without_cameras() {
+    fn the_median_camera_side_is_over_every_camera_and_zero_without_cameras() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
         let db = Database::create(&path, false).unwrap();
         db.finish().unwrap();
-        assert_eq!(max_camera_side(&path).unwrap(), 0);
+        assert_eq!(median_camera_side(&path).unwrap(), 0);
         let path = dir.path().join("t.db");
         let db = Database::create(&path, false).unwrap();
         let model = CameraModel::SimpleRadial;
-        for (w, h) in [(1536, 1024), (2048, 3072), (640, 480)] {
+        // One large image among small ones does not set it: 640, 1536, 6144 → 1536.
+        for (w, h) in [(1536, 1024), (4096, 6144), (640, 480)] {
             db.add_camera(model, w, h, &model.params(1000.0, w, h), false)
                 .unwrap();
         }
         db.finish().unwrap();
-        assert_eq!(max_camera_side(&path).unwrap(), 3072);
+        assert_eq!(median_camera_side(&path).unwrap(), 1536);
     }
 }

@@ -19,8 +19,9 @@ pub const DEFAULT_MODEL: &str = "descl-hynet-sdgm-real25all-b1024-offset";
 
 /// The model `descl sfm` (and `--preset sfm`, and `descl bench`'s sfm suite) uses when none is
 /// named: L2-Net at half width, 5–6× faster than [`DEFAULT_MODEL`]'s HyNet on a CPU (1.5–2.3 s
-/// against 9 s per 1536 × 1024 image at `descl sfm`'s ~10 k keypoints, 2 cores) and as accurate
-/// in reconstruction. Chosen on the SfM validation scenes (2026-11-27, docs/BENCHMARKS.md,
+/// against 9 s per 1536 × 1024 image at `descl sfm`'s ~10 k keypoints, 2 cores) and about as
+/// accurate in reconstruction (better on the dev scenes, worse on castle-P19, both far ahead
+/// of COLMAP's pipeline there). Chosen on the SfM validation scenes (2026-11-27, docs/BENCHMARKS.md,
 /// "SfM validation scenes"): median camera-centre error 0.0454 / 0.0546 / 0.467 % of the
 /// extent on fountain-P11 / Herz-Jesus-P8 / castle-P19 against HyNet's 0.0476 / 0.0578 /
 /// 0.378 % and RootSIFT's 0.0493 / 0.0573 / 0.535 %. An output offset would change nothing
