@@ -54,7 +54,7 @@ pub struct Args {
     init_min_tri_angle: Option<f64>,
     /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
     /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: a first
-    /// mapper run at 1 px (for images up to 1536 px; scaled with the longest image side above,
+    /// mapper run at 1 px (for images up to 1536 px; scaled with the images' longest side above,
     /// 2 px at 3072 px), kept when it registers every image that has a verified pair (more
     /// accurate cameras), its
     /// points then triangulated again at 4 px with those cameras held fixed; else COLMAP's 4 px
