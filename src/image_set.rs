@@ -317,6 +317,12 @@ impl SetSummary {
     }
 }
 
+/// The intrinsics of a camera that a pair may be verified with: measured ones only (as
+/// [`ImageRecord::known_intrinsics`]).
+fn known_intrinsics((k, known): &CameraInfo) -> Option<Intrinsics> {
+    k.filter(|_| *known)
+}
+
 /// Features of an image that loaded, with its camera knowledge.
 type Loaded = Option<(Features, CameraInfo)>;
 /// Pairs of indices into the set.
@@ -509,10 +515,10 @@ where
                             // guessed (`descl sfm`'s COLMAP prior) makes its pairs F
                             // (`for_intrinsics`); intrinsics missing altogether stay an error
                             // of the essential matrix, as for a single pair.
-                            let ka = a.intrinsics.filter(|_| a.focal_known);
-                            let kk = ka.zip(b.intrinsics.filter(|_| b.focal_known));
-                            let guessed =
-                                |r: &ImageRecord<'_>| r.intrinsics.is_some() && !r.focal_known;
+                            let kk = a.known_intrinsics().zip(b.known_intrinsics());
+                            let guessed = |r: &ImageRecord<'_>| {
+                                r.intrinsics.is_some() && r.known_intrinsics().is_none()
+                            };
                             let pair_cfg = &*pair_cfg.for_intrinsics(!(guessed(&a) || guessed(&b)));
                             if a.features.frames.is_empty() || b.features.frames.is_empty() {
                                 // An image without keypoints (a flat or dark frame) is part of
@@ -742,12 +748,12 @@ where
             .into_par_iter()
             .map(|i| match &features[i] {
                 // Known intrinsics only, as the pairs are verified (`match_pairs`).
-                Some((_, (k, known))) => k.filter(|_| *known),
+                Some((_, info)) => known_intrinsics(info),
                 None if used[i] && cfg.max_resident_images.is_some() => load
                     .load(&paths[i])
                     .and_then(|f| camera(&paths[i], &f))
                     .ok()
-                    .and_then(|(k, known)| k.filter(|_| known)),
+                    .and_then(|info| known_intrinsics(&info)),
                 None => None,
             })
             .collect();

@@ -18,6 +18,16 @@ fn three_fountain_images(data: &Path, dir: &Path) {
     }
 }
 
+/// A temporary folder holding `images/` with three fountain-P11 images: the folder (kept
+/// alive by the caller) and `images/`.
+fn fountain_folder(data: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    three_fountain_images(data, &images);
+    (dir, images)
+}
+
 /// `descl sfm IMAGES --database DB -m sift ARGS` on three fountain-P11 images in a folder of
 /// their own, beside copies of `extra` (data-relative path, file name): the folder (kept
 /// alive), the database's path and the run's (success, stdout, stderr); None without data.
@@ -31,10 +41,7 @@ fn sift_sfm_on_three_fountain_images(
     (bool, String, String),
 )> {
     let data = common::data_root_or_skip(test)?;
-    let dir = tempfile::tempdir().unwrap();
-    let images = dir.path().join("images");
-    std::fs::create_dir(&images).unwrap();
-    three_fountain_images(&data, &images);
+    let (dir, images) = fountain_folder(&data);
     for (from, name) in extra {
         std::fs::copy(data.join(from), images.join(name)).unwrap();
     }
@@ -503,10 +510,7 @@ fn match_images_essential_without_intrinsics_still_fails_each_pair() {
     ) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let images = dir.path().join("images");
-    std::fs::create_dir(&images).unwrap();
-    three_fountain_images(&data, &images);
+    let (dir, images) = fountain_folder(&data);
     let out = dir.path().join("m");
     let (ok, _, err) = run(descl()
         .args(["match", "--images"])

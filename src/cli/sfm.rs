@@ -341,27 +341,29 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         "database": summary,
         "extract": extractor.settings(),
     });
-    let mut seconds = serde_json::json!({
-        "features": summary.seconds.features,
-        "pairs": summary.seconds.pairs,
-    });
+    let mut mapper_seconds = None;
     if args.reconstruct {
-        let (recon, mapper_seconds) = reconstruct(&args, summary.images.len())?;
-        out["reconstruction"] = recon;
-        seconds["mapper"] = serde_json::json!(mapper_seconds);
+        let mapping = std::time::Instant::now();
+        out["reconstruction"] = reconstruct(&args, summary.images.len())?;
+        mapper_seconds = Some(mapping.elapsed().as_secs_f64());
     }
     let total = started.elapsed().as_secs_f64();
-    seconds["total"] = serde_json::json!(total);
     eprintln!(
-        "time: {:.1} s (features {:.1} s, pairs {:.1} s{})",
-        total,
+        "time: {total:.1} s (features {:.1} s, pairs {:.1} s{})",
         summary.seconds.features,
         summary.seconds.pairs,
-        seconds["mapper"]
-            .as_f64()
+        mapper_seconds
             .map(|m| format!(", mapper {m:.1} s"))
             .unwrap_or_default()
     );
+    let mut seconds = serde_json::json!({
+        "features": summary.seconds.features,
+        "pairs": summary.seconds.pairs,
+        "total": total,
+    });
+    if let Some(m) = mapper_seconds {
+        seconds["mapper"] = serde_json::json!(m);
+    }
     out["seconds"] = seconds;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
@@ -375,10 +377,8 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `colmap mapper` on the database and reports what it registered, and the wall time of
-/// the mapping (every mapper run and the triangulation), seconds.
-fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<(serde_json::Value, f64)> {
-    let started = std::time::Instant::now();
+/// Runs `colmap mapper` on the database and reports what it registered.
+fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::Value> {
     let options = MapperOptions {
         num_threads: None,
         refine_principal_point: args.refine_principal_point,
@@ -432,28 +432,25 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<(serde_json::
         recon.num_points,
         recon.mean_reprojection_error
     );
-    Ok((
-        serde_json::json!({
-            "path": recon.path,
-            "registered_images": recon.images.len(),
-            "total_images": total_images,
-            "num_points": recon.num_points,
-            "mean_reprojection_error_px": recon.mean_reprojection_error,
-            "mean_track_length": recon.mean_track_length,
-            "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
-            "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
-            "retriangulated_at_filter_px": mapped.retriangulated_at_px,
-            "retriangulation_error": mapped.retriangulation_error,
-            "registrable_images": mapped.registrable_images,
-            // Either fallback made the model; `angle_fallback`: the 8° one.
-            "fallback": mapped.fallback(),
-            "angle_fallback": mapped.angle_fallback(),
-            "focal_prior_factor": mapped.focal_prior_factor(),
-            "mapper_runs": mapped.attempts,
-            "images": recon.images,
-        }),
-        started.elapsed().as_secs_f64(),
-    ))
+    Ok(serde_json::json!({
+        "path": recon.path,
+        "registered_images": recon.images.len(),
+        "total_images": total_images,
+        "num_points": recon.num_points,
+        "mean_reprojection_error_px": recon.mean_reprojection_error,
+        "mean_track_length": recon.mean_track_length,
+        "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
+        "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
+        "retriangulated_at_filter_px": mapped.retriangulated_at_px,
+        "retriangulation_error": mapped.retriangulation_error,
+        "registrable_images": mapped.registrable_images,
+        // Either fallback made the model; `angle_fallback`: the 8° one.
+        "fallback": mapped.fallback(),
+        "angle_fallback": mapped.angle_fallback(),
+        "focal_prior_factor": mapped.focal_prior_factor(),
+        "mapper_runs": mapped.attempts,
+        "images": recon.images,
+    }))
 }
 
 /// A positive, finite number of pixels.

@@ -130,7 +130,7 @@ fn mul2(a: &[[f64; 2]; 2], b: &[[f64; 2]; 2]) -> [[f64; 2]; 2] {
 }
 
 /// Determinant magnitude at or below which a homography counts as singular.
-pub(crate) const SINGULAR_DET: f64 = 1e-15;
+const SINGULAR_DET: f64 = 1e-15;
 
 /// Inverse of a homography (adjugate / determinant, [`crate::geometry::invert3`]).
 pub fn invert_homography(h: &Homography) -> Result<Homography> {

@@ -31,11 +31,6 @@ pub struct HomographySequence {
     pub homographies: Vec<Mat3>,
 }
 
-/// Determinant magnitude, H[2][2] = 1, at or below which a ground-truth homography counts as
-/// singular: the one [`crate::eval::overlap::invert_homography`] uses, so a ground truth that
-/// loads can be inverted.
-const SINGULAR_HOMOGRAPHY_DET: f64 = crate::eval::overlap::SINGULAR_DET;
-
 /// Reads a homography file: 9 whitespace-separated numbers, normalised by H[2][2] (Oxford's
 /// leuven files are not normalised, H[2][2] ≈ 0.58, and H1to5p is negated); one that is not
 /// finite after that, or singular, is refused naming the file.
@@ -74,8 +69,9 @@ pub fn read_homography(path: &Path) -> Result<Mat3> {
         ));
     }
     // A singular H maps image 1 onto a line or a point: no image pair is related by it, and
-    // the protocols map points both ways (the Oxford overlap error through H⁻¹).
-    if crate::geometry::invert3(&h, SINGULAR_HOMOGRAPHY_DET).is_none() {
+    // the protocols map points both ways (the Oxford overlap error through H⁻¹): a ground
+    // truth that loads is one `invert_homography` inverts.
+    if crate::eval::overlap::invert_homography(&h).is_err() {
         return Err(Error::format(
             path,
             format!("the homography is singular (determinant about 0, not invertible): {h:?}"),

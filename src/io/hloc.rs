@@ -699,8 +699,8 @@ impl Writer for HlocFolder {
             config: pair.config,
             intrinsics: PairProvenance::intrinsics_used(
                 pair.config,
-                pair.a.intrinsics,
-                pair.b.intrinsics,
+                pair.a.known_intrinsics(),
+                pair.b.known_intrinsics(),
             ),
         })?;
         Ok(Some(self.dir.join(MATCHES_FILE)))

@@ -121,8 +121,8 @@ impl MatchesFile {
                 features_b: Some(fb.id()),
                 intrinsics: PairProvenance::intrinsics_used(
                     pair.config,
-                    pair.a.intrinsics,
-                    pair.b.intrinsics,
+                    pair.a.known_intrinsics(),
+                    pair.b.known_intrinsics(),
                 ),
             },
         }

@@ -27,6 +27,15 @@ pub struct ImageRecord<'a> {
     pub focal_known: bool,
 }
 
+impl<'a> ImageRecord<'a> {
+    /// The intrinsics a pair of this image may be verified with: measured ones (EXIF, a flag
+    /// or a file), never a prior guessed from the image size (`descl sfm`'s COLMAP prior,
+    /// which only starts its camera).
+    pub fn known_intrinsics(&self) -> Option<&'a Intrinsics> {
+        self.intrinsics.filter(|_| self.focal_known)
+    }
+}
+
 /// One matched pair, as handed to a writer.
 #[derive(Debug, Clone, Copy)]
 pub struct PairRecord<'a> {
