@@ -11,7 +11,8 @@ use crate::image::image_inputs;
 use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
 use crate::io::colmap_model::{
-    model_folders, read_model, run_mapper, run_point_triangulator, MapperOptions, Reconstruction,
+    model_folders, read_model, run_bundle_adjuster, run_mapper, run_point_filtering,
+    run_point_triangulator, MapperOptions, Reconstruction,
     COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG,
 };
 use crate::io::output::{ColmapOptions, ColmapWriter};
@@ -53,37 +54,41 @@ pub const FALLBACK_FOCAL_PRIOR_FACTOR: f64 = 0.85;
 /// of its staging folders.
 const FOCAL_FALLBACK_DATABASE: &str = "focal-prior.db";
 
-/// `Mapper.filter_max_reproj_error` of [`map`]'s first mapper run on images whose longest
-/// side is at most [`SFM_FIRST_FILTER_REFERENCE_SIDE_PX`], pixels, a quarter of COLMAP's
-/// [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]; larger images get it scaled ([`first_filter_px`]).
-/// descl's databases hold pairs verified at COLMAP's 4 px two-view threshold, so tracks take in
-/// observations 1–4 px off; COLMAP's 4 px filter keeps them in every bundle adjustment. Chosen
-/// on the dev scenes (2026-11-26) and checked on the validation scene castle-P19, which did not
-/// choose it (2026-11-27, docs/BENCHMARKS.md "SfM validation scenes"): median camera-centre
-/// error 0.467 % of the extent against 0.726 % with one 4 px run (COLMAP's pipeline: 0.734 %),
-/// with the default model; RootSIFT 0.535 against 0.785 %. The other validation scene,
-/// castle-P30, goes the other way (0.342 against 0.325 %; RootSIFT 0.573 against 0.295 %), as
-/// did the scene of issue 43: the choice is scene-dependent and still open. It is a first try,
-/// not the setting: at 1 px opensfm_lund gets no model and skull01 may register fewer images.
-pub const SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX: f64 = 1.0;
+/// The reprojection-error filter of [`map`]'s final refinement on images whose longest side is
+/// at most [`SFM_REFINE_FILTER_REFERENCE_SIDE_PX`], pixels, a quarter of COLMAP's
+/// [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]; larger images get it scaled ([`refine_filter_px`]).
+/// descl's databases hold pairs verified at COLMAP's 4 px two-view threshold, so the mapper's
+/// tracks keep observations 1–4 px off in every bundle adjustment; the refinement drops those
+/// past this filter from the finished 4 px model and bundle-adjusts it once more.
+///
+/// Chosen on the SfM validation scenes (2026-11-27, docs/BENCHMARKS.md "SfM validation
+/// scenes"), median camera-centre error in % of the extent, the sfm default model, COLMAP's
+/// 4 px model → refined at 1 px: fountain-P11 0.055 → 0.045, Herz-Jesus-P8 0.068 → 0.058,
+/// castle-P19 0.73–0.81 → 0.41, castle-P30 0.325 → 0.369; COLMAP's own database refined the
+/// same way: 0.059 → 0.047 and 0.063 → 0.056 on the first two. It replaced a first mapper
+/// run at 1 px (the previous policy), which needed about twice a 4 px run's time and registered
+/// from the tight observations only: as accurate on three scenes, it lost castle-P30 by more
+/// (RootSIFT 0.573 against the refinement's 0.382 and the plain 4 px run's 0.295 %) and an
+/// unseen scene by 0.179 against 0.094 %.
+pub const SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX: f64 = 1.0;
 
-/// The longest image side at which [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] was measured:
+/// The longest image side at which [`SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX`] was measured:
 /// the Strecha and castle scenes' 1536 px. Reprojection errors are in pixels and grow with
-/// the image: mapped from Herz-Jesus-P8 upscaled ×2 (3072 px), the same descl database's mean
-/// reprojection error went from 0.28 to 0.50 px, and the best filter from 1 px to 2 px
-/// (0.0686 % against 0.0700 % at 1 px and 0.0784 % at 4 px, 2026-11-27).
-pub const SFM_FIRST_FILTER_REFERENCE_SIDE_PX: f64 = 1536.0;
+/// the image: on Herz-Jesus-P8 upscaled ×2 (3072 px) the same descl database's mean
+/// reprojection error went from 0.28 to 0.50 px; refined at 1 / 2 px its centre error was
+/// 0.065 / 0.068 % against 0.078 % unrefined (2026-11-27).
+pub const SFM_REFINE_FILTER_REFERENCE_SIDE_PX: f64 = 1536.0;
 
-/// [`map`]'s first filter for a database whose images' longest side is `side` pixels (the
-/// median over its cameras, [`crate::io::colmap::median_camera_side`]):
-/// [`SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX`] scaled by `side` /
-/// [`SFM_FIRST_FILTER_REFERENCE_SIDE_PX`], never below it (smaller images keep 1 px), so that
+/// [`map`]'s refinement filter for a database whose images' longest side is `side` pixels
+/// (the median over its cameras, [`crate::io::colmap::median_camera_side`]):
+/// [`SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX`] scaled by `side` /
+/// [`SFM_REFINE_FILTER_REFERENCE_SIDE_PX`], never below it (smaller images keep 1 px), so that
 /// the filter means the same fraction of the image at every size. None when that reaches
 /// COLMAP's own [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`] (images of 6144 px and more): then
-/// there is no tighter first run.
-pub fn first_filter_px(side: u32) -> Option<f64> {
-    let px = SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX
-        * (f64::from(side) / SFM_FIRST_FILTER_REFERENCE_SIDE_PX).max(1.0);
+/// there is nothing to refine.
+pub fn refine_filter_px(side: u32) -> Option<f64> {
+    let px = SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX
+        * (f64::from(side) / SFM_REFINE_FILTER_REFERENCE_SIDE_PX).max(1.0);
     (px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX).then_some(px)
 }
 
@@ -150,11 +155,12 @@ pub struct Mapped {
     /// [`crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES`] inliers: the most a model
     /// can register.
     pub registrable_images: usize,
-    /// The filter at which the kept model's points were triangulated again with its cameras
-    /// held fixed ([`run_point_triangulator`]), when it was mapped at a tighter one.
-    pub retriangulated_at_px: Option<f64>,
-    /// Why that triangulation failed, when it did (the model is then the mapper's own).
-    pub retriangulation_error: Option<String>,
+    /// The filter of the kept model's refinement ([`refine_filter_px`]: its observations past
+    /// it dropped, one more bundle adjustment, its points triangulated again at COLMAP's 4 px
+    /// with the cameras held fixed), when it was refined.
+    pub refined_at_px: Option<f64>,
+    /// Why the refinement failed, when it did (the model is then the mapper's own).
+    pub refinement_error: Option<String>,
     /// Every mapper run, in the order they ran; exactly one is `kept`.
     pub attempts: Vec<MapAttempt>,
 }
@@ -267,27 +273,24 @@ fn map_once(
 /// Runs `colmap mapper` on `database` into `out` (`descl sfm --reconstruct`, and descl's side
 /// of `descl bench sfm`). With neither setting in `options`:
 ///
-/// 1. at a [`first_filter_px`] filter (1 px up to 1536 px images, scaled above) and COLMAP's initial-pair
-///    angle; a model that registers every image that has a verified pair (the most any model
-///    can) is kept, after one mapper run;
-/// 2. otherwise at COLMAP's own defaults (4 px), and when those make no model at all, once
-///    more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] (COLMAP's own relaxation works inside that
-///    run too: 50 inliers at 8°, then 4° and 25 inliers, so 8° is where its search starts);
-/// 3. when no run made a model, no angle was given and some camera's focal length is unknown,
-///    the last filter's angles once more on a copy of the database whose cameras of unknown focal length start
-///    from [`FALLBACK_FOCAL_PRIOR_FACTOR`] · max(w, h) (the database itself keeps its priors;
-///    the kept run's [`MapAttempt::focal_prior_factor`] says so);
-/// 4. of the runs that made a model, the one whose largest model registers the most images
-///    is kept, the earlier (tighter) one on a tie;
-/// 5. a kept model of the tight first run has its points triangulated again at COLMAP's 4 px
-///    with its cameras held fixed ([`run_point_triangulator`]): the cameras of the tight run,
-///    about the points of a 4 px one. Should that fail, the model is kept as the mapper made it and
-///    [`Mapped::retriangulation_error`] says why.
+/// 1. at COLMAP's own defaults (4 px filter, 16° initial-pair angle), and when those make no
+///    model at all, once more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] (COLMAP's own relaxation
+///    works inside that run too: 50 inliers at 8°, then 4° and 25 inliers, so 8° is where its
+///    search starts);
+/// 2. when no run made a model, no angle was given and some camera's focal length is unknown,
+///    both angles once more on a copy of the database whose cameras of unknown focal length
+///    start from [`FALLBACK_FOCAL_PRIOR_FACTOR`] · max(w, h) (the database itself keeps its
+///    priors; the kept run's [`MapAttempt::focal_prior_factor`] says so);
+/// 3. the first run that made a model is kept, and refined at [`refine_filter_px`] (1 px up to
+///    1536 px images, scaled above): observations past it dropped, one more global bundle
+///    adjustment, its points triangulated again at 4 px with the cameras held fixed. Should
+///    that fail, the model is kept as the mapper made it and [`Mapped::refinement_error`]
+///    says why.
 ///
 /// A setting given in `options` is used as given: an angle leaves out both fallbacks (angle
-/// and focal prior), a filter the tight first run and the triangulation (the runs are at that filter). Only a failed
-/// initialisation ([`Error::NoModel`]) or an incomplete model moves on to the next run; a
-/// missing colmap, a bad database or a crash is passed on as it is.
+/// and focal prior), a filter the refinement (the runs are at that filter). Only a failed
+/// initialisation ([`Error::NoModel`]) moves on to the next run; a missing colmap, a bad
+/// database or a crash is passed on as it is.
 ///
 /// `out` must pass [`check_sparse_dir`]; with `overwrite`, earlier models there (numbered
 /// folders holding `images.bin`) are removed first. All of it happens under `out`'s lock: each run maps into a staging folder inside
@@ -333,57 +336,41 @@ pub fn map(
             FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
         ],
     };
-    let staged = options.filter_max_reproj_error_px.is_none();
-    let filters = match options.filter_max_reproj_error_px {
-        Some(f) => vec![f],
-        None => {
-            let side = crate::io::colmap::median_camera_side(database)?;
-            first_filter_px(side)
-                .into_iter()
-                .chain([COLMAP_FILTER_MAX_REPROJ_ERROR_PX])
-                .collect()
-        }
+    let filter = options
+        .filter_max_reproj_error_px
+        .unwrap_or(COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
+    let refine_px = match options.filter_max_reproj_error_px {
+        Some(_) => None,
+        None => refine_filter_px(crate::io::colmap::median_camera_side(database)?),
     };
     let mut attempts: Vec<MapAttempt> = Vec::new();
     // (index into attempts, its staging folder, its largest model)
-    let mut made: Vec<(usize, tempfile::TempDir, Reconstruction)> = Vec::new();
-    'filters: for (i, &filter) in filters.iter().enumerate() {
-        // The angle fallback runs at the last filter only: a tighter filter is a first try.
-        let tried = if i + 1 == filters.len() {
-            &angles[..]
-        } else {
-            &angles[..1]
-        };
-        for &angle in tried {
-            let (attempt, model) = map_once(database, images, out, options, filter, angle, None)?;
-            attempts.push(attempt);
-            if let Some((staging, r)) = model {
-                let complete = r.images.len() >= registrable;
-                made.push((attempts.len() - 1, staging, r));
-                if complete {
-                    break 'filters;
-                }
-                // A model, if incomplete: the next filter, not the next angle.
-                continue 'filters;
-            }
+    let mut made: Option<(usize, tempfile::TempDir, Reconstruction)> = None;
+    for &angle in &angles {
+        let (attempt, model) = map_once(database, images, out, options, filter, angle, None)?;
+        attempts.push(attempt);
+        if let Some((staging, r)) = model {
+            made = Some((attempts.len() - 1, staging, r));
+            break;
         }
     }
-    // No model from the database's focal priors: a copy with a wide camera's, at the last
-    // filter and each angle (not when the angle was given: then nothing falls back). The copy
-    // lives in a staging folder until the end of this run. A failure to make the copy does
-    // not hide the runs before it: it joins the no-model report.
+    // No model from the database's focal priors: a copy with a wide camera's, at each angle
+    // (not when the angle was given: then nothing falls back). The copy lives in a staging
+    // folder until the end of this run (the refinement triangulates from it). A failure to
+    // make the copy does not hide the runs before it: it joins the no-model report.
+    let mut mapped_from = database.to_path_buf();
     let (_focal_copy, focal_fallback_error) =
-        if made.is_empty() && options.init_min_tri_angle_deg.is_none() {
+        if made.is_none() && options.init_min_tri_angle_deg.is_none() {
             match focal_fallback_database(database, out) {
                 Ok(Some((dir, copy))) => {
                     let factor = FALLBACK_FOCAL_PRIOR_FACTOR;
-                    let filter = *filters.last().unwrap_or(&COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
                     for &angle in &angles {
                         let (attempt, model) =
                             map_once(&copy, images, out, options, filter, angle, Some(factor))?;
                         attempts.push(attempt);
                         if let Some((staging, r)) = model {
-                            made.push((attempts.len() - 1, staging, r));
+                            made = Some((attempts.len() - 1, staging, r));
+                            mapped_from = copy.clone();
                             break;
                         }
                     }
@@ -395,14 +382,7 @@ pub fn map(
         } else {
             (None, None)
         };
-    // The most images; on a tie the earlier run (strictly more replaces).
-    let mut best: Option<usize> = None;
-    for (k, (_, _, r)) in made.iter().enumerate() {
-        if best.is_none_or(|b| r.images.len() > made[b].2.images.len()) {
-            best = Some(k);
-        }
-    }
-    let Some(best) = best else {
+    let Some((index, staging, mapped)) = made else {
         let why: Vec<String> = attempts
             .iter()
             .map(|a| {
@@ -422,41 +402,15 @@ pub fn map(
             why.join("; ")
         )));
     };
-    let (index, staging, mapped) = made.swap_remove(best);
-    // A model mapped at a tighter filter than COLMAP's has cameras bundle-adjusted on the
-    // closest observations only, and fewer points: its tracks are triangulated again at
-    // COLMAP's 4 px with those cameras held fixed (1–2.5 s on the Strecha scenes). All of its
-    // models or none: a failure keeps the mapper's models as they are.
-    // (Never a model of the focal-prior fallback's copy, which maps at the last filter: the
-    // triangulation reads the user's database, whose cameras are not the copy's.)
-    let (triangulated, retriangulation_error) = if staged
-        && attempts[index].filter_max_reproj_error_px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX
-        && attempts[index].focal_prior_factor.is_none()
-    {
-        let tri = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
-        let retriangulated = model_folders(staging.path())?
-            .iter()
-            .try_for_each(|folder| {
-                let Some(name) = folder.file_name() else {
-                    return Ok(());
-                };
-                run_point_triangulator(database, images, folder, &tri.path().join(name), options)
-                    .map(drop)
-                    .map_err(|e| {
-                        format!(
-                            "{}: triangulating its points again: {e}",
-                            out.join(name).display()
-                        )
-                    })
-            });
-        match retriangulated {
-            Ok(()) => (Some(tri), None),
+    // All of the run's models refined or none: a failure keeps the mapper's models as they are.
+    let (refined, refinement_error) = match refine_px {
+        Some(px) => match refine(&mapped_from, images, staging.path(), out, px, options) {
+            Ok(dir) => (Some(dir), None),
             Err(why) => (None, Some(why)),
-        }
-    } else {
-        (None, None)
+        },
+        None => (None, None),
     };
-    let source = triangulated.as_ref().map_or(staging.path(), |t| t.path());
+    let source = refined.as_ref().map_or(staging.path(), |t| t.path());
     for folder in model_folders(source)? {
         let Some(name) = folder.file_name() else {
             continue;
@@ -471,16 +425,48 @@ pub fn map(
     attempts[index].kept = true;
     let kept = &attempts[index];
     Ok(Mapped {
-        retriangulated_at_px: triangulated
-            .is_some()
-            .then_some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX),
-        retriangulation_error,
+        refined_at_px: refined.is_some().then_some(refine_px).flatten(),
+        refinement_error,
         init_min_tri_angle_deg: kept.init_min_tri_angle_deg,
         filter_max_reproj_error_px: kept.filter_max_reproj_error_px,
         reconstruction,
         registrable_images: registrable,
         attempts,
     })
+}
+
+/// [`map`]'s refinement of every model in `mapped` (a staging folder of `out`) into a new
+/// staging folder of `out`, returned: its observations past `px` dropped
+/// ([`run_point_filtering`]), one global bundle adjustment ([`run_bundle_adjuster`]), then its
+/// tracks triangulated again from `database` at COLMAP's 4 px with the cameras held fixed
+/// ([`run_point_triangulator`]): the poses of a bundle adjustment on the closest observations,
+/// about the points of a 4 px model. The error names the model (as it will be named in `out`)
+/// and the step that failed.
+fn refine(
+    database: &Path,
+    images: &Path,
+    mapped: &Path,
+    out: &Path,
+    px: f64,
+    options: &MapperOptions,
+) -> std::result::Result<tempfile::TempDir, String> {
+    let work = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
+    let done = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
+    for folder in model_folders(mapped).map_err(|e| e.to_string())? {
+        let Some(name) = folder.file_name() else {
+            continue;
+        };
+        let named = out.join(name);
+        let filtered = work.path().join("filtered").join(name);
+        let adjusted = work.path().join("adjusted").join(name);
+        run_point_filtering(&folder, &filtered, px)
+            .map_err(|e| format!("{}: dropping observations past {} px: {e}", named.display(), px_text(px)))?;
+        run_bundle_adjuster(&filtered, &adjusted, options)
+            .map_err(|e| format!("{}: bundle adjustment: {e}", named.display()))?;
+        run_point_triangulator(database, images, &adjusted, &done.path().join(name), options)
+            .map_err(|e| format!("{}: triangulating its points again: {e}", named.display()))?;
+    }
+    Ok(done)
 }
 
 /// Whether `out` can take [`map`]'s models, checked by `descl sfm` before any extraction and
@@ -554,8 +540,8 @@ impl Default for SfmConfig {
     /// 0.062 against 0.086 % of the extent, fountain-P11 0.042 against 0.051 %), but at 1 or
     /// 2 px opensfm_lund (forward street motion) gets no model even at [`map`]'s 8° fallback
     /// (29/29 at 4 px), and at 1 px skull01 registers 15 of 33 images instead of 19. The
-    /// accuracy is taken in the mapper instead: [`map`]'s first run filters at 1 px (scaled
-    /// with the image, [`first_filter_px`]) and falls back to 4 px on such scenes.
+    /// accuracy is taken in the mapper instead: [`map`] refines its 4 px model at 1 px
+    /// (scaled with the image, [`refine_filter_px`]).
     fn default() -> Self {
         let mut pair = PairConfig::default();
         pair.ransac.threshold_px = COLMAP_MAX_ERROR_PX;
@@ -1455,18 +1441,18 @@ mod tests {
         img
     }
 
-    /// The first filter in image units: 1 px at the reference side and below, scaled above.
+    /// The refinement filter in image units: 1 px at the reference side and below, scaled above.
     #[test]
-    fn the_first_filter_scales_with_the_image_above_the_reference_side() {
+    fn the_refinement_filter_scales_with_the_image_above_the_reference_side() {
         // The Strecha scenes' 1536 px and anything smaller: 1 px.
-        assert_eq!(first_filter_px(1536), Some(1.0));
-        assert_eq!(first_filter_px(640), Some(1.0));
+        assert_eq!(refine_filter_px(1536), Some(1.0));
+        assert_eq!(refine_filter_px(640), Some(1.0));
         // The released Strecha images (3072 px): 2 px; a 4000 px photo: 4000 / 1536 px.
-        assert_eq!(first_filter_px(3072), Some(2.0));
-        assert_eq!(first_filter_px(4000), Some(4000.0 / 1536.0));
-        // At four times the reference the tight run would be COLMAP's own 4 px: none.
-        assert_eq!(first_filter_px(6144), None);
-        assert_eq!(first_filter_px(9000), None);
+        assert_eq!(refine_filter_px(3072), Some(2.0));
+        assert_eq!(refine_filter_px(4000), Some(4000.0 / 1536.0));
+        // At four times the reference the refinement would be at COLMAP's own 4 px: none.
+        assert_eq!(refine_filter_px(6144), None);
+        assert_eq!(refine_filter_px(9000), None);
     }
 
     /// The scores of a reconstruction that is the ground truth moved by a known similarity

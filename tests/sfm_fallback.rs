@@ -14,7 +14,7 @@
 use descl::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
 use descl::sfm::{
     FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
-    SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
+    SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX,
 };
 
 use serde_json::Value;
@@ -66,14 +66,14 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
             r["init_min_tri_angle_deg"].as_f64(),
             Some(FALLBACK_INIT_MIN_TRI_ANGLE_DEG)
         );
-        // The mapper's runs in order (3 with COLMAP 3.8: the 1 px first try and COLMAP's
-        // defaults made nothing): the last one, at the fallback angle and COLMAP's 4 px
-        // filter, made the kept model (no triangulation again).
+        // The mapper's runs in order (2 with COLMAP 3.8: COLMAP's defaults made nothing): the
+        // last one, at the fallback angle and COLMAP's 4 px filter, made the kept model, then
+        // refined (1024 px frames: at 1 px).
         let runs = r["mapper_runs"].as_array().unwrap();
         assert!(runs.len() >= 2, "{r}");
         assert_eq!(
             runs[0]["filter_max_reproj_error_px"].as_f64(),
-            Some(SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX)
+            Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
         );
         let last = &runs[runs.len() - 1];
         assert_eq!(last["kept"].as_bool(), Some(true), "{r}");
@@ -85,7 +85,11 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
             r["filter_max_reproj_error_px"].as_f64(),
             Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
         );
-        assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
+        assert_eq!(
+            r["refined_at_filter_px"].as_f64(),
+            Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
+            "{r}"
+        );
         let ran = format!("colmap mapper ran {} times", runs.len());
         assert!(stderr.contains(&ran), "{stderr}");
     } else if r["fallback"].as_bool() == Some(true) {

@@ -1,15 +1,15 @@
-//! `descl sfm`'s mapping (`sfm::map`): a first `colmap mapper` run at a 1 px filter, kept when
-//! it registers every image, its points then triangulated again at COLMAP's 4 px with its
-//! cameras held fixed (`run_point_triangulator`); a filter given is used as is. On four
-//! fountain-P11 images (1024 DoG frames each, a model in seconds).
+//! `descl sfm`'s mapping (`sfm::map`): a `colmap mapper` run at COLMAP's 4 px filter, refined
+//! at 1 px (`run_point_filtering`, `run_bundle_adjuster`), its points then triangulated again
+//! at 4 px with its cameras held fixed (`run_point_triangulator`); a filter given is used as
+//! is. On four fountain-P11 images (1024 DoG frames each, a model in seconds).
 
 use descl::io::colmap_model::{
-    model_folders, run_mapper, run_point_triangulator, MapperOptions,
-    COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+    model_folders, run_bundle_adjuster, run_mapper, run_point_filtering, run_point_triangulator,
+    MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use descl::sfm::{
     map, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
-    SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
+    SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use std::path::{Path, PathBuf};
 
@@ -41,6 +41,61 @@ fn hidden(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The refinement's three colmap steps on a 4 px model: the filter drops observations and
+/// keeps the poses; the bundle adjustment moves the poses and keeps the points (the
+/// triangulation after it: `retriangulation_keeps_the_cameras_and_adds_points`).
+#[test]
+fn refinement_steps_filter_adjust_and_triangulate_again() {
+    const TEST: &str = "sfm map refinement";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (db, images) = small_database(&root, dir.path());
+    let mapped = run_mapper(
+        &db,
+        &images,
+        &dir.path().join("m4"),
+        &MapperOptions::default(),
+    )
+    .unwrap();
+    let px = SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX;
+    let filtered = run_point_filtering(&mapped.path, &dir.path().join("f"), px).unwrap();
+    assert_eq!(filtered.images.len(), mapped.images.len());
+    for (a, b) in mapped.images.iter().zip(&filtered.images) {
+        assert_eq!((a.qvec, a.tvec), (b.qvec, b.tvec), "{}: pose changed", a.name);
+    }
+    assert!(
+        filtered.num_points < mapped.num_points,
+        "{} points after the 1 px filter, {} before",
+        filtered.num_points,
+        mapped.num_points
+    );
+    assert!(filtered.mean_reprojection_error < mapped.mean_reprojection_error);
+    assert!(filtered.mean_reprojection_error <= px);
+    let adjusted =
+        run_bundle_adjuster(&filtered.path, &dir.path().join("a"), &MapperOptions::default())
+            .unwrap();
+    assert_eq!(adjusted.num_points, filtered.num_points);
+    assert!(
+        filtered
+            .images
+            .iter()
+            .zip(&adjusted.images)
+            .any(|(a, b)| a.tvec != b.tvec),
+        "the bundle adjustment moved no camera"
+    );
+    // A folder holding a model is refused by each step, not overwritten.
+    let err = run_point_filtering(&mapped.path, &dir.path().join("f"), px)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("earlier run"), "{err}");
+    let err = run_bundle_adjuster(&filtered.path, &dir.path().join("a"), &MapperOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("earlier run"), "{err}");
+}
+
 #[test]
 fn retriangulation_keeps_the_cameras_and_adds_points() {
     const TEST: &str = "sfm map retriangulation";
@@ -50,7 +105,7 @@ fn retriangulation_keeps_the_cameras_and_adds_points() {
     let dir = tempfile::tempdir().unwrap();
     let (db, images) = small_database(&root, dir.path());
     let tight = MapperOptions {
-        filter_max_reproj_error_px: Some(SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX),
+        filter_max_reproj_error_px: Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
         ..Default::default()
     };
     let mapped = run_mapper(&db, &images, &dir.path().join("tight"), &tight).unwrap();
@@ -90,7 +145,7 @@ fn retriangulation_keeps_the_cameras_and_adds_points() {
 }
 
 #[test]
-fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
+fn map_refines_its_four_pixel_model_and_a_given_filter_is_used_as_is() {
     const TEST: &str = "sfm map";
     let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
@@ -112,20 +167,16 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
     );
     assert!(hidden(&out).is_empty(), "left behind: {:?}", hidden(&out));
     assert_eq!(m.registrable_images, 4);
-    // All four images registered at 1 px: one mapper run, kept, its points triangulated again
-    // at COLMAP's 4 px.
+    // One mapper run at COLMAP's 4 px, kept, refined at 1 px (1536 px images: no scaling).
     assert_eq!(m.attempts.len(), 1, "{:?}", m.attempts);
     assert!(m.attempts[0].kept);
     assert_eq!(
         m.filter_max_reproj_error_px,
-        SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX
+        COLMAP_FILTER_MAX_REPROJ_ERROR_PX
     );
-    assert_eq!(
-        m.retriangulated_at_px,
-        Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
-    );
+    assert_eq!(m.refined_at_px, Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX));
+    assert_eq!(m.refinement_error, None);
     assert_eq!(m.reconstruction.images.len(), 4);
-    assert!(m.reconstruction.num_points >= m.attempts[0].num_points.unwrap());
     assert!(!m.angle_fallback());
     // The reported model is the one in the output folder.
     assert_eq!(m.reconstruction.path.parent(), Some(out.as_path()));
@@ -171,19 +222,19 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
         "{stderr}"
     );
 
-    // A filter given is used as is, 1 px included: one run at it, nothing triangulated again.
+    // A filter given is used as is, 1 px included: one run at it, nothing refined.
     let out1 = dir.path().join("sparse1");
     let given = MapperOptions {
-        filter_max_reproj_error_px: Some(SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX),
+        filter_max_reproj_error_px: Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
         ..Default::default()
     };
     let m1 = map(&db, &images, &out1, &given, false).unwrap();
     assert_eq!(m1.attempts.len(), 1);
     assert_eq!(
         m1.filter_max_reproj_error_px,
-        SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX
+        SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX
     );
-    assert_eq!(m1.retriangulated_at_px, None);
+    assert_eq!(m1.refined_at_px, None);
     assert_eq!(
         Some(m1.reconstruction.num_points),
         m1.attempts[0].num_points
@@ -217,18 +268,17 @@ fn map_keeps_a_complete_one_pixel_model_and_a_given_filter_is_used_as_is() {
     assert!(taken.join("0").join("notes.txt").is_file());
 }
 
-/// A `colmap` that behaves as COLMAP except in `mode`: `drop1` takes image 0006.jpg out of
-/// the models of the 1 px run (`colmap image_deleter`), `dropall` out of every run's,
-/// `trifail` makes `point_triangulator` fail.
+/// A `colmap` that behaves as COLMAP except in `mode`: `dropall` takes image 0006.jpg out of
+/// every mapper run's models (`colmap image_deleter`), `trifail` makes `point_triangulator`
+/// fail (the refinement's last step).
 fn faulty_colmap(dir: &Path, mode: &str) -> PathBuf {
     let script = dir.join(format!("colmap-{mode}"));
     let body = format!(
         r#"#!/usr/bin/env bash
 mode={mode}
-sub=$1; out=""; filter=""; db=""; prev=""
+sub=$1; out=""; db=""; prev=""
 for a in "$@"; do
   [ "$prev" = --output_path ] && out=$a
-  [ "$prev" = --Mapper.filter_max_reproj_error ] && filter=$a
   [ "$prev" = --database_path ] && db=$a
   prev=$a
 done
@@ -240,7 +290,7 @@ fi
 if [ "$sub" = point_triangulator ] && [ $mode = trifail ]; then
   echo "ERROR: simulated failure" >&2; exit 1
 fi
-if [ "$sub" = mapper ] && {{ [ $mode = dropall ] || {{ [ $mode = drop1 ] && [ "$filter" = 1 ]; }}; }}; then
+if [ "$sub" = mapper ] && [ $mode = dropall ]; then
   colmap "$@" || exit $?
   echo 0006.jpg > "$out/drop.txt"
   for m in "$out"/*/; do
@@ -279,7 +329,7 @@ fn sfm_with(images: &Path, dir: &Path, colmap: &Path) -> (serde_json::Value, Str
 }
 
 #[test]
-fn map_chooses_between_its_runs_and_survives_a_failed_triangulation() {
+fn map_keeps_an_incomplete_model_and_survives_a_failed_refinement() {
     const TEST: &str = "sfm map choice";
     let Some(root) = common::data_and_colmap_or_skip(TEST) else {
         return;
@@ -287,43 +337,28 @@ fn map_chooses_between_its_runs_and_survives_a_failed_triangulation() {
     let dir = tempfile::tempdir().unwrap();
     let (_, images) = small_database(&root, dir.path());
 
-    // The 1 px run leaves an image out: COLMAP's 4 px run registers all four and is kept,
-    // as the mapper made it.
-    let (r, stderr) = sfm_with(&images, dir.path(), &faulty_colmap(dir.path(), "drop1"));
-    let runs = r["mapper_runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{r}");
-    assert_eq!(runs[0]["registered"].as_u64(), Some(3), "{r}");
-    assert_eq!(runs[0]["kept"].as_bool(), Some(false), "{r}");
-    assert_eq!(runs[1]["kept"].as_bool(), Some(true), "{r}");
-    assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
-    assert_eq!(
-        r["filter_max_reproj_error_px"].as_f64(),
-        Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
-    );
-    assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
-    assert!(stderr.contains("colmap mapper ran 2 times"), "{stderr}");
-
-    // Both runs leave it out: a tie, the 1 px run is kept and triangulated again.
+    // The mapper leaves an image out: its one run is kept (no fallback: it made a model) and
+    // refined.
     let (r, _) = sfm_with(&images, dir.path(), &faulty_colmap(dir.path(), "dropall"));
     let runs = r["mapper_runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{r}");
+    assert_eq!(runs.len(), 1, "{r}");
     assert_eq!(runs[0]["kept"].as_bool(), Some(true), "{r}");
     assert_eq!(r["registered_images"].as_u64(), Some(3), "{r}");
     assert_eq!(
         r["filter_max_reproj_error_px"].as_f64(),
-        Some(SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX)
-    );
-    assert_eq!(
-        r["retriangulated_at_filter_px"].as_f64(),
         Some(COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
     );
+    assert_eq!(
+        r["refined_at_filter_px"].as_f64(),
+        Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX)
+    );
 
-    // The triangulation fails: the complete 1 px model is kept as the mapper made it, and
-    // the failure is reported, naming the model folder.
+    // The refinement's last step fails: the model is kept as the mapper made it, and the
+    // failure is reported, naming the model folder.
     let (r, stderr) = sfm_with(&images, dir.path(), &faulty_colmap(dir.path(), "trifail"));
     assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
-    assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
-    let why = r["retriangulation_error"].as_str().unwrap_or_default();
+    assert!(r["refined_at_filter_px"].is_null(), "{r}");
+    let why = r["refinement_error"].as_str().unwrap_or_default();
     // Named by the model's folder in the output, not the staging folder that is gone.
     let model = r["path"].as_str().unwrap_or_default();
     assert!(
@@ -336,10 +371,10 @@ fn map_chooses_between_its_runs_and_survives_a_failed_triangulation() {
         r["mapper_runs"][0]["num_points"].as_u64()
     );
     assert!(
-        stderr.contains("warning: the 1 px model is kept"),
+        stderr.contains("warning: the 4 px model is kept as the mapper made it"),
         "{stderr}"
     );
-    for sparse in ["colmap-drop1", "colmap-dropall", "colmap-trifail"] {
+    for sparse in ["colmap-dropall", "colmap-trifail"] {
         let folder = dir.path().join(format!("{sparse}-sparse"));
         assert!(
             hidden(&folder).is_empty(),
@@ -406,10 +441,10 @@ fn descl_sfm_checks_the_sparse_folder_before_any_work() {
 }
 
 /// The focal-prior fallback through a colmap whose mapper makes no model except from the
-/// fallback's copy of the database: the runs in order (1 px, 4 px, 8°, then the copy at
-/// COLMAP's angle), the copy's model kept and not triangulated again, the user's database
+/// fallback's copy of the database: the runs in order (16°, 8°, then the copy at COLMAP's
+/// angle), the copy's model kept and refined (triangulated from the copy), the user's database
 /// keeping COLMAP's prior, no copy left; and with a mapper that never makes a model, every run
-/// named in the error (five: the fallback's two angles included) and nothing left either.
+/// named in the error (four: the fallback's two angles included) and nothing left either.
 #[test]
 fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
     const TEST: &str = "sfm map focal fallback";
@@ -432,15 +467,11 @@ fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
             )
         })
         .collect();
-    let (px1, px4) = (
-        SFM_FIRST_FILTER_MAX_REPROJ_ERROR_PX,
-        COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
-    );
+    let px4 = COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
     let wide = Some(FALLBACK_FOCAL_PRIOR_FACTOR);
     assert_eq!(
         settings,
         [
-            (px1, 16.0, None, false),
             (px4, 16.0, None, false),
             (px4, FALLBACK_INIT_MIN_TRI_ANGLE_DEG, None, false),
             (px4, 16.0, wide, true),
@@ -451,7 +482,11 @@ fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
     assert_eq!(r["focal_prior_factor"].as_f64(), wide, "{r}");
     assert_eq!(r["fallback"].as_bool(), Some(true), "{r}");
     assert_eq!(r["angle_fallback"].as_bool(), Some(false), "{r}");
-    assert!(r["retriangulated_at_filter_px"].is_null(), "{r}");
+    assert_eq!(
+        r["refined_at_filter_px"].as_f64(),
+        Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
+        "{r}"
+    );
     assert!(
         stderr.contains("focal length started from 0.85"),
         "{stderr}"
@@ -477,7 +512,7 @@ fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
         hidden(&sparse)
     );
 
-    // No run makes a model: all five named in the error, the database untouched, no copy left.
+    // No run makes a model: all four named in the error, the database untouched, no copy left.
     let colmap = faulty_colmap(dir.path(), "nomodel");
     let db = dir.path().join("colmap-nomodel.db");
     let (ok, _, stderr) = common::run(
@@ -497,7 +532,7 @@ fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
     assert!(!ok, "{stderr}");
     assert_eq!(
         stderr.matches("failed to create sparse model").count(),
-        5,
+        4,
         "{stderr}"
     );
     assert_eq!(stderr.matches("focal prior 0.85").count(), 2, "{stderr}");

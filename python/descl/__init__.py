@@ -13,8 +13,10 @@ library the ``descl`` command line runs, on numpy arrays.
 
 Before the native module loads, two environment variables are set unless already set:
 ``ORT_DYLIB_PATH`` to the ONNX Runtime library of the ``onnxruntime`` wheel this package
-depends on (found without importing onnxruntime), and ``DESCL_MODELS`` to the models bundled
-in this package. Set either before ``import descl`` to use another library or models folder.
+depends on (found without importing onnxruntime), and ``DESCL_MODELS`` to the models folder of
+the ``descl-models`` wheel when it is installed (``pip install descl[models]``: every shipped
+model), else to this package's own (the default model only). Set either before ``import descl``
+to use another library or models folder.
 """
 
 import importlib.util
@@ -44,6 +46,22 @@ def _bundled_ort_library():
     return None
 
 
+def _models_wheel_folder():
+    """``descl_models/models`` of the installed descl-models wheel (every shipped model, the
+    default included), or None; found without importing it."""
+    try:
+        spec = importlib.util.find_spec("descl_models")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        models = Path(folder) / "models"
+        if models.is_dir():
+            return models
+    return None
+
+
 def _configure_environment():
     # Read by the native module when it first needs them (the first model load), so setting
     # them here, before that, is enough. os.environ writes through to the C environment.
@@ -51,9 +69,11 @@ def _configure_environment():
         lib = _bundled_ort_library()
         if lib is not None:
             os.environ["ORT_DYLIB_PATH"] = str(lib)
-    models = _HERE / "models"
-    if not os.environ.get("DESCL_MODELS") and models.is_dir():
-        os.environ["DESCL_MODELS"] = str(models)
+    if not os.environ.get("DESCL_MODELS"):
+        for models in (_models_wheel_folder(), _HERE / "models"):
+            if models is not None and models.is_dir():
+                os.environ["DESCL_MODELS"] = str(models)
+                break
 
 
 _configure_environment()

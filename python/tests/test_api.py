@@ -357,23 +357,38 @@ def test_models_lists_the_default_like_the_cli(run_cli):
 
 
 def test_package_finds_bundled_models_and_onnxruntime(tmp_path):
-    """Outside the repository, with no environment set, the package uses its own models and
+    """Outside the repository, with no environment set, the package uses the descl-models
+    wheel's folder when that is installed (every model), else its own (the default only), and
     the onnxruntime wheel's library; ORT_DYLIB_PATH set by the user wins."""
     env = {k: v for k, v in os.environ.items() if k not in ("ORT_DYLIB_PATH", "DESCL_MODELS", "LD_LIBRARY_PATH")}
     code = (
         "import descl, json\n"
         "ex = descl.Extractor(max_keypoints=10)\n"
-        "print(json.dumps([str(descl.ort_library()), str(descl.models_dir()), ex.model]))\n"
+        "print(json.dumps([str(descl.ort_library()), str(descl.models_dir()), ex.model,\n"
+        "                  sorted(m['name'] for m in descl.models())]))\n"
     )
+    # As installed by scripts/test-python: both wheels.
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
-    lib, models, model = json.loads(proc.stdout)
+    lib, models, model, names = json.loads(proc.stdout)
     package = Path(descl.__file__).parent
     assert Path(lib).name == f"libonnxruntime.so.{descl.ORT_VERSION}"
     assert Path(lib).parent.parent.name == "onnxruntime"
-    assert Path(models) == package / "models"
     assert model == descl.DEFAULT_MODEL
-    assert not list((package / "models").glob("*.safetensors"))
+    import descl_models
+
+    assert Path(models) == descl_models.MODELS_DIR
+    assert descl.DEFAULT_MODEL in names and "descl-tfeat-cdf-binary256-mix" in names
+    # Without the descl-models wheel (hidden from the import system): the package's own
+    # folder, which holds the default model's file and card and nothing else.
+    hidden = "import sys; sys.modules['descl_models'] = None\n"
+    proc = subprocess.run([sys.executable, "-c", hidden + code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    _, models, model, names = json.loads(proc.stdout)
+    assert Path(models) == package / "models"
+    assert model == descl.DEFAULT_MODEL and names == [descl.DEFAULT_MODEL]
+    shipped = sorted(p.name for p in (package / "models").iterdir())
+    assert shipped == [f"{descl.DEFAULT_MODEL}.json", f"{descl.DEFAULT_MODEL}.onnx"], shipped
 
     env["ORT_DYLIB_PATH"] = str(tmp_path / "nothing.so")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)

@@ -41,3 +41,26 @@ def test_opencv_comes_from_the_wheel():
     assert not outside, f"OpenCV loaded from outside the wheel: {outside}"
     ort = [p for p in _loaded_libraries() if "libonnxruntime" in Path(p).name]
     assert ort and all("onnxruntime" in Path(p).parts for p in ort), ort
+
+
+#: PyPI's default limit on one file is 100 MB; the descl wheel stays well under it.
+DESCL_WHEEL_MAX_BYTES = 50_000_000
+#: PyPI's default limit on one file.
+PYPI_FILE_MAX_BYTES = 100_000_000
+
+
+def test_wheels_fit_pypi_and_the_extra_pins_the_models_wheel():
+    """The two wheels scripts/test-python installed: descl (the default model inside) at most
+    50 MB, descl-models (every model) under PyPI's limit, and `descl[models]` pins this
+    version of it."""
+    import importlib.metadata as md
+    import os
+
+    wheel, models_wheel = os.environ.get("DESCL_WHEEL"), os.environ.get("DESCL_MODELS_WHEEL")
+    if not wheel or not models_wheel:
+        pytest.skip("DESCL_WHEEL / DESCL_MODELS_WHEEL not set: not run by scripts/test-python")
+    assert Path(wheel).stat().st_size <= DESCL_WHEEL_MAX_BYTES, Path(wheel).stat().st_size
+    assert Path(models_wheel).stat().st_size <= PYPI_FILE_MAX_BYTES, Path(models_wheel).stat().st_size
+    version = md.version("descl")
+    assert md.version("descl-models") == version
+    assert f'descl-models=={version}; extra == "models"' in (md.requires("descl") or [])

@@ -53,14 +53,12 @@ pub struct Args {
     #[arg(long, value_name = "DEG", requires = "reconstruct", value_parser = parse_angle)]
     init_min_tri_angle: Option<f64>,
     /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
-    /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: a first
-    /// mapper run at 1 px (for images up to 1536 px; scaled with the images' longest side above,
-    /// 2 px at 3072 px), kept when it registers every image that has a verified pair (more
-    /// accurate cameras), its
-    /// points then triangulated again at 4 px with those cameras held fixed; else COLMAP's 4 px
-    /// (with the angle fallback above), and the run that registers more images is kept.
-    /// Given, the mapper runs at PX only (the fallbacks of --init-min-tri-angle included),
-    /// nothing triangulated again.
+    /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: COLMAP's
+    /// 4 px, then the model refined: observations past 1 px dropped (for images up to 1536 px;
+    /// scaled with the images' longest side above, 2 px at 3072 px), one more bundle
+    /// adjustment (more accurate cameras), its points triangulated again at 4 px with those
+    /// cameras held fixed. Given, the mapper runs at PX (the fallbacks of
+    /// --init-min-tri-angle included), nothing refined.
     #[arg(long, value_name = "PX", requires = "reconstruct", value_parser = parse_pixels)]
     filter_max_reproj_error: Option<f64>,
     /// COLMAP camera model.
@@ -412,15 +410,17 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
             passed_over.join("; ")
         );
     }
-    if let Some(px) = mapped.retriangulated_at_px {
+    if let Some(px) = mapped.refined_at_px {
         eprintln!(
-            "note: the model's points were triangulated again at {px} px with its {} px cameras held fixed",
+            "note: the {} px model was refined: observations past {} px dropped, bundle-adjusted again, its points triangulated again at {} px",
+            descl::sfm::px_text(mapped.filter_max_reproj_error_px),
+            descl::sfm::px_text(px),
             descl::sfm::px_text(mapped.filter_max_reproj_error_px)
         );
     }
-    if let Some(why) = &mapped.retriangulation_error {
+    if let Some(why) = &mapped.refinement_error {
         eprintln!(
-            "warning: the {} px model is kept as the mapper made it (fewer points); triangulating its points again failed: {why}",
+            "warning: the {} px model is kept as the mapper made it (not refined): {why}",
             descl::sfm::px_text(mapped.filter_max_reproj_error_px)
         );
     }
@@ -441,8 +441,8 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "mean_track_length": recon.mean_track_length,
         "init_min_tri_angle_deg": mapped.init_min_tri_angle_deg,
         "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
-        "retriangulated_at_filter_px": mapped.retriangulated_at_px,
-        "retriangulation_error": mapped.retriangulation_error,
+        "refined_at_filter_px": mapped.refined_at_px,
+        "refinement_error": mapped.refinement_error,
         "registrable_images": mapped.registrable_images,
         // Either fallback made the model; `angle_fallback`: the 8° one.
         "fallback": mapped.fallback(),

@@ -60,13 +60,16 @@ pub struct SfmRun {
     /// when no run from the database's own focal lengths made a model; None otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_focal_prior_factor: Option<f64>,
-    /// `Mapper.filter_max_reproj_error` of the run `descl sfm`'s mapping kept
-    /// ([`crate::sfm::map`]: its tight first filter, 1 px up to 1536 px images, when that
-    /// registered every image, else COLMAP's 4 px);
-    /// COLMAP's default, 4 px, for COLMAP's pipeline; None in reports written before
+    /// `Mapper.filter_max_reproj_error` of the run `descl sfm`'s mapping kept (COLMAP's 4 px
+    /// since 2026-11-28; before, a tight first filter of 1 px when that registered every
+    /// image); COLMAP's default, 4 px, for COLMAP's pipeline; None in reports written before
     /// 2026-11-26 (evening) and for a failed run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter_max_reproj_error_px: Option<f64>,
+    /// The filter `descl sfm`'s mapping refined its model at ([`crate::sfm::refine_filter_px`]);
+    /// None for COLMAP's pipeline, a model not refined, and reports before 2026-11-28.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refined_at_px: Option<f64>,
 }
 
 /// What a pipeline's runs repeat.
@@ -130,6 +133,24 @@ impl SceneReconstruction {
             .collect()
     }
 
+    /// Runs that recorded a mapper filter of COLMAP's 4 px or more and no refinement: descl
+    /// sfm's runs whose model was left as the mapper made it.
+    pub fn unrefined_runs(&self) -> usize {
+        self.runs
+            .iter()
+            .filter(|r| {
+                r.refined_at_px.is_none()
+                    && r.filter_max_reproj_error_px
+                        .is_some_and(|f| f >= COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
+            })
+            .count()
+    }
+
+    /// The refinement filter of each run that was refined ([`crate::sfm::map`]), pixels.
+    pub fn refined_px(&self) -> Vec<f64> {
+        self.runs.iter().filter_map(|r| r.refined_at_px).collect()
+    }
+
     /// The reconstruction made of `runs` (at least one), after a shared database that took
     /// `database_seconds` (0 when each run built its own).
     fn of_runs(runs: Vec<SfmRun>, database_seconds: f64) -> SceneReconstruction {
@@ -189,6 +210,7 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
         .and_then(|m| m.angle_fallback().then_some(m.init_min_tri_angle_deg));
     let focal = recon.as_ref().ok().and_then(Mapped::focal_prior_factor);
     let filter = recon.as_ref().ok().map(|m| m.filter_max_reproj_error_px);
+    let refined = recon.as_ref().ok().and_then(|m| m.refined_at_px);
     let accuracy = recon.and_then(|m| evaluate(&m.reconstruction, truth));
     let seconds = started.elapsed().as_secs_f64();
     let (accuracy, error) = match accuracy {
@@ -202,6 +224,7 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
         fallback_init_min_tri_angle_deg: fallback,
         fallback_focal_prior_factor: focal,
         filter_max_reproj_error_px: filter,
+        refined_at_px: refined,
     }
 }
 
@@ -224,8 +247,8 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
             db,
             crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES,
         )?,
-        retriangulated_at_px: None,
-        retriangulation_error: None,
+        refined_at_px: None,
+        refinement_error: None,
         attempts: vec![crate::sfm::MapAttempt {
             filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
             init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
@@ -415,6 +438,7 @@ mod tests {
             fallback_init_min_tri_angle_deg: None,
             fallback_focal_prior_factor: None,
             filter_max_reproj_error_px: None,
+            refined_at_px: None,
         }
     }
 

@@ -554,22 +554,19 @@ impl BenchReport {
                         focal.len()
                     ));
                 }
-                // And descl sfm's runs whose tight first try was not kept (COLMAP's pipeline
-                // always maps at its 4 px).
-                let wide = r
-                    .filters_px()
-                    .into_iter()
-                    .filter(|&f| {
-                        m.as_str() != crate::eval::reconstruction::COLMAP_SIFT_PIPELINE
-                            && f >= crate::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX
-                    })
-                    .collect::<Vec<_>>();
-                if let Some(f) = wide.first() {
-                    mark.push_str(&format!(
-                        " ({} run(s) at a {} px filter)",
-                        wide.len(),
-                        crate::sfm::px_text(*f)
-                    ));
+                // And descl sfm's runs left at the mapper's 4 px (COLMAP's pipeline always
+                // is): not refined, or, in reports before 2026-11-28, the tight first try not
+                // kept.
+                if m.as_str() != crate::eval::reconstruction::COLMAP_SIFT_PIPELINE {
+                    let unrefined = r.unrefined_runs();
+                    if unrefined > 0 {
+                        mark.push_str(&format!(
+                            " ({unrefined} run(s) at {} px, not refined)",
+                            crate::sfm::px_text(
+                                crate::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX
+                            )
+                        ));
+                    }
                 }
                 match &r.accuracy {
                     Some(a) => {

@@ -616,7 +616,7 @@ pub fn count_registrable_images(path: &Path, min_inliers: usize) -> Result<usize
 
 /// The median over the database's cameras of each camera's longest image side, pixels (the
 /// upper one of an even count; 0 for a database without cameras): what
-/// [`crate::sfm::first_filter_px`] scales the mapper's first filter by. The median, so that
+/// [`crate::sfm::refine_filter_px`] scales the mapping's refinement filter by. The median, so that
 /// one large image does not set the filter for a set of small ones.
 pub fn median_camera_side(path: &Path) -> Result<u32> {
     let conn = open_read_only(path)?;

@@ -489,6 +489,55 @@ pub fn run_point_triangulator(
     read_model(output)
 }
 
+/// Runs `colmap point_filtering` on the model in `input` into `output` (created; it must hold
+/// no model): every observation whose reprojection error exceeds `max_reproj_error_px` is
+/// dropped, then points left with fewer than two observations or a triangulation angle under
+/// COLMAP's 1.5° (its `min_tri_angle` default). Poses and cameras are unchanged.
+pub fn run_point_filtering(
+    input: &Path,
+    output: &Path,
+    max_reproj_error_px: f64,
+) -> Result<Reconstruction> {
+    refuse_earlier_models(output, "filter")?;
+    let px = max_reproj_error_px.to_string();
+    run_colmap(&[
+        "point_filtering".as_ref(),
+        "--input_path".as_ref(),
+        input.as_os_str(),
+        "--output_path".as_ref(),
+        output.as_os_str(),
+        "--max_reproj_error".as_ref(),
+        px.as_ref(),
+    ])?;
+    read_model(output)
+}
+
+/// Runs `colmap bundle_adjuster` on the model in `input` into `output` (created; it must hold
+/// no model): one global bundle adjustment of every pose, point and camera (the principal
+/// point only with `options.refine_principal_point`), with COLMAP's defaults otherwise.
+pub fn run_bundle_adjuster(
+    input: &Path,
+    output: &Path,
+    options: &MapperOptions,
+) -> Result<Reconstruction> {
+    refuse_earlier_models(output, "bundle-adjust")?;
+    let refine_pp = if options.refine_principal_point {
+        "1"
+    } else {
+        "0"
+    };
+    run_colmap(&[
+        "bundle_adjuster".as_ref(),
+        "--input_path".as_ref(),
+        input.as_os_str(),
+        "--output_path".as_ref(),
+        output.as_os_str(),
+        "--BundleAdjustment.refine_principal_point".as_ref(),
+        refine_pp.as_ref(),
+    ])?;
+    read_model(output)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
