@@ -42,6 +42,19 @@ pub enum Error {
     /// an outcome of the data and the mapper's settings, not of a broken installation.
     #[error("{0}")]
     NoModel(String),
+    /// An image read again after its features were extracted (for its EXIF, to draw on, into a
+    /// database) whose content is not the one they were extracted from
+    /// ([`crate::provenance::check_image`]).
+    #[error("{}: its content is not the image {} was extracted from (sha256 {actual}, the features record {recorded}): extract it again, or give the original image", image.display(), features.display())]
+    ImageReplaced {
+        image: PathBuf,
+        features: PathBuf,
+        actual: String,
+        recorded: String,
+    },
+    /// An image read again after its features were extracted that is not there.
+    #[error("{}: not found, the image {} was extracted from (moved, or recorded relative to another working folder): give the image, or extract it again", image.display(), features.display())]
+    ImageMissing { image: PathBuf, features: PathBuf },
     /// An error reported by SQLite while writing a COLMAP database.
     #[error("{}: SQLite: {reason}", path.display())]
     Database { path: PathBuf, reason: String },
@@ -93,6 +106,22 @@ impl Error {
             Error::OpenCv(reason) => Error::OpenCv(tell(reason)),
             Error::InvalidInput(reason) => Error::InvalidInput(tell(reason)),
             Error::NoModel(reason) => Error::NoModel(tell(reason)),
+            // They name their image already.
+            Error::ImageReplaced {
+                image,
+                features,
+                actual,
+                recorded,
+            } => Error::ImageReplaced {
+                image: image.clone(),
+                features: features.clone(),
+                actual: actual.clone(),
+                recorded: recorded.clone(),
+            },
+            Error::ImageMissing { image, features } => Error::ImageMissing {
+                image: image.clone(),
+                features: features.clone(),
+            },
             Error::Database { path, reason } => Error::Database {
                 path: path.clone(),
                 reason: tell(reason),

@@ -16,7 +16,7 @@
 use crate::describe::Descriptors;
 use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
-use crate::features::Features;
+use crate::features::{FeatureMeta, Features};
 use crate::geometry::{Intrinsics, ModelKind};
 use crate::matching::two_view::PairConfig;
 use serde::{Deserialize, Serialize};
@@ -226,6 +226,69 @@ pub fn image_sha256(path: &Path) -> Result<String> {
     crate::model::card::sha256_file(path)
 }
 
+/// What [`check_image`] found at an image's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageCheck {
+    /// The image the features were extracted from (its SHA-256 is the one they record).
+    Same,
+    /// A file, but the features record no image hash to hold it to (written by an older descl
+    /// or another tool, or extracted from an image in memory).
+    NotRecorded,
+    /// No file there.
+    Missing,
+}
+
+impl ImageCheck {
+    /// Whether there is an image to read.
+    pub fn found(self) -> bool {
+        self != ImageCheck::Missing
+    }
+}
+
+/// The one check of an image read again after its features were extracted (its EXIF for the
+/// cameras, a picture drawn on it, a database's camera): `image` (where it is now) must be the
+/// file whose SHA-256 the features of `features` (their file, named in errors) record in
+/// `meta`. A file of other content is [`Error::ImageReplaced`], naming both files and both
+/// hashes; an absent one is [`ImageCheck::Missing`], for the caller to refuse
+/// ([`require_image`]) or do without.
+pub fn check_image(image: &Path, features: &Path, meta: &FeatureMeta) -> Result<ImageCheck> {
+    match std::fs::metadata(image) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ImageCheck::Missing),
+        Err(e) => return Err(Error::io(image, e)),
+        Ok(_) => {}
+    }
+    let Some(recorded) = meta
+        .provenance
+        .as_ref()
+        .and_then(|p| p.image_sha256.as_ref())
+    else {
+        return Ok(ImageCheck::NotRecorded);
+    };
+    let actual = image_sha256(image)?;
+    if actual.eq_ignore_ascii_case(recorded) {
+        Ok(ImageCheck::Same)
+    } else {
+        Err(Error::ImageReplaced {
+            image: image.to_path_buf(),
+            features: features.to_path_buf(),
+            actual,
+            recorded: recorded.clone(),
+        })
+    }
+}
+
+/// [`check_image`] for a reader that cannot do without the image (a picture drawn on it): an
+/// absent one is [`Error::ImageMissing`].
+pub fn require_image(image: &Path, features: &Path, meta: &FeatureMeta) -> Result<()> {
+    match check_image(image, features, meta)? {
+        ImageCheck::Missing => Err(Error::ImageMissing {
+            image: image.to_path_buf(),
+            features: features.to_path_buf(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -292,6 +355,49 @@ mod tests {
         );
         assert!(check(file, Some(&p), &q).is_err());
         assert!(check(file, Some(&p), &p).is_ok());
+    }
+
+    #[test]
+    fn an_image_read_again_is_the_one_its_features_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let (image, file) = (dir.path().join("a.png"), dir.path().join("a.npz"));
+        std::fs::write(&image, b"abc").unwrap();
+        let mut meta = features(false, 5).meta;
+        assert_eq!(
+            check_image(&image, &file, &meta).unwrap(),
+            ImageCheck::NotRecorded
+        );
+        let settings = ExtractSettings {
+            model: "m".into(),
+            model_sha256: None,
+            detector: DetectorConfig::default(),
+            max_image_size: 0,
+        };
+        meta.provenance = Some(FeatureProvenance {
+            image_sha256: Some(image_sha256(&image).unwrap()),
+            settings,
+        });
+        assert_eq!(check_image(&image, &file, &meta).unwrap(), ImageCheck::Same);
+        require_image(&image, &file, &meta).unwrap();
+        std::fs::write(&image, b"abd").unwrap();
+        let e = check_image(&image, &file, &meta).unwrap_err();
+        assert!(matches!(e, Error::ImageReplaced { .. }), "{e}");
+        let e = e.to_string();
+        for part in [
+            image.display().to_string(),
+            file.display().to_string(),
+            image_sha256(&image).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad".into(),
+        ] {
+            assert!(e.contains(&part), "{part:?} not in {e}");
+        }
+        let gone = dir.path().join("gone.png");
+        assert_eq!(
+            check_image(&gone, &file, &meta).unwrap(),
+            ImageCheck::Missing
+        );
+        let e = require_image(&gone, &file, &meta).unwrap_err().to_string();
+        assert!(e.contains("gone.png") && e.contains("a.npz"), "{e}");
     }
 
     #[test]

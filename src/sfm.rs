@@ -689,7 +689,7 @@ pub struct MergeInputs {
     /// The images, for EXIF focal lengths (default: the image paths the features files record).
     pub images: Option<PathBuf>,
     /// Merge what is there when images or pairs of the runs' plans are missing (or a folder
-    /// has no plan), reporting them, instead of refusing.
+    /// has no plan, or an image file is not found), reporting them, instead of refusing.
     pub allow_partial: bool,
 }
 
@@ -713,6 +713,21 @@ pub struct MergeSummary {
     pub images_not_matched: Vec<String>,
     /// Folders without a run plan (merged with `allow_partial`).
     pub without_plan: Vec<PathBuf>,
+    /// Images whose file was not found (at the path their features record, or under
+    /// `--images`): merged with `allow_partial`, without their EXIF focal length and without the
+    /// check that they are the images the features were extracted from.
+    pub images_not_found: Vec<String>,
+}
+
+impl MergeSummary {
+    /// Whether something was left out or not checked (only with `allow_partial`).
+    pub fn is_partial(&self) -> bool {
+        !self.missing_images.is_empty()
+            || !self.missing_pairs.is_empty()
+            || !self.images_not_matched.is_empty()
+            || !self.without_plan.is_empty()
+            || !self.images_not_found.is_empty()
+    }
 }
 
 /// One features file of the merge: its image's name, and where the image is.
@@ -726,7 +741,8 @@ struct MergeImage {
 /// lists a folder), checked to record one set of extraction settings (the extract plan's, when
 /// there is one), and that model; only their metadata is read here, the rest one file at a time
 /// when stored, so that memory does not grow with the set. Images of the plan without a
-/// features file go into `summary.missing_images`.
+/// features file go into `summary.missing_images`; the image files are checked by
+/// [`check_merge_images`].
 fn merge_images(
     inputs: &MergeInputs,
     summary: &mut MergeSummary,
@@ -768,9 +784,8 @@ fn merge_images(
         None => (settings(&files[0], &metas[0])?, files[0].clone()),
     };
     let mut images = Vec::with_capacity(files.len());
-    let mut recorded_sha = Vec::with_capacity(files.len());
-    for (file, meta) in files.into_iter().zip(&metas) {
-        crate::provenance::check(&file, Some(&settings(&file, meta)?), &reference).map_err(
+    for (file, meta) in files.into_iter().zip(metas) {
+        crate::provenance::check(&file, Some(&settings(&file, &meta)?), &reference).map_err(
             |e| {
                 crate::Error::InvalidInput(format!(
                     "{e}; compared with {}",
@@ -788,59 +803,73 @@ fn merge_images(
             Some(dir) => dir.join(&name),
             None => PathBuf::from(&meta.image),
         };
-        let recorded = meta
-            .provenance
-            .as_ref()
-            .and_then(|p| p.image_sha256.clone());
-        images.push(MergeImage { name, image, file });
-        recorded_sha.push(recorded);
+        images.push((MergeImage { name, image, file }, meta));
     }
-    // An image read for the database (its EXIF, its size in the cameras) must be the one the
-    // features were extracted from: one replaced since is refused, not described by old
-    // features.
-    progress.start("check images", images.len() as u64);
-    images
-        .par_iter()
-        .zip(&recorded_sha)
-        .try_for_each(|(image, recorded)| {
-            let r = match recorded {
-                Some(recorded) if image.image.is_file() => {
-                    let now = crate::provenance::image_sha256(&image.image)?;
-                    if now == *recorded {
-                        Ok(())
-                    } else {
-                        Err(crate::Error::InvalidInput(format!(
-                            "{}: its content is not the image {} was extracted from (sha256 {now}, the features record {recorded}): extract it again, or give the original images",
-                            image.image.display(),
-                            image.file.display()
-                        )))
-                    }
-                }
-                _ => Ok(()),
-            };
-            progress.inc(1);
-            r
-        })?;
-    progress.finish();
-    images.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(w) = images.windows(2).find(|w| w[0].name == w[1].name) {
+    images.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    if let Some(w) = images.windows(2).find(|w| w[0].0.name == w[1].0.name) {
         return Err(crate::Error::InvalidInput(format!(
             "{} and {} are features of two images named {}",
-            w[0].file.display(),
-            w[1].file.display(),
-            w[0].name
+            w[0].0.file.display(),
+            w[1].0.file.display(),
+            w[0].0.name
         )));
     }
     match plan {
         Some(plan) => {
             summary.missing_images = plan.missing(
                 &inputs.features,
-                images.iter().map(|i| (i.name.as_str(), i.file.as_path())),
+                images
+                    .iter()
+                    .map(|(i, _)| (i.name.as_str(), i.file.as_path())),
             )?;
         }
         None => summary.without_plan.push(inputs.features.clone()),
     }
+    check_merge_images(inputs, &images, summary, progress)?;
+    let images = images.into_iter().map(|(image, _)| image).collect();
     Ok((images, reference.model))
+}
+
+/// Reads the images of a merge again (their EXIF goes into the cameras): each must be the image
+/// its features were extracted from ([`crate::provenance::check_image`]); one not found is
+/// refused, naming it and its features file, unless `allow_partial`, which merges it without its
+/// file and lists it in `summary.images_not_found`.
+fn check_merge_images(
+    inputs: &MergeInputs,
+    images: &[(MergeImage, crate::features::FeatureMeta)],
+    summary: &mut MergeSummary,
+    progress: &dyn Progress,
+) -> Result<()> {
+    use rayon::prelude::*;
+    progress.start("check images", images.len() as u64);
+    let found: Vec<bool> = images
+        .par_iter()
+        .map(|(image, meta)| {
+            let r = crate::provenance::check_image(&image.image, &image.file, meta);
+            progress.inc(1);
+            r.map(|c| c.found())
+        })
+        .collect::<Result<_>>()?;
+    progress.finish();
+    let not_found: Vec<&MergeImage> = images
+        .iter()
+        .zip(&found)
+        .filter(|(_, &found)| !found)
+        .map(|((image, _), _)| image)
+        .collect();
+    if !not_found.is_empty() && !inputs.allow_partial {
+        return Err(crate::Error::InvalidInput(format!(
+            "{} images of the features are not found ({}): give --images DIR with them (the features record the paths `descl extract` was given: a relative one from its working folder), or pass --allow-partial to merge them without their EXIF focal length",
+            not_found.len(),
+            crate::io::plan::listing(not_found.iter().map(|i| format!(
+                "{}, of {}",
+                i.image.display(),
+                i.file.display()
+            )))
+        )));
+    }
+    summary.images_not_found = not_found.iter().map(|i| i.name.clone()).collect();
+    Ok(())
 }
 
 /// The images of a merge, indexed by their names (and the names' stems), and their model.
@@ -1196,6 +1225,7 @@ fn merge_into(
         missing_pairs: Vec::new(),
         images_not_matched: Vec::new(),
         without_plan: Vec::new(),
+        images_not_found: Vec::new(),
     };
     let (images, model) = merge_images(inputs, &mut summary, progress)?;
     summary.images = images.len();

@@ -605,3 +605,117 @@ fn min_gap_is_refused_for_float_descriptors() {
             .args(["--min-gap", "2", "--geometry", "none"]));
     assert!(ok, "{err}");
 }
+
+/// `jpeg` with an APP1 EXIF segment after its SOI marker whose Exif IFD holds
+/// `FocalLengthIn35mmFilm` = `f35` (a little-endian TIFF: IFD0 with the Exif pointer, then the
+/// Exif IFD with the one tag).
+fn with_exif_focal(jpeg: &[u8], f35: u16) -> Vec<u8> {
+    let mut tiff = b"II*\0".to_vec();
+    tiff.extend(8u32.to_le_bytes());
+    tiff.extend(1u16.to_le_bytes());
+    tiff.extend([0x69, 0x87, 4, 0]);
+    tiff.extend(1u32.to_le_bytes());
+    tiff.extend(26u32.to_le_bytes());
+    tiff.extend(0u32.to_le_bytes());
+    tiff.extend(1u16.to_le_bytes());
+    tiff.extend([0x05, 0xA4, 3, 0]);
+    tiff.extend(1u32.to_le_bytes());
+    tiff.extend(u32::from(f35).to_le_bytes());
+    tiff.extend(0u32.to_le_bytes());
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend(tiff);
+    assert_eq!(&jpeg[..2], [0xFF, 0xD8], "not a JPEG");
+    let mut out = jpeg[..2].to_vec();
+    out.extend([0xFF, 0xE1]);
+    out.extend((app1.len() as u16 + 2).to_be_bytes());
+    out.extend(app1);
+    out.extend(&jpeg[2..]);
+    out
+}
+
+/// Issue 44: features files given to `descl match` read their image again from the path they
+/// record — `--geometry essential` its EXIF focal length, `--viz` its picture — whatever that
+/// file held by then. An image replaced since extraction is refused, naming the image, the
+/// features file and both SHA-256s: from a `.npz`, from a `features.h5`, and in a set.
+#[test]
+fn an_image_replaced_since_extraction_is_neither_read_for_exif_nor_drawn() {
+    let Some(root) = common::data_root_or_skip("an_image_replaced_since_extraction") else {
+        return;
+    };
+    let src = root.join("strecha/fountain-P11/images");
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    let exif = |name: &str, f35: u16| with_exif_focal(&std::fs::read(src.join(name)).unwrap(), f35);
+    for name in ["0000.jpg", "0001.jpg"] {
+        std::fs::write(imgs.join(name), exif(name, 32)).unwrap();
+    }
+    let sift = [
+        "-m",
+        "sift",
+        "--max-keypoints",
+        "500",
+        "--max-image-size",
+        "640",
+    ];
+    let (feats, h5) = (dir.path().join("feats"), dir.path().join("h5"));
+    let (ok, _, err) = common::extract(&imgs, &feats, &sift);
+    assert!(ok, "{err}");
+    let (ok, _, err) = common::extract(&imgs, &h5, &[&sift[..], &["--format", "h5"]].concat());
+    assert!(ok, "{err}");
+    let (a, b) = (feats.join("0000.npz"), feats.join("0001.npz"));
+    let essential = ["--geometry", "essential"];
+    // As extracted, the images' EXIF gives the intrinsics.
+    let (ok, _, err) = run(descl().arg("match").arg(&a).arg(&b).args(essential));
+    assert!(ok, "{err}");
+
+    let replaced = imgs.join("0001.jpg");
+    let sha = |p: &Path| descl::provenance::image_sha256(p).unwrap();
+    let recorded = sha(&replaced);
+    let refused = |ok: bool, err: &str, features: &Path, now: &str| {
+        assert!(!ok, "accepted: {err}");
+        for part in [
+            replaced.display().to_string(),
+            features.display().to_string(),
+            recorded.clone(),
+            now.to_string(),
+        ] {
+            assert!(err.contains(&part), "{part:?} not in {err}");
+        }
+    };
+    // The same picture, another focal length in its EXIF.
+    std::fs::write(&replaced, exif("0001.jpg", 50)).unwrap();
+    let (ok, _, err) = run(descl().arg("match").arg(&a).arg(&b).args(essential));
+    refused(ok, &err, &b, &sha(&replaced));
+
+    // Another picture: not drawn on (the intrinsics given, so only the drawing reads it).
+    std::fs::copy(src.join("0002.jpg"), &replaced).unwrap();
+    let now = sha(&replaced);
+    let png = dir.path().join("m.png");
+    let viz = |a: &Path, b: &Path| {
+        run(descl()
+            .arg("match")
+            .arg(a)
+            .arg(b)
+            .args(["--intrinsics", "1379.74,1382.08,760.345,503.405", "--viz"])
+            .arg(&png))
+    };
+    let (ok, _, err) = viz(&a, &b);
+    refused(ok, &err, &b, &now);
+    assert!(!png.exists());
+    let (ha, hb) = (
+        h5.join("features.h5/0000.jpg"),
+        h5.join("features.h5/0001.jpg"),
+    );
+    let (ok, _, err) = viz(&ha, &hb);
+    refused(ok, &err, &hb, &now);
+    assert!(!png.exists());
+
+    // In a set the replaced image's camera (its EXIF) is not read either: its pair fails.
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(dir.path().join("pairs")));
+    refused(ok, &err, &b, &now);
+}

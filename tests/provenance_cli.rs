@@ -974,3 +974,98 @@ fn an_h5_image_group_without_keypoints_is_an_error() {
         "{err}"
     );
 }
+
+/// Issue 44: `sfm merge` skipped an image it could not find without a word — features that
+/// record a path relative to another working folder, or `--images` without it — losing its
+/// EXIF focal length and the check that it is the image they were extracted from. A missing
+/// image is refused, naming it and its features file; with --allow-partial the merge goes on
+/// and lists the images merged without their file.
+#[test]
+fn merge_refuses_an_image_it_cannot_find_unless_allowed() {
+    let Some(data) = common::data_root_or_skip("merge_refuses_an_image_it_cannot_find") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    // Extracted in the temporary folder, of `images`: the features record `images/0000.jpg`.
+    let (ok, _, err) = run(descl()
+        .current_dir(dir.path())
+        .args([
+            "extract",
+            "images",
+            "--out",
+            "f",
+            "-m",
+            "sift",
+            "--max-keypoints",
+            "500",
+        ])
+        .args(SIZE));
+    assert!(ok, "{err}");
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    match_set(&feats, &m, &[]);
+    // Merged from another working folder, where those paths lead nowhere.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let db = dir.path().join("a.db");
+    let (ok, _, err) = run(descl()
+        .current_dir(&elsewhere)
+        .args(["sfm", "merge", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&m)
+        .arg("--database")
+        .arg(&db));
+    assert!(!ok, "{err}");
+    for part in [
+        "images/0000.jpg",
+        "images/0002.jpg",
+        "0000.npz",
+        "--allow-partial",
+    ] {
+        assert!(err.contains(part), "{part:?} not in {err}");
+    }
+    assert!(!db.exists());
+
+    // --images without one of them.
+    let some = dir.path().join("some");
+    std::fs::create_dir(&some).unwrap();
+    for name in ["0000.jpg", "0001.jpg"] {
+        std::fs::copy(imgs.join(name), some.join(name)).unwrap();
+    }
+    let with_some = ["--images", some.to_str().unwrap()];
+    let (ok, _, err) = merge(&feats, &m, &db, &with_some);
+    let missing = some.join("0002.jpg").display().to_string();
+    assert!(
+        !ok && err.contains(&missing) && err.contains("0002.npz"),
+        "{err}"
+    );
+    assert!(!err.contains("0001.jpg"), "{err}");
+    assert!(!db.exists());
+    let (ok, out, err) = merge(
+        &feats,
+        &m,
+        &db,
+        &[&with_some[..], &["--allow-partial"]].concat(),
+    );
+    assert!(ok, "{err}");
+    assert!(err.contains("0002.jpg"), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        s["images_not_found"],
+        serde_json::json!(["0002.jpg"]),
+        "{out}"
+    );
+    assert_eq!(s["images"].as_u64(), Some(3), "{out}");
+    assert!(db.is_file());
+    // Every image there: merged without the flag, none listed.
+    let (ok, out, err) = merge(
+        &feats,
+        &m,
+        &dir.path().join("b.db"),
+        &["--images", imgs.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["images_not_found"], serde_json::json!([]), "{out}");
+}

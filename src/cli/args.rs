@@ -472,14 +472,29 @@ impl IntrinsicsArgs {
     }
 }
 
-/// The image a features input came from (for EXIF and drawing): the input itself for images,
-/// the recorded source for features files (`.npz`, or an image of a `features.h5`).
-pub fn image_of(input: &Path, f: &Features) -> PathBuf {
-    if is_features_input(input) {
-        PathBuf::from(&f.meta.image)
-    } else {
-        input.to_path_buf()
+/// The image of a `descl match` input, read again after extraction (EXIF): the input itself
+/// for an image; for features (a `.npz`, or an image of a `features.h5`) the image they record,
+/// held to be the one they were extracted from ([`descl::provenance::check_image`]), None when
+/// it is not there.
+pub fn image_of(input: &Path, f: &Features) -> descl::Result<Option<PathBuf>> {
+    if !is_features_input(input) {
+        return Ok(Some(input.to_path_buf()));
     }
+    let image = PathBuf::from(&f.meta.image);
+    Ok(descl::provenance::check_image(&image, input, &f.meta)?
+        .found()
+        .then_some(image))
+}
+
+/// [`image_of`] for drawing on it: an image that is not there is an error naming it
+/// ([`descl::provenance::require_image`]).
+pub fn picture_of(input: &Path, f: &Features) -> descl::Result<PathBuf> {
+    if !is_features_input(input) {
+        return Ok(input.to_path_buf());
+    }
+    let image = PathBuf::from(&f.meta.image);
+    descl::provenance::require_image(&image, input, &f.meta)?;
+    Ok(image)
 }
 
 pub fn is_npz(path: &Path) -> bool {
@@ -513,13 +528,11 @@ pub fn match_camera(
         if given.is_some() {
             return Ok((given, true));
         }
-        let image = image_of(input, f);
-        let exif = if image.is_file() {
-            Intrinsics::from_exif(&image, f.meta.image_width, f.meta.image_height)
+        let exif = match image_of(input, f)? {
+            Some(image) => Intrinsics::from_exif(&image, f.meta.image_width, f.meta.image_height)
                 .ok()
-                .flatten()
-        } else {
-            None
+                .flatten(),
+            None => None,
         };
         Ok((exif, exif.is_some()))
     }

@@ -4,7 +4,7 @@
 //! one pair path ([`descl::matching::two_view::match_pair`]).
 
 use super::args::{
-    format_parser, image_of, is_features_input, match_camera, set_inputs, shard_parser,
+    format_parser, is_features_input, match_camera, picture_of, set_inputs, shard_parser,
     DescribeArgs, FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
 };
 use super::progress::Bar;
@@ -131,6 +131,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok((f, c))
     };
     let ((fa, (ka, kna)), (fb, (kb, knb))) = (load(a)?, load(b)?);
+    // The pictures are checked before anything is written.
+    let pictures = match &args.viz {
+        Some(_) => Some([picture_of(a, &fa)?, picture_of(b, &fb)?]),
+        None => None,
+    };
     let r = match_pair(&fa, &fb, &cfg, ka.as_ref().zip(kb.as_ref()))?;
     if let Some(out) = &args.out {
         let pair = PairRecord {
@@ -141,11 +146,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         write_matches(out, &MatchesFile::from_pair(&pair))?;
     }
-    if let Some(png) = &args.viz {
+    if let (Some(png), Some(pictures)) = (&args.viz, &pictures) {
         let opts = VizOptions {
             max_drawn: (!args.viz_all).then_some(args.viz_max),
         };
-        draw(png, (a, &fa), (b, &fb), &r, &opts)?;
+        draw(png, pictures, [&fa, &fb], &r, &opts)?;
     }
     let rep = PairOutcome::of(a, b, &r, args.out.clone());
     if args.json {
@@ -172,11 +177,11 @@ fn record<'a>(
     }
 }
 
-/// Draws the pair side by side (inliers green, outliers red).
+/// Draws the pair side by side on their pictures (inliers green, outliers red).
 fn draw(
     png: &Path,
-    (a, fa): (&Path, &Features),
-    (b, fb): (&Path, &Features),
+    [a, b]: &[PathBuf; 2],
+    [fa, fb]: [&Features; 2],
     r: &PairResult,
     opts: &VizOptions,
 ) -> anyhow::Result<()> {
@@ -190,14 +195,7 @@ fn draw(
         })
         .collect();
     let inliers = r.verification.as_ref().map(|v| v.inliers.as_slice());
-    descl::io::viz::write_match_picture(
-        &image_of(a, fa),
-        &image_of(b, fb),
-        &points,
-        inliers,
-        opts,
-        png,
-    )?;
+    descl::io::viz::write_match_picture(a, b, &points, inliers, opts, png)?;
     Ok(())
 }
 

@@ -150,7 +150,8 @@ pub struct MergeArgs {
     /// [--shard I/N]`).
     #[arg(long, value_name = "DIR")]
     matches: PathBuf,
-    /// The images, for EXIF focal lengths (default: the paths the features files record).
+    /// The images, for EXIF focal lengths (default: the paths the features files record); each
+    /// must be the image its features were extracted from (same SHA-256).
     #[arg(long, value_name = "DIR")]
     images: Option<PathBuf>,
     /// COLMAP database to write.
@@ -176,7 +177,8 @@ pub struct MergeArgs {
     #[arg(long)]
     single_camera: bool,
     /// Merge what is there when images or pairs that the runs' plans list are missing (a shard
-    /// that did not run or failed), reporting them; without it such a merge is refused.
+    /// that did not run or failed), or an image file is not found (merged without its EXIF
+    /// focal length), reporting them; without it such a merge is refused.
     #[arg(long)]
     allow_partial: bool,
     /// Print a JSON summary on stdout.
@@ -216,16 +218,13 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
             s.pairs_without_planar_check
         );
     }
-    if !s.missing_images.is_empty()
-        || !s.missing_pairs.is_empty()
-        || !s.images_not_matched.is_empty()
-        || !s.without_plan.is_empty()
-    {
+    if s.is_partial() {
         eprintln!(
-            "warning (--allow-partial): merged without {} images and {} pairs that the plans list, {} images without planned pairs{}",
+            "warning (--allow-partial): merged without {} images and {} pairs that the plans list, {} images without planned pairs, {} images without their file{}",
             s.missing_images.len(),
             s.missing_pairs.len(),
             s.images_not_matched.len(),
+            s.images_not_found.len(),
             if s.without_plan.is_empty() {
                 String::new()
             } else {
@@ -241,7 +240,13 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         for [a, b] in s.missing_pairs.iter().take(LISTED) {
             eprintln!("  missing pair: {a} – {b}");
         }
-        let unlisted = (s.missing_images.len().saturating_sub(LISTED))
+        for name in s.images_not_found.iter().take(LISTED) {
+            eprintln!("  image not found (no EXIF focal length): {name}");
+        }
+        let unlisted = [&s.missing_images, &s.images_not_found]
+            .iter()
+            .map(|v| v.len().saturating_sub(LISTED))
+            .sum::<usize>()
             + s.missing_pairs.len().saturating_sub(LISTED);
         if unlisted > 0 {
             eprintln!("  … and {unlisted} more (--json lists them all)");
