@@ -4,8 +4,8 @@
 //! one pair path ([`descl::matching::two_view::match_pair`]).
 
 use super::args::{
-    format_parser, image_of, is_features_input, match_camera, set_inputs, shard_parser,
-    DescribeArgs, FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
+    features_made, format_parser, image_of, is_features_input, match_camera, set_inputs,
+    shard_parser, DescribeArgs, FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
 };
 use super::progress::Bar;
 use anyhow::{bail, Context};
@@ -131,6 +131,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok((f, c))
     };
     let ((fa, (ka, kna)), (fb, (kb, knb))) = (load(a)?, load(b)?);
+    let made = features_made(&[(a, &fa.meta), (b, &fb.meta)])?;
+    args.describe.refuse_for_features(made.as_ref())?;
     let r = match_pair(&fa, &fb, &cfg, ka.as_ref().zip(kb.as_ref()))?;
     if let Some(out) = &args.out {
         let pair = PairRecord {
@@ -209,7 +211,9 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         .as_deref()
         .context("--images needs --out-dir")?;
     let pairs = args.pairs.mode(None)?;
-    let inputs = set_inputs(dir, args.allow_partial)?;
+    let set = set_inputs(dir, args.allow_partial)?;
+    args.describe.refuse_for_features(set.made.as_ref())?;
+    let inputs = set.inputs;
     let cfg = SetConfig {
         pairs,
         pair: PairConfig {
