@@ -12,6 +12,11 @@
 //! `descl sfm merge` refuses what differs ([`check`]). Both go through [`differences`], so every
 //! message names the file and the differing field. Files written before provenance existed read
 //! as unknown provenance: resumed runs redo them, merge refuses them.
+//!
+//! Features files read as one set (`descl match`, `descl pairs`, `descl sfm merge`) share one
+//! [`SetIdentity`] ([`set_identity`], issue 44): features of two models or detector settings are
+//! never matched or retrieved together, and flags that would extract them otherwise are refused
+//! ([`refuse_extraction_flags`]).
 
 use crate::describe::Descriptors;
 use crate::detect::DetectorConfig;
@@ -213,6 +218,139 @@ pub fn check<T: Serialize + PartialEq>(
     }
 }
 
+/// How a set of features was made, as far as its files record it (issue 44): the model, the
+/// SHA-256 of its weights and the detector their metadata name, and every extraction setting
+/// when they record their provenance (files written before provenance existed do not). The
+/// features of one set (matched with each other, retrieved among) must share it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SetIdentity {
+    pub model: String,
+    pub model_sha256: Option<String>,
+    pub detector: String,
+    pub settings: Option<ExtractSettings>,
+}
+
+impl SetIdentity {
+    /// What `meta` records of how its features were made.
+    pub fn of(meta: &FeatureMeta) -> SetIdentity {
+        SetIdentity {
+            model: meta.model.clone(),
+            model_sha256: meta.model_sha256.clone(),
+            detector: meta.detector.clone(),
+            settings: meta.provenance.as_ref().map(|p| p.settings.clone()),
+        }
+    }
+
+    /// The identity of features made with `settings` (an extract plan's).
+    pub fn of_settings(settings: &ExtractSettings) -> SetIdentity {
+        SetIdentity {
+            model: settings.model.clone(),
+            model_sha256: settings.model_sha256.clone(),
+            detector: settings.detector.kind.to_string(),
+            settings: Some(settings.clone()),
+        }
+    }
+
+    /// Refuses the features of `file`, made as `self`, in a set made as `reference` (as
+    /// `reference_file` records it): the model and its weights, then every extraction setting
+    /// where both record them, else the detector. The error names both and what differs.
+    pub fn check_same(
+        &self,
+        file: &dyn std::fmt::Display,
+        reference: &SetIdentity,
+        reference_file: &dyn std::fmt::Display,
+    ) -> Result<()> {
+        let refuse = |why: String| Err(Error::InvalidInput(why));
+        if self.model != reference.model {
+            return refuse(format!(
+                "{reference_file} was described by `{}` but {file} by `{}`: descriptors of different models cannot be matched (extract both with one model)",
+                reference.model, self.model
+            ));
+        }
+        if let (Some(x), Some(y)) = (&reference.model_sha256, &self.model_sha256) {
+            if x != y {
+                return refuse(format!(
+                    "{reference_file} and {file} were described by two different files of `{}` (sha256 {x} vs {y}): extract both with one model",
+                    self.model
+                ));
+            }
+        }
+        let differ = match (&self.settings, &reference.settings) {
+            (Some(s), Some(r)) if s == r => return Ok(()),
+            (Some(s), Some(r)) => differences(s, r),
+            _ if self.detector == reference.detector => return Ok(()),
+            _ => vec![format!(
+                "detector {:?}, wanted {:?}",
+                self.detector, reference.detector
+            )],
+        };
+        let differ = match differ.is_empty() {
+            // Equal as JSON but not as values (a NaN setting): not provably the same.
+            true => "settings not comparable".to_string(),
+            false => differ.join("; "),
+        };
+        refuse(format!(
+            "{file} was extracted with other settings than {reference_file} ({differ}): the features of one set must come from one extraction (extract the images again in one run, or keep each run's features in its own folder)"
+        ))
+    }
+}
+
+/// The one identity of a set of features files (issue 44): the check of every command that
+/// reads features files as a set (`descl match A B`, `descl match --images`, `descl pairs`,
+/// `descl sfm merge`). With the set's extract plan (`plan`: its file and settings), every file
+/// must record the plan's settings; without one, every file must have been made as the first
+/// was (every setting compared with the first file that records them). None for no files. The
+/// error names the file, the plan or file it disagrees with, and what differs.
+pub fn set_identity<'a>(
+    files: impl IntoIterator<Item = (&'a Path, &'a FeatureMeta)>,
+    plan: Option<(&Path, &ExtractSettings)>,
+) -> Result<Option<SetIdentity>> {
+    if let Some((plan_file, settings)) = plan {
+        for (file, meta) in files {
+            let recorded = meta.provenance.as_ref().map(|p| &p.settings);
+            check(file, recorded, settings).map_err(|e| {
+                Error::InvalidInput(format!("{e}; compared with {}", plan_file.display()))
+            })?;
+        }
+        return Ok(Some(SetIdentity::of_settings(settings)));
+    }
+    // The first file, and the first that records every setting.
+    let mut first: Option<(&Path, SetIdentity)> = None;
+    let mut full: Option<(&Path, SetIdentity)> = None;
+    for (file, meta) in files {
+        let made = SetIdentity::of(meta);
+        let reference = match (&made.settings, &full) {
+            (Some(_), Some(r)) => Some(r),
+            _ => first.as_ref(),
+        };
+        if let Some((reference_file, reference)) = reference {
+            made.check_same(&file.display(), reference, &reference_file.display())?;
+        }
+        if full.is_none() && made.settings.is_some() {
+            full = Some((file, made.clone()));
+        }
+        if first.is_none() {
+            first = Some((file, made));
+        }
+    }
+    Ok(full.or(first).map(|(_, made)| made))
+}
+
+/// Refuses extraction flags given where every input is features already extracted (the set
+/// made as `made`): they would change nothing, silently (issue 44). `given` names the flags as
+/// the command line spells them; the error names them and the features' model.
+pub fn refuse_extraction_flags(given: &[&str], made: &SetIdentity) -> Result<()> {
+    let (flags, which, it) = match given {
+        [] => return Ok(()),
+        [flag] => (flag.to_string(), "the flag", "it"),
+        _ => (given.join(", "), "these flags", "them"),
+    };
+    Err(Error::InvalidInput(format!(
+        "{flags}: every input is features already extracted with `{}` (detector {}), which {which} would not change: drop {it}, or give the images to extract with {it}",
+        made.model, made.detector
+    )))
+}
+
 /// SHA-256 of an image file's bytes, lowercase hex. Regular files only (a FIFO or a device
 /// would block or never end; the image reader refuses them too).
 pub fn image_sha256(path: &Path) -> Result<String> {
@@ -398,6 +536,65 @@ mod tests {
         );
         let e = require_image(&gone, &file, &meta).unwrap_err().to_string();
         assert!(e.contains("gone.png") && e.contains("a.npz"), "{e}");
+    }
+
+    #[test]
+    fn one_set_identity_names_two_files_that_disagree() {
+        let settings = ExtractSettings {
+            model: "m".into(),
+            model_sha256: None,
+            detector: DetectorConfig::default(),
+            max_image_size: 3200,
+        };
+        let meta = |s: Option<&ExtractSettings>| FeatureMeta {
+            provenance: s.map(|s| FeatureProvenance {
+                image_sha256: None,
+                settings: s.clone(),
+            }),
+            ..crate::io::features::tests::meta()
+        };
+        let mut budget = settings.clone();
+        budget.detector.max_keypoints = 500;
+        let (old, a, b) = (meta(None), meta(Some(&settings)), meta(Some(&budget)));
+        let p = |n: &str| Path::new(n).to_path_buf();
+        let (po, pa, pb) = (p("old.npz"), p("a.npz"), p("b.npz"));
+        // One setting (a file without provenance agrees by model and detector): its identity.
+        let made = set_identity([(po.as_path(), &old), (pa.as_path(), &a)], None).unwrap();
+        assert_eq!(made, Some(SetIdentity::of(&a)));
+        assert_eq!(set_identity([], None).unwrap(), None);
+        // Two settings, also past a file without them: both files and the field named.
+        let e = set_identity(
+            [(po.as_path(), &old), (pa.as_path(), &a), (pb.as_path(), &b)],
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("b.npz") && e.contains("a.npz") && e.contains("max_keypoints 500"),
+            "{e}"
+        );
+        let mut other = old.clone();
+        other.model = "rootsift".into();
+        let e = set_identity([(pa.as_path(), &a), (po.as_path(), &other)], None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`m`") && e.contains("`rootsift`"), "{e}");
+        // A plan: every file holds its settings.
+        let plan = p("plan.json");
+        let e = set_identity([(pb.as_path(), &b)], Some((plan.as_path(), &settings)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("b.npz") && e.contains("plan.json"), "{e}");
+        // Flags given for features: each named, with the model.
+        let made = SetIdentity::of_settings(&settings);
+        assert!(refuse_extraction_flags(&[], &made).is_ok());
+        let e = refuse_extraction_flags(&["-m/--model", "--preset"], &made)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("-m/--model, --preset") && e.contains("already extracted with `m`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -767,32 +767,25 @@ fn merge_images(
         })
         .collect::<Result<_>>()?;
     progress.finish();
-    let settings = |file: &Path, meta: &crate::features::FeatureMeta| {
-        meta.provenance
-            .as_ref()
-            .map(|p| p.settings.clone())
-            .ok_or_else(|| {
-                crate::Error::InvalidInput(format!(
-                    "{}: no provenance recorded (written by an older descl or another tool): extract it again",
-                    file.display()
-                ))
-            })
-    };
-    // Every file is held to the plan's settings, or else to the first file's.
-    let (reference, reference_file) = match &plan {
-        Some(p) => (p.settings.clone(), inputs.features.join(EXTRACT_PLAN_FILE)),
-        None => (settings(&files[0], &metas[0])?, files[0].clone()),
-    };
+    // Every file records its provenance, and one set's: the plan's settings, or else the
+    // first file's.
+    if let Some((file, _)) = files
+        .iter()
+        .zip(&metas)
+        .find(|(_, m)| m.provenance.is_none())
+    {
+        return Err(crate::Error::InvalidInput(format!(
+            "{}: no provenance recorded (written by an older descl or another tool): extract it again",
+            file.display()
+        )));
+    }
+    let plan_file = inputs.features.join(EXTRACT_PLAN_FILE);
+    let made = crate::provenance::set_identity(
+        files.iter().map(PathBuf::as_path).zip(&metas),
+        plan.as_ref().map(|p| (plan_file.as_path(), &p.settings)),
+    )?;
     let mut images = Vec::with_capacity(files.len());
     for (file, meta) in files.into_iter().zip(metas) {
-        crate::provenance::check(&file, Some(&settings(&file, &meta)?), &reference).map_err(
-            |e| {
-                crate::Error::InvalidInput(format!(
-                    "{e}; compared with {}",
-                    reference_file.display()
-                ))
-            },
-        )?;
         // The image's name in its set (its path under the image folder), checked before it
         // names a database row or a file under --images.
         let name = meta.set_name();
@@ -827,7 +820,7 @@ fn merge_images(
     }
     check_merge_images(inputs, &images, summary, progress)?;
     let images = images.into_iter().map(|(image, _)| image).collect();
-    Ok((images, reference.model))
+    Ok((images, made.map(|m| m.model).unwrap_or_default()))
 }
 
 /// Reads the images of a merge again (their EXIF goes into the cameras): each must be the image

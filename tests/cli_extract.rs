@@ -518,4 +518,15 @@ fn help_texts_are_plain_words_with_the_presets_numbers() {
             assert!(text.contains(&n), "{n} not in {text:?}\n{extract}");
         }
     }
+    // Defaults the help states in words (the flags have none in clap, so that a flag given is
+    // told from one left out).
+    for default in [
+        format!(
+            "[default: {}]",
+            descl::detect::DetectorConfig::default().kind
+        ),
+        format!("[default: {}]", descl::pipeline::COLMAP_MAX_IMAGE_SIZE),
+    ] {
+        assert!(extract.contains(&default), "{default} not in\n{extract}");
+    }
 }

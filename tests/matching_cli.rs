@@ -719,3 +719,145 @@ fn an_image_replaced_since_extraction_is_neither_read_for_exif_nor_drawn() {
         .arg(dir.path().join("pairs")));
     refused(ok, &err, &b, &now);
 }
+
+/// Small images `names` (DoG finds keypoints in each, no two alike) in `dir/images`.
+fn small_images(dir: &Path, names: &[&str]) -> PathBuf {
+    let imgs = dir.join("images");
+    std::fs::create_dir_all(&imgs).unwrap();
+    for (i, name) in names.iter().enumerate() {
+        common::gray_image(160 + 16 * i as u32, 120, false)
+            .save(imgs.join(name))
+            .unwrap();
+    }
+    imgs
+}
+
+/// `descl extract` of `names` (images of `imgs`) into `out` with `args`.
+fn extract(imgs: &Path, names: &[&str], out: &Path, args: &[&str]) {
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .args(names.iter().map(|n| imgs.join(n)))
+        .arg("--out")
+        .arg(out)
+        .args(args));
+    assert!(ok, "{err}");
+}
+
+/// Issue 44, item 5: features files of one model under two detector settings (two runs, the
+/// folder without an extract plan) are refused as a pair and as a set, naming both files and
+/// the setting that differs: they were matched as if made alike.
+#[test]
+fn features_of_two_detector_settings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let imgs = small_images(d, &["a.png", "b.png"]);
+    let feats = d.join("feats");
+    extract(&imgs, &["a.png"], &feats, &["-m", "sift"]);
+    let later = d.join("later");
+    extract(
+        &imgs,
+        &["b.png"],
+        &later,
+        &["-m", "sift", "--max-keypoints", "20"],
+    );
+    std::fs::copy(later.join("b.npz"), feats.join("b.npz")).unwrap();
+    std::fs::remove_file(feats.join(descl::io::plan::EXTRACT_PLAN_FILE)).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(feats.join("a.npz"))
+        .arg(feats.join("b.npz")));
+    assert!(!ok, "pair of two settings matched: {err}");
+    for e in ["a.npz", "b.npz", "max_keypoints"] {
+        assert!(err.contains(e), "no {e:?} in: {err}");
+    }
+    let out = d.join("m");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&out));
+    assert!(!ok, "set of two settings matched: {err}");
+    for e in ["a.npz", "b.npz", "max_keypoints"] {
+        assert!(err.contains(e), "no {e:?} in: {err}");
+    }
+    assert!(!out.exists(), "{:?}", files_in(&out));
+}
+
+/// Issue 44: `-m`, `--preset` and the detector flags are usage errors when every input is a
+/// features file (a pair, a folder, a features.h5): they changed nothing, silently. The message
+/// names the flag and the model the features were extracted with; `--device` (which changes no
+/// result) and images still take them.
+#[test]
+fn extraction_flags_for_features_files_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let imgs = small_images(d, &["a.png", "b.png", "c.png"]);
+    let feats = d.join("feats");
+    extract(&imgs, &["a.png", "b.png", "c.png"], &feats, &["-m", "sift"]);
+    let out = d.join("m");
+    let mut inputs: Vec<Vec<std::ffi::OsString>> = vec![
+        vec![feats.join("a.npz").into(), feats.join("b.npz").into()],
+        vec![
+            "--exhaustive".into(),
+            "--images".into(),
+            feats.clone().into(),
+            "--out-dir".into(),
+            out.clone().into(),
+        ],
+    ];
+    if cfg!(feature = "h5") {
+        let h5 = d.join("h5");
+        extract(
+            &imgs,
+            &["a.png", "b.png"],
+            &h5,
+            &["-m", "sift", "--format", "h5"],
+        );
+        inputs.push(vec![
+            "--exhaustive".into(),
+            "--images".into(),
+            h5.join("features.h5").into(),
+            "--out-dir".into(),
+            out.clone().into(),
+        ]);
+    }
+    for input in &inputs {
+        for (flags, named) in [
+            (&["-m", "rootsift"][..], "-m/--model"),
+            (&["--preset", "sfm"][..], "--preset"),
+            (&["--detector", "dog"][..], "--detector"),
+            (&["--max-keypoints", "100"][..], "--max-keypoints"),
+            (
+                &["--contrast-threshold", "0.01"][..],
+                "--contrast-threshold",
+            ),
+            (&["--selection", "colmap"][..], "--selection"),
+        ] {
+            let o = descl()
+                .arg("match")
+                .args(input)
+                .args(flags)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{input:?} {flags:?}: {err}");
+            assert!(
+                err.contains(named) && err.contains("already extracted with `sift`"),
+                "{input:?} {flags:?}: {err}"
+            );
+            assert!(!out.exists(), "{input:?} {flags:?}");
+        }
+    }
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .args(&inputs[0])
+        .args(["--device", "cpu"]));
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&imgs)
+        .arg("--out-dir")
+        .arg(&out)
+        .args(["-m", "sift", "--max-keypoints", "100"]));
+    assert!(ok, "{err}");
+}

@@ -357,8 +357,8 @@ fn shards_partition_whatever_the_argument_order() {
 }
 
 /// Case 10: the hloc recipe extracts once — `descl match` starts from the features.h5 of
-/// `descl extract --format h5` (no describer is even opened: the model named here does not
-/// exist), keeps extract's settings, and resumes from it.
+/// `descl extract --format h5` (no describer is opened; a model flag is refused, as
+/// tests/matching_cli.rs checks), keeps extract's settings, and resumes from it.
 #[test]
 fn match_starts_from_features_h5_without_extracting() {
     let Some(data) = common::data_root_or_skip("match_starts_from_features_h5") else {
@@ -379,8 +379,7 @@ fn match_starts_from_features_h5_without_extracting() {
             .arg("--images")
             .arg(&features)
             .arg("--out-dir")
-            .arg(&out)
-            .args(["-m", "no-such-model-anywhere"]));
+            .arg(&out));
         assert!(ok, "{err}");
         serde_json::from_str(&stdout).unwrap()
     };
@@ -404,8 +403,7 @@ fn match_starts_from_features_h5_without_extracting() {
         .args(["match", "--exhaustive", "--images"])
         .arg(&feats)
         .arg("--out-dir")
-        .arg(dir.path().join("npz-m"))
-        .args(["-m", "no-such-model-anywhere"]));
+        .arg(dir.path().join("npz-m")));
     assert!(ok, "{err}");
 }
 

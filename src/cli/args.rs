@@ -5,7 +5,7 @@
 use anyhow::Context;
 use descl::describe::Describer;
 use descl::detect::{DetectorConfig, DetectorKind, Selection, DEFAULT_MAX_KEYPOINTS};
-use descl::features::Features;
+use descl::features::{FeatureMeta, Features};
 use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
 use descl::image_set::{load_in_blocks, CameraInfo, Load};
 use descl::io::colmap::CameraModel;
@@ -18,6 +18,7 @@ use descl::model::{Device, DEFAULT_MODEL, SFM_DEFAULT_MODEL};
 use descl::names::SetInput;
 use descl::pipeline::{check_max_image_size, Extractor, COLMAP_MAX_IMAGE_SIZE};
 use descl::progress::Progress;
+use descl::provenance::SetIdentity;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -185,9 +186,9 @@ pub struct DescribeArgs {
     /// Where the model runs.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
-    /// Keypoint detector.
-    #[arg(long, default_value = "dog", value_parser = choice(DetectorKind::ALL, DetectorKind::name))]
-    pub detector: DetectorKind,
+    /// Keypoint detector [default: dog].
+    #[arg(long, value_parser = choice(DetectorKind::ALL, DetectorKind::name))]
+    pub detector: Option<DetectorKind>,
     /// Keep at most N keypoints per image (0 = all) [default: 2048; descl sfm: 8192,
     /// COLMAP's max_num_features].
     #[arg(long, value_name = "N")]
@@ -210,9 +211,9 @@ pub struct DescribeArgs {
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
     /// Shrink images whose longer side exceeds N pixels before detection (COLMAP's default);
-    /// keypoints are given in the original image's pixels. 0 = never.
-    #[arg(long, default_value_t = COLMAP_MAX_IMAGE_SIZE, value_name = "N", value_parser = max_image_size_parser)]
-    pub max_image_size: usize,
+    /// keypoints are given in the original image's pixels. 0 = never [default: 3200].
+    #[arg(long, value_name = "N", value_parser = max_image_size_parser)]
+    pub max_image_size: Option<usize>,
 }
 
 impl DescribeArgs {
@@ -232,14 +233,41 @@ impl DescribeArgs {
         let defaults = preset.detector();
         Ok(
             Extractor::with_describer(describer, self.detector(&defaults))
-                .max_image_size(self.max_image_size),
+                .max_image_size(self.max_image_size.unwrap_or(COLMAP_MAX_IMAGE_SIZE)),
         )
+    }
+
+    /// The flags above given on the command line, as it spells them (`--device` aside: it
+    /// changes no result).
+    fn given(&self) -> Vec<&'static str> {
+        [
+            (self.model.is_some(), "-m/--model"),
+            (self.preset.is_some(), "--preset"),
+            (self.detector.is_some(), "--detector"),
+            (self.max_keypoints.is_some(), "--max-keypoints"),
+            (self.contrast_threshold.is_some(), "--contrast-threshold"),
+            (self.selection.is_some(), "--selection"),
+            (self.max_image_size.is_some(), "--max-image-size"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect()
+    }
+
+    /// A usage error when a flag above is given but every input is features already
+    /// extracted (`made`: their set's identity, None when some input is an image).
+    pub fn refuse_for_features(&self, made: Option<&SetIdentity>) -> anyhow::Result<()> {
+        match made {
+            Some(made) => descl::provenance::refuse_extraction_flags(&self.given(), made)
+                .map_err(super::usage_error),
+            None => Ok(()),
+        }
     }
 
     /// The detector settings: the flags given, the rest from `defaults`.
     fn detector(&self, defaults: &DetectorConfig) -> DetectorConfig {
         DetectorConfig {
-            kind: self.detector,
+            kind: self.detector.unwrap_or(defaults.kind),
             max_keypoints: self.max_keypoints.unwrap_or(defaults.max_keypoints),
             contrast_threshold: self
                 .contrast_threshold
@@ -599,32 +627,44 @@ impl Load for FeatureLoader<'_> {
     }
 }
 
-/// The `.npz` features files of `dir` if it has any (in its folders too; refused when the
-/// folder's extract plan does not list one, or lists an image without one unless
-/// `allow_partial`: an extract shard not run yet), else its images;
-/// for a `features.h5` file, its images' features (`FILE.h5/NAME`, read without extracting
-/// again). Each input carries its image's name in the set (`a/0000.jpg`, [`descl::names`]): an
-/// image's path under `dir`, a features file's recorded name, a `features.h5` group's; sorted
-/// by name.
-pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<Vec<SetInput>> {
+/// The inputs of a set and, when they are features files, the one identity of their set
+/// ([`descl::provenance::set_identity`]).
+pub struct InputSet {
+    pub inputs: Vec<SetInput>,
+    pub made: Option<SetIdentity>,
+}
+
+/// The one identity of features `inputs` (their paths and metadata) when every one is read
+/// from a features file (refused when they mix models or settings), None when one is an image.
+pub fn features_made(inputs: &[(&Path, &FeatureMeta)]) -> anyhow::Result<Option<SetIdentity>> {
+    if !inputs.iter().all(|(p, _)| is_features_input(p)) {
+        return Ok(None);
+    }
+    Ok(descl::provenance::set_identity(
+        inputs.iter().copied(),
+        None,
+    )?)
+}
+
+/// The `.npz` features files of `dir` if it has any (in its folders too; held to one set
+/// identity, the folder's extract plan's when it has one; refused when the plan does not list
+/// one, or lists an image without one unless `allow_partial`: an extract shard not run yet),
+/// else its images; for a `features.h5` file, its images' features (`FILE.h5/NAME`, read
+/// without extracting again, held to one set identity). Each input carries its image's name in
+/// the set (`a/0000.jpg`, [`descl::names`]): an image's path under `dir`, a features file's
+/// recorded name, a `features.h5` group's; sorted by name.
+pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
     if dir.is_file()
         && dir
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("h5"))
     {
-        let names = h5::list_features(dir)?;
-        anyhow::ensure!(!names.is_empty(), "{}: no features", dir.display());
-        return names
-            .into_iter()
-            .map(|n| {
-                let path = dir.join(&n);
-                Ok(SetInput::new(n, path)?)
-            })
-            .collect();
+        return h5_set_inputs(dir);
     }
     let npz = descl::io::npz_folder::npz_files(dir, false)?;
     if npz.is_empty() {
-        return Ok(descl::image::image_inputs(dir)?);
+        let inputs = descl::image::image_inputs(dir)?;
+        return Ok(InputSet { inputs, made: None });
     }
     // A folder of both is ambiguous (features of an earlier run left in a subfolder would
     // silently stand for the whole set).
@@ -639,24 +679,23 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<Vec<SetInpu
     }
     let plan: Option<descl::io::plan::ExtractPlan> =
         descl::io::plan::read_plan(dir, descl::io::plan::EXTRACT_PLAN_FILE)?;
+    let metas = npz
+        .iter()
+        .map(|p| descl::io::features::read_features_meta(p))
+        .collect::<descl::Result<Vec<_>>>()?;
+    // One model and detector settings: the plan's, else the first file's (shards run with
+    // another budget or model, or two runs' files in one folder, would be matched together;
+    // `descl sfm merge` refuses them too).
+    let plan_file = dir.join(descl::io::plan::EXTRACT_PLAN_FILE);
+    let made = descl::provenance::set_identity(
+        npz.iter().map(PathBuf::as_path).zip(&metas),
+        plan.as_ref().map(|p| (plan_file.as_path(), &p.settings)),
+    )?;
     let mut inputs: Vec<SetInput> = npz
         .into_iter()
-        .map(|p| {
-            let meta = descl::io::features::read_features_meta(&p)?;
-            // Every file made with the plan's settings (shards run with another budget or
-            // model would be matched together; `descl sfm merge` refuses them too).
-            if let Some(plan) = &plan {
-                let recorded = meta.provenance.as_ref().map(|r| &r.settings);
-                descl::provenance::check(&p, recorded, &plan.settings).map_err(|e| {
-                    anyhow::anyhow!(
-                        "{e}; compared with {}",
-                        dir.join(descl::io::plan::EXTRACT_PLAN_FILE).display()
-                    )
-                })?;
-            }
-            Ok(SetInput::new(meta.set_name(), p)?)
-        })
-        .collect::<anyhow::Result<_>>()?;
+        .zip(&metas)
+        .map(|(p, meta)| SetInput::new(meta.set_name(), p))
+        .collect::<descl::Result<_>>()?;
     inputs.sort();
     // Features files that the folder's extract plan does not list are another run's; matching
     // before every extract shard is done would plan pairs over part of the set (and a merge
@@ -675,14 +714,32 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<Vec<SetInpu
             );
         }
     }
-    Ok(inputs)
+    Ok(InputSet { inputs, made })
+}
+
+/// The images of a `features.h5` (`FILE.h5/NAME`), held to one set identity.
+fn h5_set_inputs(file: &Path) -> anyhow::Result<InputSet> {
+    let names = h5::list_features(file)?;
+    anyhow::ensure!(!names.is_empty(), "{}: no features", file.display());
+    let metas = h5::read_features_metas(file, &names)?;
+    let paths: Vec<PathBuf> = names.iter().map(|n| file.join(n)).collect();
+    let made =
+        descl::provenance::set_identity(paths.iter().map(PathBuf::as_path).zip(&metas), None)?;
+    let inputs = names
+        .into_iter()
+        .zip(paths)
+        .map(|(n, path)| SetInput::new(n, path))
+        .collect::<descl::Result<_>>()?;
+    Ok(InputSet { inputs, made })
 }
 
 /// Reading hloc's features.h5 back: with the cargo feature `h5`, descl's hloc reader; without
 /// it, an error naming the file and the feature (this build has no libhdf5).
 #[cfg(feature = "h5")]
 mod h5 {
-    pub use descl::io::hloc::{features_identity, list_features, read_features};
+    pub use descl::io::hloc::{
+        features_identity, list_features, read_features, read_features_metas,
+    };
 }
 
 #[cfg(not(feature = "h5"))]
@@ -708,6 +765,13 @@ mod h5 {
     }
 
     pub fn list_features(file: &Path) -> descl::Result<Vec<String>> {
+        Err(unavailable(file))
+    }
+
+    pub fn read_features_metas(
+        file: &Path,
+        _names: &[String],
+    ) -> descl::Result<Vec<descl::features::FeatureMeta>> {
         Err(unavailable(file))
     }
 }

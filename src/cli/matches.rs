@@ -4,8 +4,8 @@
 //! one pair path ([`descl::matching::two_view::match_pair`]).
 
 use super::args::{
-    format_parser, is_features_input, match_camera, picture_of, set_inputs, shard_parser,
-    DescribeArgs, FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
+    features_made, format_parser, is_features_input, match_camera, picture_of, set_inputs,
+    shard_parser, DescribeArgs, FeatureLoader, IntrinsicsArgs, MatchArgs, PairArgs,
 };
 use super::progress::Bar;
 use anyhow::{bail, Context};
@@ -131,6 +131,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Ok((f, c))
     };
     let ((fa, (ka, kna)), (fb, (kb, knb))) = (load(a)?, load(b)?);
+    let made = features_made(&[(a, &fa.meta), (b, &fb.meta)])?;
+    args.describe.refuse_for_features(made.as_ref())?;
     // The pictures are checked before anything is written.
     let pictures = match &args.viz {
         Some(_) => Some([picture_of(a, &fa)?, picture_of(b, &fb)?]),
@@ -207,7 +209,9 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         .as_deref()
         .context("--images needs --out-dir")?;
     let pairs = args.pairs.mode(None)?;
-    let inputs = set_inputs(dir, args.allow_partial)?;
+    let set = set_inputs(dir, args.allow_partial)?;
+    args.describe.refuse_for_features(set.made.as_ref())?;
+    let inputs = set.inputs;
     let cfg = SetConfig {
         pairs,
         pair: PairConfig {

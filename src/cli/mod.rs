@@ -62,11 +62,23 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away (`| head`): what it wanted was written.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", message(&e));
-            ExitCode::FAILURE
-        }
+        // A usage error found past parsing (a flag that the inputs make meaningless) ends as
+        // clap ends its own (exit code 2).
+        Err(e) => match e.downcast::<clap::Error>() {
+            Ok(usage) => usage.exit(),
+            Err(e) => fail(&e),
+        },
     }
+}
+
+fn fail(e: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {}", message(e));
+    ExitCode::FAILURE
+}
+
+/// A usage error (clap's, exit code 2) telling `e`: flags the inputs make meaningless.
+fn usage_error(e: impl std::fmt::Display) -> anyhow::Error {
+    clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, format!("{e}\n")).into()
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

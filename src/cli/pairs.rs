@@ -60,7 +60,9 @@ fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(u
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mode = args.pairs.mode(None)?;
     descl::io::atomic::check_writable(&args.out)?;
-    let inputs = set_inputs(&args.dir, false)?;
+    let set = set_inputs(&args.dir, false)?;
+    args.describe.refuse_for_features(set.made.as_ref())?;
+    let inputs = set.inputs;
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
     // Checked before any work: the file must read back as the same names in descl and hloc.
     if let Some(bad) = names.iter().find(|n| !pairs_file_name_ok(n)) {

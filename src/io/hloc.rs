@@ -538,6 +538,27 @@ pub fn read_features(path: &Path, name: &str) -> Result<Features> {
     Ok(f)
 }
 
+/// The recorded metadata of images `names` of a `features.h5` (their groups' attributes alone,
+/// the file opened once): what [`crate::provenance::set_identity`] holds them to.
+pub fn read_features_metas(
+    path: &Path,
+    names: &[String],
+) -> Result<Vec<crate::features::FeatureMeta>> {
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    names
+        .iter()
+        .map(|name| {
+            let at = path.join(name);
+            let group = file
+                .group(name)
+                .map_err(|_| Error::format(&at, "no such image in the file"))?;
+            read_json_attr(&group, FEATURES_META_ATTR).ok_or_else(|| {
+                Error::format(&at, format!("no descl `{FEATURES_META_ATTR}` attribute"))
+            })
+        })
+        .collect()
+}
+
 /// The recorded identity of image `name`'s features in a `features.h5` (its metadata alone).
 pub fn features_identity(path: &Path, name: &str) -> Option<crate::provenance::FeaturesId> {
     let file = hdf5::File::open(path).ok()?;

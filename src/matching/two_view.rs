@@ -9,6 +9,7 @@ use crate::describe::Descriptors;
 use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::{verify, HomographyCheck, Intrinsics, ModelKind, RansacConfig, Verification};
+use crate::provenance::SetIdentity;
 use serde::{Deserialize, Serialize};
 
 /// Search radius (pixels) of guided matching around the first model's prediction.
@@ -183,20 +184,9 @@ pub fn match_pair(
             )));
         }
     }
-    if let (Some(x), Some(y)) = (&a.meta.model_sha256, &b.meta.model_sha256) {
-        if x != y && a.meta.model == b.meta.model {
-            return Err(Error::InvalidInput(format!(
-                "{} and {} were described by two different files of `{}` (sha256 {} vs {}): extract both with one model",
-                a.meta.image, b.meta.image, a.meta.model, x, y
-            )));
-        }
-    }
-    if a.meta.model != b.meta.model {
-        return Err(Error::InvalidInput(format!(
-            "{} was described by `{}` but {} by `{}`: descriptors of different models cannot be matched (extract both with one model)",
-            a.meta.image, a.meta.model, b.meta.image, b.meta.model
-        )));
-    }
+    // Features of two models, two weights of one model or two detector settings are not
+    // matched as if made alike (the check sets of features files go through).
+    SetIdentity::of(&b.meta).check_same(&b.meta.image, &SetIdentity::of(&a.meta), &a.meta.image)?;
     if cfg.geometry == Some(ModelKind::Essential) && intrinsics.is_none() {
         return Err(Error::InvalidInput(format!(
             "{} – {}: the essential matrix needs both images' intrinsics (given, from a file, or from an EXIF focal length)",
