@@ -61,11 +61,12 @@ const FOCAL_FALLBACK_DATABASE: &str = "focal-prior.db";
 /// tracks keep observations 1–4 px off in every bundle adjustment; the refinement drops those
 /// past this filter from the finished 4 px model and bundle-adjusts it once more.
 ///
-/// Chosen on the SfM validation scenes (2026-11-27, docs/BENCHMARKS.md "SfM validation
-/// scenes"), median camera-centre error in % of the extent, the sfm default model, COLMAP's
-/// 4 px model → refined at 1 px: fountain-P11 0.055 → 0.045, Herz-Jesus-P8 0.068 → 0.058,
-/// castle-P19 0.73–0.81 → 0.41, castle-P30 0.325 → 0.369; COLMAP's own database refined the
-/// same way: 0.059 → 0.047 and 0.063 → 0.056 on the first two. It replaced a first mapper
+/// Chosen on the SfM validation scenes (2026-11-28, docs/BENCHMARKS.md "SfM validation
+/// scenes", `docs/bench/sfm-mapping-policy-2026-11-28.json`), median camera-centre error in %
+/// of the extent over 2–4 mapper runs, the sfm default model, COLMAP's 4 px model → refined
+/// at 1 px: fountain-P11 0.055 → 0.045, Herz-Jesus-P8 0.068 → 0.058, castle-P19 0.77 → 0.41,
+/// castle-P30 0.30 → 0.35 (the one scene it loses); COLMAP's own database refined the same
+/// way: 0.059 → 0.047, 0.063 → 0.056, 0.73 → 0.53 and 0.295 → 0.345. It replaced a first mapper
 /// run at 1 px (the previous policy), which needed about twice a 4 px run's time and registered
 /// from the tight observations only: as accurate on three scenes, it lost castle-P30 by more
 /// (RootSIFT 0.573 against the refinement's 0.382 and the plain 4 px run's 0.295 %) and an
