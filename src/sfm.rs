@@ -12,8 +12,8 @@ use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
 use crate::io::colmap_model::{
     model_folders, read_model, run_bundle_adjuster, run_mapper, run_point_filtering,
-    run_point_triangulator, MapperOptions, Reconstruction,
-    COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+    run_point_triangulator, MapperOptions, Reconstruction, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+    COLMAP_INIT_MIN_TRI_ANGLE_DEG,
 };
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{read_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
@@ -451,8 +451,10 @@ fn refine(
     px: f64,
     options: &MapperOptions,
 ) -> std::result::Result<tempfile::TempDir, String> {
-    let work = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
-    let done = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
+    let work =
+        crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
+    let done =
+        crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
     for folder in model_folders(mapped).map_err(|e| e.to_string())? {
         let Some(name) = folder.file_name() else {
             continue;
@@ -460,12 +462,23 @@ fn refine(
         let named = out.join(name);
         let filtered = work.path().join("filtered").join(name);
         let adjusted = work.path().join("adjusted").join(name);
-        run_point_filtering(&folder, &filtered, px)
-            .map_err(|e| format!("{}: dropping observations past {} px: {e}", named.display(), px_text(px)))?;
+        run_point_filtering(&folder, &filtered, px).map_err(|e| {
+            format!(
+                "{}: dropping observations past {} px: {e}",
+                named.display(),
+                px_text(px)
+            )
+        })?;
         run_bundle_adjuster(&filtered, &adjusted, options)
             .map_err(|e| format!("{}: bundle adjustment: {e}", named.display()))?;
-        run_point_triangulator(database, images, &adjusted, &done.path().join(name), options)
-            .map_err(|e| format!("{}: triangulating its points again: {e}", named.display()))?;
+        run_point_triangulator(
+            database,
+            images,
+            &adjusted,
+            &done.path().join(name),
+            options,
+        )
+        .map_err(|e| format!("{}: triangulating its points again: {e}", named.display()))?;
     }
     Ok(done)
 }

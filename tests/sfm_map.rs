@@ -63,7 +63,12 @@ fn refinement_steps_filter_adjust_and_triangulate_again() {
     let filtered = run_point_filtering(&mapped.path, &dir.path().join("f"), px).unwrap();
     assert_eq!(filtered.images.len(), mapped.images.len());
     for (a, b) in mapped.images.iter().zip(&filtered.images) {
-        assert_eq!((a.qvec, a.tvec), (b.qvec, b.tvec), "{}: pose changed", a.name);
+        assert_eq!(
+            (a.qvec, a.tvec),
+            (b.qvec, b.tvec),
+            "{}: pose changed",
+            a.name
+        );
     }
     assert!(
         filtered.num_points < mapped.num_points,
@@ -73,9 +78,12 @@ fn refinement_steps_filter_adjust_and_triangulate_again() {
     );
     assert!(filtered.mean_reprojection_error < mapped.mean_reprojection_error);
     assert!(filtered.mean_reprojection_error <= px);
-    let adjusted =
-        run_bundle_adjuster(&filtered.path, &dir.path().join("a"), &MapperOptions::default())
-            .unwrap();
+    let adjusted = run_bundle_adjuster(
+        &filtered.path,
+        &dir.path().join("a"),
+        &MapperOptions::default(),
+    )
+    .unwrap();
     assert_eq!(adjusted.num_points, filtered.num_points);
     assert!(
         filtered
@@ -90,9 +98,13 @@ fn refinement_steps_filter_adjust_and_triangulate_again() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("earlier run"), "{err}");
-    let err = run_bundle_adjuster(&filtered.path, &dir.path().join("a"), &MapperOptions::default())
-        .unwrap_err()
-        .to_string();
+    let err = run_bundle_adjuster(
+        &filtered.path,
+        &dir.path().join("a"),
+        &MapperOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("earlier run"), "{err}");
 }
 
