@@ -720,29 +720,6 @@ fn an_image_replaced_since_extraction_is_neither_read_for_exif_nor_drawn() {
     refused(ok, &err, &b, &now);
 }
 
-/// Small images `names` (DoG finds keypoints in each, no two alike) in `dir/images`.
-fn small_images(dir: &Path, names: &[&str]) -> PathBuf {
-    let imgs = dir.join("images");
-    std::fs::create_dir_all(&imgs).unwrap();
-    for (i, name) in names.iter().enumerate() {
-        common::gray_image(160 + 16 * i as u32, 120, false)
-            .save(imgs.join(name))
-            .unwrap();
-    }
-    imgs
-}
-
-/// `descl extract` of `names` (images of `imgs`) into `out` with `args`.
-fn extract(imgs: &Path, names: &[&str], out: &Path, args: &[&str]) {
-    let (ok, _, err) = run(descl()
-        .arg("extract")
-        .args(names.iter().map(|n| imgs.join(n)))
-        .arg("--out")
-        .arg(out)
-        .args(args));
-    assert!(ok, "{err}");
-}
-
 /// Issue 44, item 5: features files of one model under two detector settings (two runs, the
 /// folder without an extract plan) are refused as a pair and as a set, naming both files and
 /// the setting that differs: they were matched as if made alike.
@@ -750,11 +727,11 @@ fn extract(imgs: &Path, names: &[&str], out: &Path, args: &[&str]) {
 fn features_of_two_detector_settings_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let imgs = small_images(d, &["a.png", "b.png"]);
+    let imgs = common::small_images(d, &["a.png", "b.png"]);
     let feats = d.join("feats");
-    extract(&imgs, &["a.png"], &feats, &["-m", "sift"]);
+    common::extract_images(&imgs, &["a.png"], &feats, &["-m", "sift"]);
     let later = d.join("later");
-    extract(
+    common::extract_images(
         &imgs,
         &["b.png"],
         &later,
@@ -791,9 +768,9 @@ fn features_of_two_detector_settings_are_refused() {
 fn extraction_flags_for_features_files_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let imgs = small_images(d, &["a.png", "b.png", "c.png"]);
+    let imgs = common::small_images(d, &["a.png", "b.png", "c.png"]);
     let feats = d.join("feats");
-    extract(&imgs, &["a.png", "b.png", "c.png"], &feats, &["-m", "sift"]);
+    common::extract_images(&imgs, &["a.png", "b.png", "c.png"], &feats, &["-m", "sift"]);
     let out = d.join("m");
     let mut inputs: Vec<Vec<std::ffi::OsString>> = vec![
         vec![feats.join("a.npz").into(), feats.join("b.npz").into()],
@@ -807,7 +784,7 @@ fn extraction_flags_for_features_files_are_usage_errors() {
     ];
     if cfg!(feature = "h5") {
         let h5 = d.join("h5");
-        extract(
+        common::extract_images(
             &imgs,
             &["a.png", "b.png"],
             &h5,

@@ -170,36 +170,13 @@ fn names_that_cannot_round_trip_are_refused() {
     }
 }
 
-/// Three small images `a.png`, `b.png`, `c.png` (DoG finds keypoints in each) in `dir/images`.
-fn small_images(dir: &Path) -> PathBuf {
-    let imgs = dir.join("images");
-    std::fs::create_dir(&imgs).unwrap();
-    for (i, name) in ["a.png", "b.png", "c.png"].into_iter().enumerate() {
-        common::gray_image(160 + 16 * i as u32, 120, false)
-            .save(imgs.join(name))
-            .unwrap();
-    }
-    imgs
-}
-
-/// `descl extract` of `names` (images of `imgs`) into `out` with `args`.
-fn extract(imgs: &Path, names: &[&str], out: &Path, args: &[&str]) {
-    let (ok, _, err) = run(descl()
-        .arg("extract")
-        .args(names.iter().map(|n| imgs.join(n)))
-        .arg("--out")
-        .arg(out)
-        .args(args));
-    assert!(ok, "{err}");
-}
-
 /// Issue 44, item 5: a folder of features files without an extract plan (assembled from two
 /// runs) that mixes two models, or one model under two detector settings, is refused before
 /// retrieval mixes their descriptors, naming two files that disagree and what differs.
 #[test]
 fn a_features_folder_of_two_models_or_settings_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path());
+    let imgs = common::small_images(dir.path(), &["a.png", "b.png", "c.png"]);
     for (case, other, expect) in [
         (
             "model",
@@ -213,9 +190,9 @@ fn a_features_folder_of_two_models_or_settings_is_refused() {
         ),
     ] {
         let feats = dir.path().join(format!("features-{case}"));
-        extract(&imgs, &["a.png", "b.png"], &feats, &["-m", "sift"]);
+        common::extract_images(&imgs, &["a.png", "b.png"], &feats, &["-m", "sift"]);
         let later = dir.path().join(format!("later-{case}"));
-        extract(&imgs, &["c.png"], &later, other);
+        common::extract_images(&imgs, &["c.png"], &later, other);
         std::fs::copy(later.join("c.npz"), feats.join("c.npz")).unwrap();
         std::fs::remove_file(feats.join(descl::io::plan::EXTRACT_PLAN_FILE)).unwrap();
         for mode in [&["--retrieval", "1"][..], &["--exhaustive"][..]] {
@@ -241,9 +218,9 @@ fn a_features_folder_of_two_models_or_settings_is_refused() {
 #[test]
 fn extraction_flags_for_features_files_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path());
+    let imgs = common::small_images(dir.path(), &["a.png", "b.png", "c.png"]);
     let feats = dir.path().join("features");
-    extract(&imgs, &["a.png", "b.png", "c.png"], &feats, &["-m", "sift"]);
+    common::extract_images(&imgs, &["a.png", "b.png", "c.png"], &feats, &["-m", "sift"]);
     let out = dir.path().join("pairs.txt");
     for (flags, named) in [
         (&["-m", "rootsift"][..], "-m/--model"),

@@ -271,3 +271,33 @@ pub fn h5_create(path: &std::path::Path) -> hdf5_metno::File {
         .create(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// Small images `names` (DoG finds keypoints in each, no two alike) in `dir/images`.
+#[allow(dead_code)] // not every test binary extracts
+pub fn small_images(dir: &std::path::Path, names: &[&str]) -> std::path::PathBuf {
+    let imgs = dir.join("images");
+    std::fs::create_dir_all(&imgs).unwrap();
+    for (i, name) in names.iter().enumerate() {
+        gray_image(160 + 16 * i as u32, 120, false)
+            .save(imgs.join(name))
+            .unwrap();
+    }
+    imgs
+}
+
+/// `descl extract` of `names` (images of `imgs`) into `out` with `args`; it must succeed.
+#[allow(dead_code)] // not every test binary extracts
+pub fn extract_images(
+    imgs: &std::path::Path,
+    names: &[&str],
+    out: &std::path::Path,
+    args: &[&str],
+) {
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .args(names.iter().map(|n| imgs.join(n)))
+        .arg("--out")
+        .arg(out)
+        .args(args));
+    assert!(ok, "{err}");
+}
