@@ -883,8 +883,7 @@ fn check_merge_images(
 struct MergeSet<'a> {
     inputs: &'a MergeInputs,
     images: &'a [MergeImage],
-    by_name: &'a std::collections::HashMap<String, usize>,
-    by_stem: &'a std::collections::HashMap<String, usize>,
+    names: &'a MergeNames,
     /// The identity of each image's features (indexed like `images`).
     ids: &'a [FeaturesId],
     model: &'a str,
@@ -893,6 +892,32 @@ struct MergeSet<'a> {
 }
 
 impl MergeSet<'_> {
+    fn find(&self, name: &str) -> Option<usize> {
+        self.names.find(name)
+    }
+}
+
+/// The images of a merge by name and by the names' stems: index into its images.
+struct MergeNames {
+    by_name: HashMap<String, usize>,
+    by_stem: HashMap<String, usize>,
+}
+
+impl MergeNames {
+    fn of(images: &[MergeImage]) -> MergeNames {
+        let by_name = images
+            .iter()
+            .enumerate()
+            .map(|(k, i)| (i.name.clone(), k))
+            .collect();
+        let by_stem = images
+            .iter()
+            .enumerate()
+            .map(|(k, i)| (name_stem(&i.name).to_string(), k))
+            .collect();
+        MergeNames { by_name, by_stem }
+    }
+
     /// The image called `name`, or whose name has the stem of `name` (plans and matches files
     /// of older runs name features files, `x.npz`, where the set names `x.jpg`).
     fn find(&self, name: &str) -> Option<usize> {
@@ -901,6 +926,95 @@ impl MergeSet<'_> {
             .or_else(|| self.by_stem.get(name_stem(name)))
             .copied()
     }
+}
+
+/// Intrinsics for a message: `fx,fy,cx,cy = 800,800,319.5,213`.
+fn intrinsics_text(k: &Intrinsics) -> String {
+    format!("fx,fy,cx,cy = {},{},{},{}", k.fx, k.fy, k.cx, k.cy)
+}
+
+/// The intrinsics each image's pairs were verified with (an essential matrix uses them, and the
+/// matches files record them), indexed like `images`, from the matches files' metadata before
+/// any camera is written: a merged camera must hold exactly these for its pairs to be
+/// CALIBRATED (issue 44). One image verified with two intrinsics is refused, naming it, both
+/// values and both files; with `single_camera` (one camera holds one set of intrinsics) so are
+/// two images verified with different ones, and every image gets the one set. Files that
+/// [`store_matches`] refuses (an unknown image, an essential matrix without intrinsics) are
+/// passed over here.
+fn verified_intrinsics(
+    inputs: &MergeInputs,
+    images: &[MergeImage],
+    names: &MergeNames,
+    single_camera: bool,
+    progress: &dyn Progress,
+) -> Result<Vec<Option<Intrinsics>>> {
+    use rayon::prelude::*;
+    let files = crate::io::npz_folder::npz_files(&inputs.matches, true)?;
+    let plan: Option<MatchPlan> = read_plan(&inputs.matches, MATCH_PLAN_FILE)?;
+    let mut used: Vec<Option<(Intrinsics, PathBuf)>> = vec![None; images.len()];
+    progress.start("read match settings", files.len() as u64);
+    for block in files.chunks(image_set::PAIR_BLOCK) {
+        let metas: Vec<_> = block
+            .par_iter()
+            .map(|p| crate::io::matches::read_matches_meta(p))
+            .collect::<Result<_>>()?;
+        for (file, m) in block.iter().zip(metas) {
+            progress.inc(1);
+            let config = plan.as_ref().map_or(&m.config, |p| &p.config);
+            let (true, Some(ks)) = (
+                config.geometry == Some(crate::geometry::ModelKind::Essential),
+                m.intrinsics,
+            ) else {
+                continue;
+            };
+            for (name, k) in m.side_names().iter().zip(ks) {
+                let Some(i) = names.find(name) else {
+                    continue;
+                };
+                match &used[i] {
+                    Some((k0, other)) if *k0 != k => {
+                        return Err(Error::InvalidInput(format!(
+                            "{}: verified with intrinsics {} in {}, but with {} in {}: match all pairs with the same intrinsics",
+                            images[i].name,
+                            intrinsics_text(&k),
+                            file.display(),
+                            intrinsics_text(k0),
+                            other.display()
+                        )));
+                    }
+                    Some(_) => {}
+                    None => used[i] = Some((k, file.clone())),
+                }
+            }
+        }
+    }
+    progress.finish();
+    if !single_camera {
+        return Ok(used.into_iter().map(|u| u.map(|(k, _)| k)).collect());
+    }
+    let mut shared: Option<(usize, &Intrinsics, &PathBuf)> = None;
+    for (i, (k, file)) in used
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| Some((i, u.as_ref()?)))
+    {
+        match shared {
+            Some((j, k0, other)) if k0 != k => {
+                return Err(Error::InvalidInput(format!(
+                    "one camera for all images (--single-camera) cannot hold the intrinsics of both {} ({}, in {}) and {} ({}, in {}): leave out --single-camera, or match all images with the same intrinsics",
+                    images[j].name,
+                    intrinsics_text(k0),
+                    other.display(),
+                    images[i].name,
+                    intrinsics_text(k),
+                    file.display()
+                )));
+            }
+            Some(_) => {}
+            None => shared = Some((i, k, file)),
+        }
+    }
+    Ok(vec![shared.map(|(_, k, _)| *k); images.len()])
 }
 
 /// Stores every matches file of `set.inputs.matches` (read in parallel blocks): a pair matched
@@ -937,10 +1051,6 @@ fn store_matches(
             .collect();
     }
     let mut seen: std::collections::HashMap<(usize, usize), PathBuf> = Default::default();
-    let mut verified_with: std::collections::HashMap<
-        usize,
-        (crate::geometry::Intrinsics, PathBuf),
-    > = Default::default();
     progress.start("store matches", files.len() as u64);
     for block in files.chunks(image_set::PAIR_BLOCK) {
         let read: Vec<_> = block
@@ -999,8 +1109,8 @@ fn store_matches(
             let config = plan
                 .as_ref()
                 .map_or_else(|| m.meta.config.clone(), |p| p.config.clone());
-            // Where verification used the intrinsics (an essential matrix), each image's must be
-            // the same in all its pairs: shards run with other intrinsics do not merge.
+            // Where verification used the intrinsics (an essential matrix), the file must
+            // record them (each image's are the same in all its pairs: `verified_intrinsics`).
             let intrinsics = if config.geometry == Some(crate::geometry::ModelKind::Essential) {
                 let Some(k) = m.meta.intrinsics else {
                     return Err(crate::Error::format(
@@ -1008,32 +1118,6 @@ fn store_matches(
                         "verified by an essential matrix but records no intrinsics (written by an older descl): match again",
                     ));
                 };
-                for (side, k) in [a, b].into_iter().zip(k) {
-                    match verified_with.get(&side) {
-                        Some((k0, other)) if *k0 != k => {
-                            return Err(crate::Error::format(
-                                file,
-                                format!(
-                                    "{} verified with intrinsics fx,fy,cx,cy = {},{},{},{}, but in {} with {},{},{},{}: match all pairs with the same intrinsics",
-                                    set.images[side].name,
-                                    k.fx,
-                                    k.fy,
-                                    k.cx,
-                                    k.cy,
-                                    other.display(),
-                                    k0.fx,
-                                    k0.fy,
-                                    k0.cx,
-                                    k0.cy
-                                ),
-                            ));
-                        }
-                        Some(_) => {}
-                        None => {
-                            verified_with.insert(side, (k, file.clone()));
-                        }
-                    }
-                }
                 Some(k)
             } else {
                 None
@@ -1153,7 +1237,7 @@ pub fn merge_database(
     progress: &dyn Progress,
 ) -> Result<MergeSummary> {
     let writer = ColmapWriter::create(db, overwrite, options)?;
-    merge_into(inputs, Box::new(writer), progress)
+    merge_into(inputs, options.single_camera, Box::new(writer), progress)
 }
 
 /// Writes hloc's `features.h5` and `matches.h5` into `dir` from the outputs of sharded `descl
@@ -1197,7 +1281,11 @@ pub fn merge_hloc(
     // A killed merge's staging folder (no merge holds these locks now).
     crate::io::atomic::remove_stale_staging(dir, &staging_prefix)?;
     let staging = crate::io::atomic::staging_dir(dir, &staging_prefix)?;
-    let summary = open(Format::H5, staging.path()).and_then(|w| merge_into(inputs, w, progress))?;
+    let summary =
+        open(Format::H5, staging.path()).and_then(|w| merge_into(inputs, false, w, progress))?;
+    // Both new files carry this merge's id: a kill between the renames below leaves a pair
+    // whose ids differ, which descl's readers refuse (`hloc::check_pair`).
+    stamp_merge(staging.path())?;
     for (file, target) in HLOC_FILES.iter().zip(&targets) {
         let made = staging.path().join(file);
         if made.exists() {
@@ -1214,11 +1302,35 @@ pub fn merge_hloc(
     })
 }
 
+/// Marks the files of one `descl sfm merge --hloc` in `dir` (its staging folder) with a new id
+/// ([`crate::io::hloc::PAIR_ID_ATTR`]: the time in nanoseconds and the process id).
+#[cfg(feature = "h5")]
+fn stamp_merge(dir: &Path) -> Result<()> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let id = format!("merge-{nanos:x}-{:x}", std::process::id());
+    for file in crate::io::output::HLOC_FILES {
+        let made = dir.join(file);
+        if made.exists() {
+            crate::io::hloc::set_pair_id(&made, &id)?;
+        }
+    }
+    Ok(())
+}
+
+/// Without hloc's files there is nothing to mark.
+#[cfg(not(feature = "h5"))]
+fn stamp_merge(_: &Path) -> Result<()> {
+    Ok(())
+}
+
 /// The merge of [`merge_database`] and [`merge_hloc`] into `writer`: images, then pairs
 /// ([`Writer::add_stored_pair`]), checked against the plans before the output is finished (an
 /// incomplete run leaves none).
 fn merge_into(
     inputs: &MergeInputs,
+    single_camera: bool,
     mut writer: Box<dyn Writer>,
     progress: &dyn Progress,
 ) -> Result<MergeSummary> {
@@ -1236,24 +1348,28 @@ fn merge_into(
     };
     let (images, model) = merge_images(inputs, &mut summary, progress)?;
     summary.images = images.len();
+    let names = MergeNames::of(&images);
+    let verified = verified_intrinsics(inputs, &images, &names, single_camera, progress)?;
     progress.start("store features", images.len() as u64);
-    let (mut by_name, mut by_stem) = (HashMap::new(), HashMap::new());
     let mut ids = Vec::with_capacity(images.len());
     let mut binary = false;
-    for (k, image) in images.iter().enumerate() {
+    for (image, verified) in images.iter().zip(&verified) {
         let f = crate::io::features::read_features(&image.file)?;
         ids.push(f.id());
         binary = matches!(f.descriptors, crate::describe::Descriptors::Binary(_));
-        let (k_prior, known) = colmap_camera(&image.image, &f)?;
+        // The camera holds the intrinsics its pairs were verified with, as known (issue 44);
+        // an image whose pairs did not use them keeps its EXIF focal length or COLMAP's guess.
+        let (k, known) = match verified {
+            Some(k) => (Some(*k), true),
+            None => colmap_camera(&image.image, &f)?,
+        };
         writer.add_image(&crate::io::writer::ImageRecord {
             name: &image.name,
             path: &image.image,
             features: &f,
-            intrinsics: k_prior.as_ref(),
+            intrinsics: k.as_ref(),
             focal_known: known,
         })?;
-        by_name.insert(image.name.clone(), k);
-        by_stem.insert(name_stem(&image.name).to_string(), k);
         progress.inc(1);
     }
     progress.finish();
@@ -1261,8 +1377,7 @@ fn merge_into(
     let set = MergeSet {
         inputs,
         images: &images,
-        by_name: &by_name,
-        by_stem: &by_stem,
+        names: &names,
         ids: &ids,
         model: &model,
         binary,

@@ -1067,3 +1067,164 @@ fn merge_refuses_an_image_it_cannot_find_unless_allowed() {
     let s: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(s["images_not_found"], serde_json::json!([]), "{out}");
 }
+
+/// Each camera of `db`: (camera_id, params as f64, prior_focal_length), by image name order.
+fn cameras(db: &Path) -> Vec<(String, Vec<f64>, i64)> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut s = c
+        .prepare(
+            "SELECT images.name, cameras.params, cameras.prior_focal_length FROM images \
+             JOIN cameras ON images.camera_id = cameras.camera_id ORDER BY images.name",
+        )
+        .unwrap();
+    s.query_map([], |r| {
+        let blob: Vec<u8> = r.get(1)?;
+        let params = blob
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        Ok((r.get(0)?, params, r.get(2)?))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// The two-view configurations of `db`'s verified pairs.
+fn two_view_configs(db: &Path) -> Vec<i64> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut s = c
+        .prepare("SELECT config FROM two_view_geometries ORDER BY pair_id")
+        .unwrap();
+    s.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Issue 44: pairs verified with `--geometry essential --intrinsics K` were merged as
+/// CALIBRATED (config 2) beside cameras of COLMAP's guessed focal length (1.2 · max side,
+/// `prior_focal_length = 0`). The merged cameras hold exactly the intrinsics the pairs were
+/// verified with (COLMAP's pixel convention: the principal point + 0.5), as known focal
+/// lengths; intrinsics a camera model cannot hold (fx ≠ fy in SIMPLE_RADIAL) are refused.
+#[test]
+fn merged_cameras_hold_the_intrinsics_their_pairs_were_verified_with() {
+    let Some(data) = common::data_root_or_skip("merged_cameras_hold_the_intrinsics") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "500"]);
+    let essential = [
+        "--geometry",
+        "essential",
+        "--intrinsics",
+        "800,800,319.5,213",
+    ];
+    match_set(&feats, &m, &essential);
+    for (args, name) in [(&[][..], "one.db"), (&["--single-camera"][..], "single.db")] {
+        let db = dir.path().join(name);
+        let (ok, _, err) = merge(&feats, &m, &db, args);
+        assert!(ok, "{err}");
+        let cams = cameras(&db);
+        assert_eq!(cams.len(), 3, "{cams:?}");
+        for (image, params, prior) in &cams {
+            // SIMPLE_RADIAL: f, cx, cy, k.
+            assert_eq!(params, &vec![800.0, 320.0, 213.5, 0.0], "{name} {image}");
+            assert_eq!(*prior, 1, "{name} {image}: focal length not marked known");
+        }
+        let configs = two_view_configs(&db);
+        assert!(!configs.is_empty());
+        assert!(configs.iter().all(|&c| c == 2), "{name}: {configs:?}");
+    }
+
+    // fx ≠ fy: SIMPLE_RADIAL has one focal length; PINHOLE holds both.
+    let m2 = dir.path().join("m2");
+    match_set(
+        &feats,
+        &m2,
+        &[
+            "--geometry",
+            "essential",
+            "--intrinsics",
+            "800,820,319.5,213",
+        ],
+    );
+    let db = dir.path().join("aniso.db");
+    let (ok, _, err) = merge(&feats, &m2, &db, &[]);
+    assert!(
+        !ok && err.contains("0000.jpg") && err.contains("820") && err.contains("PINHOLE"),
+        "{err}"
+    );
+    assert!(!db.exists());
+    let (ok, _, err) = merge(&feats, &m2, &db, &["--camera-model", "PINHOLE"]);
+    assert!(ok, "{err}");
+    for (image, params, prior) in cameras(&db) {
+        assert_eq!(params, vec![800.0, 820.0, 320.0, 213.5], "{image}");
+        assert_eq!(prior, 1, "{image}");
+    }
+}
+
+/// Issue 44: `sfm merge --hloc --overwrite` replaces features.h5 and matches.h5 one after the
+/// other; a merge killed between the two renames left new features beside old matches, which
+/// descl read as one pair. Both files of a merge carry its id, and descl refuses a pair whose
+/// ids differ, naming both files; a whole merge's pair is read as before.
+#[cfg(feature = "h5")]
+#[test]
+fn an_hloc_pair_half_replaced_by_a_merge_is_refused() {
+    let Some(data) = common::data_root_or_skip("an_hloc_pair_half_replaced_by_a_merge") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 3);
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["-m", "sift", "--max-keypoints", "300"]);
+    match_set(&feats, &m, &[]);
+    let out = dir.path().join("hloc");
+    let merge_hloc = |extra: &[&str]| {
+        let (ok, _, err) = run(descl()
+            .args(["sfm", "merge", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&m)
+            .arg("--hloc")
+            .arg(&out)
+            .args(extra));
+        assert!(ok, "{err}");
+    };
+    // descl reading the pair to add to it.
+    let match_into = || {
+        run(descl()
+            .args([
+                "match",
+                "--exhaustive",
+                "--format",
+                "h5",
+                "-m",
+                "sift",
+                "--images",
+            ])
+            .arg(&imgs)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(SIZE)
+            .args(["--max-keypoints", "300"]))
+    };
+    merge_hloc(&[]);
+    let old_matches = std::fs::read(out.join("matches.h5")).unwrap();
+    merge_hloc(&["--overwrite"]);
+    // Killed after features.h5 was renamed in, before matches.h5.
+    std::fs::write(out.join("matches.h5"), &old_matches).unwrap();
+    let (ok, _, err) = match_into();
+    assert!(
+        !ok && err.contains("features.h5")
+            && err.contains("matches.h5")
+            && err.contains("not one pair"),
+        "{err}"
+    );
+    // A whole merge's pair is read, and added to.
+    merge_hloc(&["--overwrite"]);
+    let (ok, _, err) = match_into();
+    assert!(ok, "{err}");
+}

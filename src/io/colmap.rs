@@ -86,6 +86,27 @@ impl CameraModel {
             ))),
         }
     }
+    /// COLMAP's name of the model (`--camera-model`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CameraModel::SimplePinhole => "SIMPLE_PINHOLE",
+            CameraModel::Pinhole => "PINHOLE",
+            CameraModel::SimpleRadial => "SIMPLE_RADIAL",
+        }
+    }
+    /// Parameters holding exactly the intrinsics `k` (descl's pixels; the principal point
+    /// moved by [`COLMAP_PIXEL_OFFSET`] into COLMAP's), no distortion. None when the model
+    /// cannot hold them: fx ≠ fy in a model of one focal length.
+    pub fn params_of(self, k: &crate::geometry::Intrinsics) -> Option<Vec<f64>> {
+        let offset = f64::from(COLMAP_PIXEL_OFFSET);
+        let (cx, cy) = (k.cx + offset, k.cy + offset);
+        match self {
+            CameraModel::Pinhole => Some(vec![k.fx, k.fy, cx, cy]),
+            _ if k.fx != k.fy => None,
+            CameraModel::SimplePinhole => Some(vec![k.fx, cx, cy]),
+            CameraModel::SimpleRadial => Some(vec![k.fx, cx, cy, 0.0]),
+        }
+    }
     /// Parameters for focal `f` and an image of `width`×`height` (principal point at the
     /// centre in COLMAP's convention, no distortion).
     pub fn params(self, f: f64, width: u32, height: u32) -> Vec<f64> {

@@ -64,6 +64,13 @@ pub const FEATURES_META_ATTR: &str = "descl_meta";
 /// Attribute of a pair group in `matches.h5`: the pair's
 /// [`PairProvenance`] JSON (the identities of the two features, the settings).
 pub const PAIR_PROVENANCE_ATTR: &str = "descl_provenance";
+/// File attribute of both `features.h5` and `matches.h5` as `descl sfm merge --hloc` writes
+/// them: one id per merge (hloc ignores it). The merge replaces the two files one after the
+/// other; a file carrying an id belongs only beside a file carrying the same, so a merge
+/// killed between the two renames leaves a pair that descl refuses ([`check_pair`]) rather
+/// than new features beside old matches. Files of `descl extract` and `descl match` carry no
+/// id, except a `matches.h5` started beside a merged `features.h5`, which takes its id.
+pub const PAIR_ID_ATTR: &str = "descl_pair_id";
 /// `matches0` value of a keypoint without a match.
 pub const UNMATCHED: i32 = -1;
 
@@ -265,6 +272,8 @@ pub struct HlocFolder {
     pair_keys: HashMap<String, (String, String)>,
     /// The model of the features in the file, so one file never mixes models.
     model: Option<String>,
+    /// The features file's [`PAIR_ID_ATTR`]: a new `matches.h5` beside it takes it.
+    pair_id: Option<String>,
 }
 
 impl HlocFolder {
@@ -272,6 +281,9 @@ impl HlocFolder {
     pub fn create(dir: &Path) -> Result<HlocFolder> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let features = H5Out::open(&dir.join(FEATURES_FILE))?;
+        // Checked under the features file's lock: a merge replacing the pair holds it.
+        check_pair(dir)?;
+        let pair_id = read_pair_id(features.file()?);
         let model = features
             .file()?
             .attr(MODEL_ATTR)
@@ -294,6 +306,7 @@ impl HlocFolder {
             existing_pairs: existing_pairs(&dir.join(MATCHES_FILE)),
             pair_keys: HashMap::new(),
             model,
+            pair_id,
         })
     }
 
@@ -314,7 +327,21 @@ impl HlocFolder {
 
     fn matches(&mut self) -> Result<&mut H5Out> {
         if self.matches.is_none() {
-            self.matches = Some(H5Out::open(&self.dir.join(MATCHES_FILE))?);
+            let target = self.dir.join(MATCHES_FILE);
+            let fresh = !target.exists();
+            let out = H5Out::open(&target)?;
+            if let Some(id) = self.pair_id.as_ref().filter(|_| fresh) {
+                let value: hdf5::types::VarLenUnicode = id
+                    .parse()
+                    .map_err(|e| Error::InvalidInput(format!("pair id {id:?}: {e}")))?;
+                out.file()?
+                    .new_attr::<hdf5::types::VarLenUnicode>()
+                    .shape(())
+                    .create(PAIR_ID_ATTR)
+                    .and_then(|a| a.write_scalar(&value))
+                    .map_err(|e| out.err(e))?;
+            }
+            self.matches = Some(out);
         }
         self.matches
             .as_mut()
@@ -345,6 +372,65 @@ impl HlocFolder {
             }
         }
     }
+}
+
+/// The [`PAIR_ID_ATTR`] of an open file, if it has one.
+fn read_pair_id(file: &hdf5::File) -> Option<String> {
+    file.attr(PAIR_ID_ATTR)
+        .and_then(|a| a.read_scalar::<hdf5::types::VarLenUnicode>())
+        .ok()
+        .map(|s| s.as_str().to_string())
+}
+
+/// The [`PAIR_ID_ATTR`] of the file at `path`: None when it has none or does not exist.
+pub fn pair_id(path: &Path) -> Result<Option<String>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    Ok(read_pair_id(&file))
+}
+
+/// Writes `id` as the [`PAIR_ID_ATTR`] of the file at `path` (one of a merge's new files,
+/// which has none yet).
+pub fn set_pair_id(path: &Path, id: &str) -> Result<()> {
+    let value: hdf5::types::VarLenUnicode = id
+        .parse()
+        .map_err(|e| Error::InvalidInput(format!("pair id {id:?}: {e}")))?;
+    let file = hdf5::File::append(path).map_err(|e| h5_err(path, e))?;
+    file.new_attr::<hdf5::types::VarLenUnicode>()
+        .shape(())
+        .create(PAIR_ID_ATTR)
+        .and_then(|a| a.write_scalar(&value))
+        .map_err(|e| h5_err(path, e))?;
+    file.close().map_err(|e| h5_err(path, e))
+}
+
+/// Checks that `features.h5` and `matches.h5` in `dir` belong together: when `matches.h5`
+/// exists, its [`PAIR_ID_ATTR`] must be that of `features.h5` (None for both, or one merge's
+/// id). A `descl sfm merge --hloc` killed between replacing the two files leaves them
+/// different, and the matches would index other features: refused, naming both files and
+/// what to do.
+pub fn check_pair(dir: &Path) -> Result<()> {
+    let (features, matches) = (dir.join(FEATURES_FILE), dir.join(MATCHES_FILE));
+    if !matches.exists() {
+        return Ok(());
+    }
+    let (f, m) = (pair_id(&features)?, pair_id(&matches)?);
+    if f == m {
+        return Ok(());
+    }
+    let text = |id: &Option<String>| {
+        id.as_ref()
+            .map_or_else(|| "none".to_string(), |id| format!("{id:?}"))
+    };
+    Err(Error::InvalidInput(format!(
+        "{} and {} are not one pair: merge ids ({PAIR_ID_ATTR}) {} and {} (a `descl sfm merge --hloc` interrupted between replacing them, or files from different runs): run the merge again with --overwrite, or remove both files",
+        features.display(),
+        matches.display(),
+        text(&f),
+        text(&m)
+    )))
 }
 
 /// The pair keys (`a/b`) of an existing matches file — its groups two levels down that hold

@@ -256,11 +256,7 @@ pub fn read_matches(path: &Path) -> Result<MatchesFile> {
             (s, _) => return Err(bad(format!("`model` must be float64 3×3, has shape {s:?}"))),
         },
     };
-    let meta = match &need("meta")?.data {
-        NpyData::Unicode { values, .. } if values.len() == 1 => serde_json::from_str(&values[0])
-            .map_err(|e| bad(format!("`meta` is not valid matches metadata: {e}")))?,
-        _ => return Err(bad("`meta` must be a unicode scalar".into())),
-    };
+    let meta = parse_meta(path, need("meta")?)?;
     Ok(MatchesFile {
         pairs,
         distances,
@@ -268,6 +264,26 @@ pub fn read_matches(path: &Path) -> Result<MatchesFile> {
         model,
         meta,
     })
+}
+
+/// The `meta` member of a matches file.
+fn parse_meta(path: &Path, meta: &NpyArray) -> Result<MatchesMeta> {
+    match &meta.data {
+        NpyData::Unicode { values, .. } if values.len() == 1 => serde_json::from_str(&values[0])
+            .map_err(|e| Error::format(path, format!("`meta` is not valid matches metadata: {e}"))),
+        _ => Err(Error::format(path, "`meta` must be a unicode scalar")),
+    }
+}
+
+/// Reads only the metadata of a matches file (its arrays are never decompressed).
+pub fn read_matches_meta(path: &Path) -> Result<MatchesMeta> {
+    let arrays = read_npz_members(path, Some(&["meta"]))?;
+    let meta = arrays
+        .iter()
+        .find(|(k, _)| k == "meta")
+        .map(|(_, v)| v)
+        .ok_or_else(|| Error::format(path, "not a descl matches file: no `meta` array"))?;
+    parse_meta(path, meta)
 }
 
 #[cfg(test)]

@@ -86,6 +86,8 @@ pub struct ColmapWriter {
     /// that gave it.
     shared_camera: Option<SharedCamera>,
     image_ids: HashMap<String, i64>,
+    /// The intrinsics each image's camera holds, and whether its focal length is known.
+    cameras: HashMap<String, (Intrinsics, bool)>,
 }
 
 /// The one camera of a `single_camera` database.
@@ -93,6 +95,8 @@ struct SharedCamera {
     id: i64,
     size: (u32, u32),
     first_image: String,
+    /// What the camera holds: intrinsics, focal length known.
+    holds: (Intrinsics, bool),
 }
 
 impl ColmapWriter {
@@ -103,6 +107,7 @@ impl ColmapWriter {
             options,
             shared_camera: None,
             image_ids: HashMap::new(),
+            cameras: HashMap::new(),
         })
     }
 
@@ -115,6 +120,50 @@ impl ColmapWriter {
         self.image_id(name).ok_or_else(|| {
             Error::InvalidInput(format!("{name}: pair of an image not in the database"))
         })
+    }
+
+    /// Refuses a merged pair verified with an essential matrix (stored CALIBRATED) unless both
+    /// images' cameras hold, as known, exactly the intrinsics it was verified with (issue 44).
+    fn check_calibrated(&self, pair: &StoredPair<'_>) -> Result<()> {
+        let essential = pair
+            .result
+            .verification
+            .as_ref()
+            .is_some_and(|v| v.kind == ModelKind::Essential && v.model.is_some());
+        if !essential {
+            return Ok(());
+        }
+        let used = pair.intrinsics.ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "{} – {}: verified with an essential matrix, but without recorded intrinsics",
+                pair.a, pair.b
+            ))
+        })?;
+        for (name, k) in [pair.a, pair.b].into_iter().zip(used) {
+            match self.cameras.get(name) {
+                Some((held, true)) if *held == k => {}
+                Some((held, known)) => {
+                    return Err(Error::InvalidInput(format!(
+                        "{name}: the pair {} – {} was verified with intrinsics fx,fy,cx,cy = {},{},{},{}, but its camera holds {},{},{},{}{}",
+                        pair.a,
+                        pair.b,
+                        k.fx,
+                        k.fy,
+                        k.cx,
+                        k.cy,
+                        held.fx,
+                        held.fy,
+                        held.cx,
+                        held.cy,
+                        if *known { "" } else { " (a guessed focal length)" }
+                    )))
+                }
+                None => return Err(Error::InvalidInput(format!(
+                    "{name}: pair of an image not in the database"
+                ))),
+            }
+        }
+        Ok(())
     }
 
     /// Stores the matches of images `a` and `b` (added before) and, when verified with a model,
@@ -157,7 +206,7 @@ impl Writer for ColmapWriter {
             .copied()
             .unwrap_or_else(|| Intrinsics::default_prior(w, h));
         let model = self.options.camera_model;
-        let camera_id = match &self.shared_camera {
+        let (camera_id, holds) = match &self.shared_camera {
             // A COLMAP camera has one size (COLMAP's own extractor refuses a single camera
             // over images of different sizes): another size would put this image's keypoints
             // outside its camera.
@@ -170,24 +219,37 @@ impl Writer for ColmapWriter {
                         image.name, shared.size.0, shared.size.1, shared.first_image
                     )));
                 }
-                shared.id
+                (shared.id, shared.holds)
             }
             _ => {
-                let id = self.database.add_camera(
-                    model,
-                    w,
-                    h,
-                    &model.params(k.fx, w, h),
-                    image.focal_known,
-                )?;
+                // Exactly the intrinsics the image's pairs may be verified with: a CALIBRATED
+                // pair beside a camera holding others would be wrong (issue 44).
+                let params = model.params_of(&k).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "{}: intrinsics fx,fy,cx,cy = {},{},{},{}, but the camera model {} has one \
+                         focal length: give --camera-model PINHOLE",
+                        image.name,
+                        k.fx,
+                        k.fy,
+                        k.cx,
+                        k.cy,
+                        model.name()
+                    ))
+                })?;
+                let id = self
+                    .database
+                    .add_camera(model, w, h, &params, image.focal_known)?;
+                let holds = (k, image.focal_known);
                 self.shared_camera = Some(SharedCamera {
                     id,
                     size: (w, h),
                     first_image: image.name.to_string(),
+                    holds,
                 });
-                id
+                (id, holds)
             }
         };
+        self.cameras.insert(image.name.to_string(), holds);
         let image_id = self.database.add_image(image.name, camera_id)?;
         self.database.add_keypoints(image_id, &f.frames)?;
         self.database.add_descriptors(image_id, &f.descriptors)?;
@@ -201,6 +263,7 @@ impl Writer for ColmapWriter {
     }
 
     fn add_stored_pair(&mut self, pair: &StoredPair<'_>) -> Result<()> {
+        self.check_calibrated(pair)?;
         self.add_result(pair.a, pair.b, pair.result)
     }
 
