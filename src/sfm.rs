@@ -1284,7 +1284,8 @@ pub fn merge_hloc(
     let summary =
         open(Format::H5, staging.path()).and_then(|w| merge_into(inputs, false, w, progress))?;
     // Both new files carry this merge's id: a kill between the renames below leaves a pair
-    // whose ids differ, which descl's readers refuse (`hloc::check_pair`).
+    // whose ids differ, which descl refuses when it opens the folder to write into it
+    // (`hloc::check_pair` in `HlocFolder::create`; readers of features.h5 alone do not check).
     stamp_merge(staging.path())?;
     for (file, target) in HLOC_FILES.iter().zip(&targets) {
         let made = staging.path().join(file);

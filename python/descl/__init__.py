@@ -48,10 +48,19 @@ def _bundled_ort_library():
 
 def _models_wheel_folder():
     """``descl_models/models`` of the installed descl-models wheel (every shipped model, the
-    default included), or None; found without importing it."""
+    default included), or None; found without importing it. None too when its version is not
+    this package's (an upgrade of descl without the extra leaves the old models wheel behind,
+    whose folder would otherwise replace the new default model)."""
     try:
         spec = importlib.util.find_spec("descl_models")
     except (ImportError, ValueError):
+        return None
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        if version("descl-models") != version("descl"):
+            return None
+    except (ImportError, PackageNotFoundError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None

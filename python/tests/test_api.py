@@ -389,6 +389,18 @@ def test_package_finds_bundled_models_and_onnxruntime(tmp_path):
     assert model == descl.DEFAULT_MODEL and names == [descl.DEFAULT_MODEL]
     shipped = sorted(p.name for p in (package / "models").iterdir())
     assert shipped == [f"{descl.DEFAULT_MODEL}.json", f"{descl.DEFAULT_MODEL}.onnx"], shipped
+    # A descl-models wheel of another version (left behind by an upgrade without the extra) is
+    # passed over for the package's own folder.
+    stale = (
+        "import importlib.metadata as md\n"
+        "real = md.version\n"
+        "md.version = lambda name: '0.0.1' if name == 'descl-models' else real(name)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", stale + code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    _, models, model, names = json.loads(proc.stdout)
+    assert Path(models) == package / "models"
+    assert names == [descl.DEFAULT_MODEL]
 
     env["ORT_DYLIB_PATH"] = str(tmp_path / "nothing.so")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
