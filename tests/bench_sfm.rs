@@ -1,7 +1,7 @@
 //! The reconstruction suite (`descl bench sfm`) on a small Strecha scene: five fountain-P11
 //! images reconstructed by descl (RootSIFT on DoG frames, `colmap mapper`) and by COLMAP's own
 //! SIFT pipeline in the same run, both aligned to the ground truth; the report's table and the
-//! card entry carry both.
+//! card entry carry both, and `--sfm-keep` keeps what each built.
 
 use descl::describe::{Describer, ROOTSIFT};
 use descl::eval::reconstruction::COLMAP_SIFT_PIPELINE;
@@ -55,6 +55,7 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
         max_keypoints: 2048,
         sfm_max_keypoints: KEYPOINTS,
         sfm_runs: RUNS,
+        sfm_keep: Some(root.path().join("keep")),
         command: "test".into(),
     };
     let methods = [Describer::open(ROOTSIFT, Device::Cpu).unwrap()];
@@ -126,6 +127,18 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
     assert!(
         md.contains(&format!("Each pipeline run {RUNS} times")),
         "{md}"
+    );
+    // --sfm-keep leaves each method's database and each run's model in SCENE/METHOD ...
+    let kept = root.path().join("keep").join("fountain-small");
+    for (method, db) in [(ROOTSIFT, "database.db"), (COLMAP_SIFT_PIPELINE, "run-0/colmap.db")] {
+        assert!(kept.join(method).join(db).is_file(), "{method}: {db}");
+        assert!(kept.join(method).join("run-1").is_dir(), "{method}");
+    }
+    // ... and refuses to build into a folder an earlier run filled.
+    let err = run(&cfg, &methods, &descl::progress::Silent).unwrap_err().to_string();
+    assert!(
+        err.contains("already exists") && err.contains(&kept.join(ROOTSIFT).display().to_string()),
+        "{err}"
     );
     // The JSON report reads back (older reports without `sfm` read too: the field defaults).
     let json = serde_json::to_string(&report).unwrap();

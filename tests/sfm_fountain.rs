@@ -42,6 +42,7 @@ fn mapper_options() -> MapperOptions {
         refine_principal_point: true,
         init_min_tri_angle_deg: None,
         filter_max_reproj_error_px: None,
+        random_seed: None,
     }
 }
 

@@ -84,6 +84,10 @@ pub struct Args {
     /// COLMAP's pipeline, whose descriptors and matches vary, runs whole each time).
     #[arg(long, default_value_t = DEFAULT_SFM_RUNS, value_parser = clap::value_parser!(u16).range(1..=100).map(usize::from))]
     sfm_runs: usize,
+    /// Keep the sfm suite's databases and models in DIR/SCENE/METHOD (each must not exist
+    /// yet), e.g. for `scripts/sfm-stage-errors`; without it they are temporary.
+    #[arg(long, value_name = "DIR")]
+    sfm_keep: Option<PathBuf>,
     /// Inference device.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     device: DeviceArg,
@@ -206,6 +210,7 @@ impl Args {
             max_keypoints: self.max_keypoints,
             sfm_max_keypoints: self.sfm_max_keypoints,
             sfm_runs: self.sfm_runs,
+            sfm_keep: self.sfm_keep.clone(),
             // `descl` rather than argv[0]: the command is for people to re-run.
             command: std::iter::once("descl".to_string())
                 .chain(std::env::args().skip(1))

@@ -387,6 +387,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         refine_principal_point: args.refine_principal_point,
         init_min_tri_angle_deg: args.init_min_tri_angle,
         filter_max_reproj_error_px: args.filter_max_reproj_error,
+        random_seed: None,
     };
     let (Some(database), Some(images_dir)) = (&args.database, &args.images_dir) else {
         bail!("--reconstruct needs the image folder and --database");

@@ -174,13 +174,15 @@ impl SceneReconstruction {
     }
 }
 
-/// The mapper settings of both pipelines: COLMAP's defaults (principal point fixed).
-fn mapper_options() -> MapperOptions {
+/// The mapper settings of both pipelines in run `seed`: COLMAP's defaults (principal point
+/// fixed), `--random_seed` the run's index (run 0 is COLMAP's default seed).
+fn mapper_options(seed: u64) -> MapperOptions {
     MapperOptions {
         num_threads: None,
         refine_principal_point: false,
         init_min_tri_angle_deg: None,
         filter_max_reproj_error_px: None,
+        random_seed: Some(seed),
     }
 }
 
@@ -228,18 +230,18 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
     }
 }
 
-/// How a pipeline maps a database into a folder.
-type MapFn = fn(&Path, &Path, &Path) -> Result<Mapped>;
+/// How a pipeline maps a database into a folder, with the mapper's seed.
+type MapFn = fn(&Path, &Path, &Path, u64) -> Result<Mapped>;
 
 /// descl's side: `descl sfm --reconstruct`'s mapping, fallback included.
-fn map_as_descl_sfm(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
-    crate::sfm::map(db, images, out, &mapper_options(), false)
+fn map_as_descl_sfm(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapped> {
+    crate::sfm::map(db, images, out, &mapper_options(seed), false)
 }
 
 /// COLMAP's side: its mapper with its defaults, nothing else.
-fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
+fn map_as_colmap(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapped> {
     let started = Instant::now();
-    let reconstruction = run_mapper(db, images, out, &mapper_options())?;
+    let reconstruction = run_mapper(db, images, out, &mapper_options(seed))?;
     Ok(Mapped {
         init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
         filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
@@ -263,13 +265,49 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path) -> Result<Mapped> {
     })
 }
 
-/// Reconstructs `scene` `runs` times (at least once) in a fresh temporary folder under `work`
-/// (removed afterwards): `database(images, folder)` builds a database, once or in every run as
-/// `repeat` says, and `map` maps it in every run; each model is aligned to the scene's
+/// Where a scene's reconstructions are built: a temporary folder under the system's, removed
+/// afterwards, or (`descl bench --sfm-keep DIR`) `DIR/SCENE/METHOD`, kept for inspection
+/// (databases, models), which must not exist yet: an earlier run's files are never mixed in.
+pub enum SfmWork<'a> {
+    Temporary,
+    Keep(&'a Path),
+}
+
+impl SfmWork<'_> {
+    fn folder(&self, scene: &str, method: &str) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
+        match self {
+            SfmWork::Temporary => {
+                let tmp = std::env::temp_dir();
+                let dir = tempfile::Builder::new()
+                    .prefix("descl-bench-sfm-")
+                    .tempdir_in(&tmp)
+                    .map_err(|e| Error::io(&tmp, e))?;
+                Ok((dir.path().to_path_buf(), Some(dir)))
+            }
+            SfmWork::Keep(root) => {
+                let d = root.join(scene).join(method.replace(['/', '\\'], "_"));
+                if d.exists() {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: already exists; --sfm-keep builds each scene's and method's folder \
+                         fresh (remove it or keep into another folder)",
+                        d.display()
+                    )));
+                }
+                std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+                Ok((d, None))
+            }
+        }
+    }
+}
+
+/// Reconstructs `scene` `runs` times (at least once) in `method`'s folder of `work`:
+/// `database(images, folder)` builds a database, once or in every run as `repeat` says, and
+/// `map` maps it in every run, run k with mapper seed k; each model is aligned to the scene's
 /// ground truth. A database that cannot be built is a failed run, not an error of the benchmark.
 fn reconstruct(
     scene: &PoseScene,
-    work: &Path,
+    method: &str,
+    work: &SfmWork,
     runs: usize,
     repeat: Repeat,
     map: MapFn,
@@ -277,18 +315,15 @@ fn reconstruct(
 ) -> Result<SceneReconstruction> {
     let images = image_dir(scene)?;
     let truth = ground_truth(scene);
-    let dir = tempfile::Builder::new()
-        .prefix("descl-bench-sfm-")
-        .tempdir_in(work)
-        .map_err(|e| Error::io(work, e))?;
+    let (dir, _temporary) = work.folder(&scene.name, method)?;
     let run_dir = |k: usize| -> Result<PathBuf> {
-        let d = dir.path().join(format!("run-{k}"));
+        let d = dir.join(format!("run-{k}"));
         std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
         Ok(d)
     };
     let started = Instant::now();
     let shared = match repeat {
-        Repeat::Mapper => match database(images, dir.path()) {
+        Repeat::Mapper => match database(images, &dir) {
             Ok(db) => Some(db),
             Err(e) => {
                 return Ok(SceneReconstruction {
@@ -310,20 +345,20 @@ fn reconstruct(
             Some(db) => Ok(db.clone()),
             None => database(images, &folder),
         }
-        .and_then(|db| map(&db, images, &folder.join("sparse")));
+        .and_then(|db| map(&db, images, &folder.join("sparse"), k as u64));
         done.push(outcome(recon, &truth, t));
     }
     Ok(SceneReconstruction::of_runs(done, database_seconds))
 }
 
 /// Reconstructs `scene` with `describer` on DoG frames (`det`, its `max_keypoints` per image)
-/// through `descl sfm`'s path, in a temporary folder under `work`; its one database is mapped
-/// in each of `runs` runs.
+/// through `descl sfm`'s path, in its folder of `work`; its one database is mapped in each of
+/// `runs` runs.
 pub fn reconstruct_with(
     scene: &PoseScene,
     describer: &Describer,
     det: &DetectorConfig,
-    work: &Path,
+    work: &SfmWork,
     runs: usize,
     progress: &dyn Progress,
 ) -> Result<SceneReconstruction> {
@@ -331,6 +366,7 @@ pub fn reconstruct_with(
         .max_image_size(COLMAP_MAX_IMAGE_SIZE);
     reconstruct(
         scene,
+        describer.name(),
         work,
         runs,
         Repeat::Mapper,
@@ -355,11 +391,12 @@ pub fn reconstruct_with(
 pub fn reconstruct_with_colmap_sift(
     scene: &PoseScene,
     max_features: usize,
-    work: &Path,
+    work: &SfmWork,
     runs: usize,
 ) -> Result<SceneReconstruction> {
     reconstruct(
         scene,
+        COLMAP_SIFT_PIPELINE,
         work,
         runs,
         Repeat::Pipeline,

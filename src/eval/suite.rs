@@ -97,6 +97,9 @@ pub struct BenchConfig {
     /// Runs per pipeline and scene in the reconstruction suite (at least 1;
     /// [`reconstruction::DEFAULT_SFM_RUNS`]; what a run repeats: [`reconstruction`]).
     pub sfm_runs: usize,
+    /// Keep the sfm suite's databases and models in `DIR/SCENE/METHOD` (None: temporary
+    /// folders, removed).
+    pub sfm_keep: Option<PathBuf>,
     /// The command recorded in the report (for people to re-run).
     pub command: String,
 }
@@ -393,7 +396,10 @@ impl Run<'_> {
             magnification: self.det.magnification,
             ..crate::sfm::sfm_detector()
         };
-        let work = std::env::temp_dir();
+        let work = match &self.cfg.sfm_keep {
+            Some(dir) => reconstruction::SfmWork::Keep(dir),
+            None => reconstruction::SfmWork::Temporary,
+        };
         let (progress, colmap_features) = (self.progress, self.cfg.sfm_max_keypoints);
         let runs = self.cfg.sfm_runs.max(1);
         for scene in &scenes {

@@ -299,6 +299,10 @@ pub struct MapperOptions {
     /// exceeds it are dropped after each bundle adjustment (None: COLMAP's default,
     /// [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]).
     pub filter_max_reproj_error_px: Option<f64>,
+    /// `--random_seed` of `colmap mapper` (None: COLMAP's default, 0). The mapper's sampling
+    /// (initial pair, RANSAC) follows it; `descl bench sfm` gives each run its own seed so the
+    /// spread over runs is the mapper's.
+    pub random_seed: Option<u64>,
 }
 
 /// COLMAP's `Mapper.min_num_matches` (`IncrementalMapperController::Options`): the fewest
@@ -322,6 +326,16 @@ impl MapperOptions {
         self.num_threads
             .map(|n| n.to_string())
             .unwrap_or_else(|| COLMAP_ALL_THREADS.into())
+    }
+
+    /// `--Mapper.ba_refine_principal_point` / `--BundleAdjustment.refine_principal_point`'s
+    /// value.
+    fn refine_principal_point_arg(&self) -> &'static str {
+        if self.refine_principal_point {
+            "1"
+        } else {
+            "0"
+        }
     }
 }
 
@@ -396,11 +410,7 @@ pub fn run_mapper(
 ) -> Result<Reconstruction> {
     refuse_earlier_models(output_dir, "map")?;
     let threads = options.threads_arg();
-    let refine_pp = if options.refine_principal_point {
-        "1"
-    } else {
-        "0"
-    };
+    let refine_pp = options.refine_principal_point_arg();
     let angle = options.init_min_tri_angle_deg.map(|a| a.to_string());
     let mut args: Vec<&std::ffi::OsStr> = vec![
         "mapper".as_ref(),
@@ -423,6 +433,11 @@ pub fn run_mapper(
     if let Some(f) = &filter {
         args.push("--Mapper.filter_max_reproj_error".as_ref());
         args.push(f.as_ref());
+    }
+    let seed = options.random_seed.map(|k| k.to_string());
+    if let Some(k) = &seed {
+        args.push("--random_seed".as_ref());
+        args.push(k.as_ref());
     }
     match run_colmap(&args) {
         Err(Error::InvalidInput(why)) if why.contains(COLMAP_NO_MODEL_MESSAGE) => {
@@ -521,11 +536,7 @@ pub fn run_bundle_adjuster(
     options: &MapperOptions,
 ) -> Result<Reconstruction> {
     refuse_earlier_models(output, "bundle-adjust")?;
-    let refine_pp = if options.refine_principal_point {
-        "1"
-    } else {
-        "0"
-    };
+    let refine_pp = options.refine_principal_point_arg();
     run_colmap(&[
         "bundle_adjuster".as_ref(),
         "--input_path".as_ref(),
