@@ -15,9 +15,9 @@ use crate::geometry::{Intrinsics, ModelKind};
 use crate::io::plan::MatchPlan;
 use crate::io::writer::{ImageRecord, PairRecord, Writer};
 use crate::matching::pairs::{make_pairs, PairMode};
-use crate::matching::two_view::{match_pair, verify_matches, PairConfig, PairResult};
+use crate::matching::two_view::{match_pair, verify_matches, PairConfig, PairResult, PairSeconds};
 use crate::names::{check_unique, SetInput};
-use crate::pipeline::Extractor;
+use crate::pipeline::{ExtractSeconds, Extractor};
 use crate::progress::Progress;
 use crate::provenance::{FeaturesId, PairProvenance, Reuse};
 use rayon::prelude::*;
@@ -118,6 +118,10 @@ pub trait Load: Sync {
     ) {
         load_in_blocks(self, paths, progress, each)
     }
+    /// The time spent in each stage of extraction so far, for loaders that extract.
+    fn extraction_seconds(&self) -> Option<ExtractSeconds> {
+        None
+    }
 }
 
 /// [`Load::load_each`] as blocks of [`IMAGE_BLOCK`] inputs loaded in parallel (for loaders
@@ -167,6 +171,9 @@ impl Load for Extractor {
         each: &mut dyn FnMut(usize, Result<Features>),
     ) {
         self.extract_each(paths, progress, |k, r, _| each(k, r))
+    }
+    fn extraction_seconds(&self) -> Option<ExtractSeconds> {
+        Some(self.seconds())
     }
 }
 
@@ -242,6 +249,9 @@ pub struct PairOutcome {
     pub redone: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The pair's matching and verification time ([`SetSummary::seconds`] sums them).
+    #[serde(skip)]
+    pub seconds: PairSeconds,
 }
 
 impl PairOutcome {
@@ -258,6 +268,7 @@ impl PairOutcome {
             skipped_existing: false,
             redone: None,
             error: None,
+            seconds: PairSeconds::default(),
         }
     }
 
@@ -271,6 +282,7 @@ impl PairOutcome {
             model: v.and_then(|v| v.model),
             reason: v.and_then(|v| v.reason.clone()),
             output,
+            seconds: r.seconds,
             ..PairOutcome::new(a, b)
         }
     }
@@ -288,14 +300,21 @@ pub struct SetSummary {
 }
 
 /// Wall time of a set run's stages, seconds (`descl sfm --json`'s `seconds`, so a user sees
-/// where the time goes).
+/// where the time goes), and how each splits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct StageSeconds {
-    /// The images' features: decode, detect and describe when extracting (pipelined, so not
-    /// split further: [`SetImage::seconds`] has each image's own), or reading features files.
+    /// The images' features: decode, detect and describe when extracting (pipelined: split in
+    /// `extraction`; [`SetImage::seconds`] has each image's own), or reading features files.
     pub features: f64,
     /// Choosing the pairs (retrieval's included), matching, verifying and writing them.
     pub pairs: f64,
+    /// When the features were extracted: the extractor's time in each of its stages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extraction: Option<ExtractSeconds>,
+    /// Matching and verification summed over the pairs matched in this run: thread-seconds
+    /// (pairs run in parallel, so these can exceed `pairs`).
+    pub matching: f64,
+    pub verification: f64,
 }
 
 impl SetSummary {
@@ -811,14 +830,18 @@ where
         }
     }
     let output = writer.finish()?;
+    let seconds = StageSeconds {
+        features: features_seconds,
+        pairs: started.elapsed().as_secs_f64(),
+        extraction: load.extraction_seconds(),
+        matching: outcomes.iter().map(|o| o.seconds.matching).sum(),
+        verification: outcomes.iter().map(|o| o.seconds.verification).sum(),
+    };
     Ok(SetSummary {
         output,
         images,
         pairs: outcomes,
-        seconds: StageSeconds {
-            features: features_seconds,
-            pairs: started.elapsed().as_secs_f64(),
-        },
+        seconds,
     })
 }
 

@@ -13,8 +13,10 @@ use crate::patch::PatchSampler;
 use crate::progress::Progress;
 use crate::provenance::{ExtractSettings, FeatureProvenance, FeaturesId};
 use rayon::prelude::*;
+use serde::Serialize;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// COLMAP's `SiftExtraction.max_image_size`: larger images are shrunk to this longer side
@@ -57,6 +59,26 @@ pub struct Extractor {
     detector: DetectorConfig,
     describer: Describer,
     max_image_size: usize,
+    /// Nanoseconds spent preparing images and describing them ([`Extractor::seconds`]).
+    prepare_ns: AtomicU64,
+    describe_ns: AtomicU64,
+}
+
+/// Seconds an [`Extractor`] has spent in each stage since it was made (`descl sfm --json`'s
+/// stage split, so a user sees whether the detector or the network takes the time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ExtractSeconds {
+    /// Decoding, shrinking, detecting and sampling patches (SIFT and RootSIFT describe here
+    /// too), summed over images: thread-seconds, since images are prepared in parallel while
+    /// the network runs.
+    pub decode_detect: f64,
+    /// The network on the sampled patches.
+    pub describe: f64,
+}
+
+fn add_elapsed(counter: &AtomicU64, since: Instant) {
+    let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    counter.fetch_add(ns, Ordering::Relaxed);
 }
 
 impl Extractor {
@@ -73,6 +95,17 @@ impl Extractor {
             detector,
             describer,
             max_image_size: COLMAP_MAX_IMAGE_SIZE,
+            prepare_ns: AtomicU64::new(0),
+            describe_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// The time spent in each stage so far.
+    pub fn seconds(&self) -> ExtractSeconds {
+        let s = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64 * 1e-9;
+        ExtractSeconds {
+            decode_detect: s(&self.prepare_ns),
+            describe: s(&self.describe_ns),
         }
     }
 
@@ -162,6 +195,13 @@ impl Extractor {
     /// descriptors) — which run in parallel over images; the network waits for
     /// [`Extractor::finish`].
     pub fn prepare(&self, path: &Path) -> Result<Prepared> {
+        let started = Instant::now();
+        let prepared = self.prepare_file(path);
+        add_elapsed(&self.prepare_ns, started);
+        prepared
+    }
+
+    fn prepare_file(&self, path: &Path) -> Result<Prepared> {
         let img = load_gray(path)?;
         let mut prepared = self.prepare_image(&img, &path.display().to_string())?;
         if let Some(p) = prepared.meta.provenance.as_mut() {
@@ -290,7 +330,9 @@ impl Extractor {
                 Err(e) => results.push(Some(Err(e))),
             }
         }
+        let started = Instant::now();
         let described = self.describer.finish(pending);
+        add_elapsed(&self.describe_ns, started);
         let mut features = match described {
             Ok(d) => ok
                 .into_iter()

@@ -130,12 +130,17 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
     );
     // --sfm-keep leaves each method's database and each run's model in SCENE/METHOD ...
     let kept = root.path().join("keep").join("fountain-small");
-    for (method, db) in [(ROOTSIFT, "database.db"), (COLMAP_SIFT_PIPELINE, "run-0/colmap.db")] {
+    for (method, db) in [
+        (ROOTSIFT, "database.db"),
+        (COLMAP_SIFT_PIPELINE, "run-0/colmap.db"),
+    ] {
         assert!(kept.join(method).join(db).is_file(), "{method}: {db}");
         assert!(kept.join(method).join("run-1").is_dir(), "{method}");
     }
     // ... and refuses to build into a folder an earlier run filled.
-    let err = run(&cfg, &methods, &descl::progress::Silent).unwrap_err().to_string();
+    let err = run(&cfg, &methods, &descl::progress::Silent)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("already exists") && err.contains(&kept.join(ROOTSIFT).display().to_string()),
         "{err}"

@@ -427,6 +427,27 @@ fn the_json_summary_names_its_settings_and_times_each_stage() {
     // No --reconstruct: no mapper time.
     assert!(s.get("mapper").is_none(), "{s}");
     assert!(err.contains("time: "), "{err}");
+    // Each stage split: the extractor's two stages (SIFT describes while preparing, so
+    // decode + detect holds nearly all of it), matching and verification of the pairs.
+    let st = &s["stages"];
+    let stage = |k: &str| st[k].as_f64().unwrap_or_else(|| panic!("{k}: {st}"));
+    assert!(stage("decode_detect_thread_seconds") > 0.0, "{st}");
+    assert!(stage("describe") >= 0.0, "{st}");
+    assert!(stage("matching_thread_seconds") > 0.0, "{st}");
+    assert!(stage("verification_thread_seconds") > 0.0, "{st}");
+    // Thread-seconds, summed over parallel work: bounded by the wall time times the threads.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(
+        stage("decode_detect_thread_seconds") <= features * threads + 0.1,
+        "{st}"
+    );
+    assert!(
+        stage("matching_thread_seconds") + stage("verification_thread_seconds")
+            <= pairs * threads + 0.1,
+        "{st}"
+    );
+    assert!(st.get("mapper_runs").is_none(), "{st}");
+    assert!(err.contains("stages: "), "{err}");
 }
 
 /// With `--geometry none` no pair is verified: the summary said "0 verified (mean … matches,

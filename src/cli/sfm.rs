@@ -359,10 +359,13 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
             .map(|m| format!(", mapper {m:.1} s"))
             .unwrap_or_default()
     );
+    let stages = stage_seconds(&summary.seconds, &out["reconstruction"], mapper_seconds);
+    eprintln!("stages: {}", stage_text(&stages));
     let mut seconds = serde_json::json!({
         "features": summary.seconds.features,
         "pairs": summary.seconds.pairs,
         "total": total,
+        "stages": stages,
     });
     if let Some(m) = mapper_seconds {
         seconds["mapper"] = serde_json::json!(m);
@@ -378,6 +381,54 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Where the time of each stage went: the extractor's decode + detect (thread-seconds) and
+/// describe, the pairs' matching and verification (thread-seconds), each mapper run and the
+/// rest of the mapper stage (the refinement).
+fn stage_seconds(
+    set: &descl::image_set::StageSeconds,
+    reconstruction: &serde_json::Value,
+    mapper: Option<f64>,
+) -> serde_json::Value {
+    let mut stages = serde_json::json!({
+        "matching_thread_seconds": set.matching,
+        "verification_thread_seconds": set.verification,
+    });
+    if let Some(e) = set.extraction {
+        stages["decode_detect_thread_seconds"] = serde_json::json!(e.decode_detect);
+        stages["describe"] = serde_json::json!(e.describe);
+    }
+    if let Some(m) = mapper {
+        let runs: Vec<f64> = reconstruction["mapper_runs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|r| r["seconds"].as_f64()).collect())
+            .unwrap_or_default();
+        stages["refinement"] = serde_json::json!((m - runs.iter().sum::<f64>()).max(0.0));
+        stages["mapper_runs"] = serde_json::json!(runs);
+    }
+    stages
+}
+
+/// One line of [`stage_seconds`] for people.
+fn stage_text(stages: &serde_json::Value) -> String {
+    let Some(map) = stages.as_object() else {
+        return String::new();
+    };
+    map.iter()
+        .map(|(k, v)| match v.as_array() {
+            Some(runs) => format!(
+                "{k} [{}]",
+                runs.iter()
+                    .filter_map(|r| r.as_f64())
+                    .map(|r| format!("{r:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!("{k} {:.1}", v.as_f64().unwrap_or(0.0)),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Runs `colmap mapper` on the database and reports what it registered.

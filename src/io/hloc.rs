@@ -909,6 +909,7 @@ mod tests {
                 distances: vec![0.0, 1.0],
             },
             verification: None,
+            seconds: Default::default(),
         };
         let cfg = PairConfig::default();
         let mut w = Box::new(HlocFolder::create(dir.path()).unwrap());

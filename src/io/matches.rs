@@ -150,6 +150,7 @@ impl MatchesFile {
                 distances: self.distances.clone(),
             },
             verification,
+            seconds: Default::default(),
         }
     }
 }

@@ -142,10 +142,30 @@ impl PairConfig {
 }
 
 /// Matches of a pair and, if asked for, their verification (inlier flags align with `matches`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Two results are equal when their matches and verification are: `seconds` is how long they
+/// took, not what they are.
+#[derive(Debug, Clone, Serialize)]
 pub struct PairResult {
     pub matches: Matches,
     pub verification: Option<Verification>,
+    /// Time spent matching and verifying (zero for a result read from a file).
+    #[serde(skip)]
+    pub seconds: PairSeconds,
+}
+
+impl PartialEq for PairResult {
+    fn eq(&self, other: &Self) -> bool {
+        self.matches == other.matches && self.verification == other.verification
+    }
+}
+
+/// Seconds one pair spent in each stage of [`match_pair`] (`descl sfm --json`'s stage split).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PairSeconds {
+    /// Descriptor matching (nearest neighbours and filters; both passes of the guided matcher).
+    pub matching: f64,
+    /// Geometric verification (RANSAC, the planar check).
+    pub verification: f64,
 }
 
 impl PairResult {
@@ -168,6 +188,20 @@ impl PairResult {
 /// Matches `a` against `b` with `cfg.matcher` and verifies the result. `intrinsics` (of a and
 /// b) is needed for [`ModelKind::Essential`].
 pub fn match_pair(
+    a: &Features,
+    b: &Features,
+    cfg: &PairConfig,
+    intrinsics: Option<(&Intrinsics, &Intrinsics)>,
+) -> Result<PairResult> {
+    let started = std::time::Instant::now();
+    let mut r = match_and_verify(a, b, cfg, intrinsics)?;
+    // Whatever of the pair's time verification did not take was matching.
+    r.seconds.matching = (started.elapsed().as_secs_f64() - r.seconds.verification).max(0.0);
+    Ok(r)
+}
+
+/// [`match_pair`] without its clock.
+fn match_and_verify(
     a: &Features,
     b: &Features,
     cfg: &PairConfig,
@@ -221,7 +255,7 @@ pub fn match_pair(
                 matcher: Matcher::Exact,
                 ..cfg.clone()
             };
-            let first = match_pair(a, b, &exact, intrinsics)?;
+            let first = match_and_verify(a, b, &exact, intrinsics)?;
             let guide = match first
                 .verification
                 .as_ref()
@@ -233,6 +267,7 @@ pub fn match_pair(
                 // by `check`.
                 _ => return Ok(first),
             };
+            let first_verification = first.seconds.verification;
             let pa: Vec<[f32; 2]> = a.frames.iter().map(|f| [f.x, f.y]).collect();
             let pb: Vec<[f32; 2]> = b.frames.iter().map(|f| [f.x, f.y]).collect();
             let matches = guided_match(
@@ -244,7 +279,9 @@ pub fn match_pair(
                 cfg.guided_radius,
                 &cfg.matching,
             )?;
-            verify_matches(a, b, matches, cfg, intrinsics)
+            let mut r = verify_matches(a, b, matches, cfg, intrinsics)?;
+            r.seconds.verification += first_verification;
+            Ok(r)
         }
     }
 }
@@ -282,6 +319,7 @@ pub fn verify_matches(
     cfg: &PairConfig,
     intrinsics: Option<(&Intrinsics, &Intrinsics)>,
 ) -> Result<PairResult> {
+    let started = std::time::Instant::now();
     let position = |f: &Features, k: u32| -> Result<[f64; 2]> {
         f.frames
             .get(k as usize)
@@ -325,5 +363,9 @@ pub fn verify_matches(
     Ok(PairResult {
         matches,
         verification,
+        seconds: PairSeconds {
+            matching: 0.0,
+            verification: started.elapsed().as_secs_f64(),
+        },
     })
 }
