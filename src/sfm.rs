@@ -12,8 +12,8 @@ use crate::image_set::{self, SetConfig, SetImage};
 use crate::io::colmap::CameraModel;
 use crate::io::colmap_model::{
     model_folders, read_model, run_bundle_adjuster, run_mapper, run_point_filtering,
-    run_point_triangulator, MapperOptions, Reconstruction, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
-    COLMAP_INIT_MIN_TRI_ANGLE_DEG,
+    run_point_triangulator, BundleTermination, MapperOptions, Reconstruction,
+    COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG,
 };
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{read_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
@@ -158,9 +158,11 @@ pub struct Mapped {
     pub registrable_images: usize,
     /// The filter of the kept model's refinement ([`refine_filter_px`]: its observations past
     /// it dropped, one more bundle adjustment, its points triangulated again at COLMAP's 4 px
-    /// with the cameras held fixed), when it was refined.
+    /// with the cameras held fixed), when it was refined. This model's alone: the run's other
+    /// models are refined each on its own ([`MapReport::models`]).
     pub refined_at_px: Option<f64>,
-    /// Why the refinement failed, when it did (the model is then the mapper's own).
+    /// Why the kept model's refinement failed, when it did (the model is then the mapper's
+    /// own). A smaller model's failure is not here but in [`MapReport::models`].
     pub refinement_error: Option<String>,
     /// Every mapper run, in the order they ran; exactly one is `kept`.
     pub attempts: Vec<MapAttempt>,
@@ -204,6 +206,34 @@ impl Mapped {
             })
             .collect()
     }
+}
+
+/// One model of [`map`]'s kept run, as it was moved into the output folder: refined, or the
+/// mapper's own and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelRefinement {
+    /// The model's folder in the output folder.
+    pub path: PathBuf,
+    /// Whether it is the largest model, the one [`Mapped::reconstruction`] holds.
+    pub largest: bool,
+    /// The filter it was refined at ([`refine_filter_px`]); None: it is the mapper's own
+    /// (nothing was refined, or its refinement failed: `error`).
+    pub refined_at_px: Option<f64>,
+    /// Why its refinement failed.
+    pub error: Option<String>,
+    /// How its refinement's bundle adjustment ended (COLMAP's report), when it ran and
+    /// reported it. A bundle adjustment that did not converge still refines the model.
+    pub bundle_adjustment: Option<BundleTermination>,
+}
+
+/// What [`map_report`] made: the reconstruction of [`map`], and how each model of the kept run
+/// was refined.
+#[derive(Debug, Clone)]
+pub struct MapReport {
+    /// The reconstruction, as [`map`] returns it.
+    pub mapped: Mapped,
+    /// Every model of the kept run, in the output folder's numeric order.
+    pub models: Vec<ModelRefinement>,
 }
 
 /// The database copy of [`map`]'s focal-prior fallback, in a new staging folder of `out`: a
@@ -284,9 +314,11 @@ fn map_once(
 ///    priors; the kept run's [`MapAttempt::focal_prior_factor`] says so);
 /// 3. the first run that made a model is kept, and refined at [`refine_filter_px`] (1 px up to
 ///    1536 px images, scaled above): observations past it dropped, one more global bundle
-///    adjustment, its points triangulated again at 4 px with the cameras held fixed. Should
-///    that fail, the model is kept as the mapper made it and [`Mapped::refinement_error`]
-///    says why.
+///    adjustment, its points triangulated again at 4 px with the cameras held fixed. Each of
+///    the run's models is refined on its own: one whose refinement fails is kept as the
+///    mapper made it, the others refined all the same. The largest model's failure is
+///    [`Mapped::refinement_error`]; every model's outcome is in [`map_report`]'s
+///    [`MapReport::models`].
 ///
 /// A setting given in `options` is used as given: an angle leaves out both fallbacks (angle
 /// and focal prior), a filter the refinement (the runs are at that filter). Only a failed
@@ -304,6 +336,17 @@ pub fn map(
     options: &MapperOptions,
     overwrite: bool,
 ) -> Result<Mapped> {
+    map_report(database, images, out, options, overwrite).map(|r| r.mapped)
+}
+
+/// [`map`], with how each model of the kept run was refined ([`MapReport::models`]).
+pub fn map_report(
+    database: &Path,
+    images: &Path,
+    out: &Path,
+    options: &MapperOptions,
+    overwrite: bool,
+) -> Result<MapReport> {
     check_sparse_dir(out, overwrite)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     // The lock is a file beside the folder: named from its canonical path, so that `.` and
@@ -384,103 +427,204 @@ pub fn map(
             (None, None)
         };
     let Some((index, staging, mapped)) = made else {
-        let why: Vec<String> = attempts
-            .iter()
-            .map(|a| {
-                format!(
-                    "{}: {}",
-                    a.settings(),
-                    a.error.as_deref().unwrap_or("no model")
-                )
-            })
-            .collect();
-        let skipped = focal_fallback_error
-            .map(|e| format!("; the focal-prior fallback did not run: {e}"))
-            .unwrap_or_default();
-        return Err(Error::NoModel(format!(
-            "colmap mapper made no model of {}: {}{skipped}",
-            database.display(),
-            why.join("; ")
-        )));
+        return Err(no_model_error(database, &attempts, focal_fallback_error));
     };
-    // All of the run's models refined or none: a failure keeps the mapper's models as they are.
-    let (refined, refinement_error) = match refine_px {
-        Some(px) => match refine(&mapped_from, images, staging.path(), out, px, options) {
-            Ok(dir) => (Some(dir), None),
-            Err(why) => (None, Some(why)),
-        },
-        None => (None, None),
-    };
-    let source = refined.as_ref().map_or(staging.path(), |t| t.path());
-    for folder in model_folders(source)? {
-        let Some(name) = folder.file_name() else {
-            continue;
-        };
-        let target = out.join(name);
-        std::fs::rename(&folder, &target).map_err(|e| Error::io(&target, e))?;
-    }
-    let largest = mapped.path.file_name().ok_or_else(|| {
-        Error::InvalidInput(format!("{}: not a model folder", mapped.path.display()))
+    let (models, _refined) = refine_models(
+        &mapped_from,
+        images,
+        staging.path(),
+        &mapped.path,
+        out,
+        refine_px,
+        options,
+    )?;
+    let largest = models.iter().find(|m| m.outcome.largest).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "{}: the mapper's largest model is not among its models",
+            mapped.path.display()
+        ))
     })?;
-    let reconstruction = read_model(&out.join(largest))?;
+    let (refined_at_px, refinement_error) =
+        (largest.outcome.refined_at_px, largest.outcome.error.clone());
+    let reconstruction_path = largest.outcome.path.clone();
+    for m in &models {
+        std::fs::rename(&m.from, &m.outcome.path).map_err(|e| Error::io(&m.outcome.path, e))?;
+    }
+    // Read from its place in `out`, so that its path is the one reported.
+    let reconstruction = read_model(&reconstruction_path)?;
     attempts[index].kept = true;
     let kept = &attempts[index];
-    Ok(Mapped {
-        refined_at_px: refined.is_some().then_some(refine_px).flatten(),
+    let mapped = Mapped {
+        refined_at_px,
         refinement_error,
         init_min_tri_angle_deg: kept.init_min_tri_angle_deg,
         filter_max_reproj_error_px: kept.filter_max_reproj_error_px,
         reconstruction,
         registrable_images: registrable,
         attempts,
-    })
+    };
+    let models = models.into_iter().map(|m| m.outcome).collect();
+    Ok(MapReport { mapped, models })
 }
 
-/// [`map`]'s refinement of every model in `mapped` (a staging folder of `out`) into a new
-/// staging folder of `out`, returned: its observations past `px` dropped
-/// ([`run_point_filtering`]), one global bundle adjustment ([`run_bundle_adjuster`]), then its
-/// tracks triangulated again from `database` at COLMAP's 4 px with the cameras held fixed
-/// ([`run_point_triangulator`]): the poses of a bundle adjustment on the closest observations,
-/// about the points of a 4 px model. The error names the model (as it will be named in `out`)
-/// and the step that failed.
-fn refine(
+/// [`map`]'s error when no run made a model: every run and why, and why the focal-prior
+/// fallback did not run when it could not.
+fn no_model_error(
+    database: &Path,
+    attempts: &[MapAttempt],
+    focal_fallback_error: Option<String>,
+) -> Error {
+    let why: Vec<String> = attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "{}: {}",
+                a.settings(),
+                a.error.as_deref().unwrap_or("no model")
+            )
+        })
+        .collect();
+    let skipped = focal_fallback_error
+        .map(|e| format!("; the focal-prior fallback did not run: {e}"))
+        .unwrap_or_default();
+    Error::NoModel(format!(
+        "colmap mapper made no model of {}: {}{skipped}",
+        database.display(),
+        why.join("; ")
+    ))
+}
+
+/// One model of [`map`]'s kept run: the folder it is moved into the output folder from (its
+/// refinement, or the mapper's own), and how its refinement went.
+struct StagedModel {
+    from: PathBuf,
+    outcome: ModelRefinement,
+}
+
+/// [`map`]'s refinement of each model in `mapped` (a staging folder of `out`) on its own, at
+/// `px` (None: none refined). Returns each model's source and outcome, and the staging
+/// folder holding the refined ones (kept until they are moved). A model whose refinement
+/// fails keeps the mapper's version; its outcome says why. `largest` is the mapper's largest
+/// model (a folder of `mapped`).
+fn refine_models(
     database: &Path,
     images: &Path,
     mapped: &Path,
+    largest: &Path,
     out: &Path,
-    px: f64,
+    px: Option<f64>,
     options: &MapperOptions,
-) -> std::result::Result<tempfile::TempDir, String> {
-    let work =
-        crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
-    let done =
-        crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX).map_err(|e| e.to_string())?;
-    for folder in model_folders(mapped).map_err(|e| e.to_string())? {
+) -> Result<(Vec<StagedModel>, Option<tempfile::TempDir>)> {
+    let done = match px {
+        Some(_) => Some(crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?),
+        None => None,
+    };
+    let mut models = Vec::new();
+    for folder in model_folders(mapped)? {
         let Some(name) = folder.file_name() else {
             continue;
         };
-        let named = out.join(name);
-        let filtered = work.path().join("filtered").join(name);
-        let adjusted = work.path().join("adjusted").join(name);
-        run_point_filtering(&folder, &filtered, px).map_err(|e| {
-            format!(
-                "{}: dropping observations past {} px: {e}",
-                named.display(),
-                px_text(px)
-            )
-        })?;
-        run_bundle_adjuster(&filtered, &adjusted, options)
-            .map_err(|e| format!("{}: bundle adjustment: {e}", named.display()))?;
-        run_point_triangulator(
-            database,
-            images,
-            &adjusted,
-            &done.path().join(name),
-            options,
-        )
-        .map_err(|e| format!("{}: triangulating its points again: {e}", named.display()))?;
+        let mut outcome = ModelRefinement {
+            path: out.join(name),
+            largest: folder == largest,
+            refined_at_px: None,
+            error: None,
+            bundle_adjustment: None,
+        };
+        let mut from = folder.clone();
+        if let (Some(px), Some(done)) = (px, &done) {
+            let target = done.path().join(name);
+            let step = RefineStep {
+                database,
+                images,
+                work: done.path(),
+                px,
+                options,
+            };
+            let (result, termination) = step.refine(&folder, &target, &outcome.path);
+            outcome.bundle_adjustment = termination;
+            match result {
+                Ok(()) => {
+                    outcome.refined_at_px = Some(px);
+                    from = target;
+                }
+                Err(why) => outcome.error = Some(why),
+            }
+        }
+        models.push(StagedModel { from, outcome });
     }
-    Ok(done)
+    Ok((models, done))
+}
+
+/// Folder names inside [`refine_models`]'s staging folder for the steps before the last, one
+/// model folder each (the refined models themselves are numbered, as the mapper's).
+const REFINE_FILTERED_DIR: &str = "filtered";
+const REFINE_ADJUSTED_DIR: &str = "adjusted";
+
+/// What [`refine_models`]'s refinement of one model works with.
+struct RefineStep<'a> {
+    database: &'a Path,
+    images: &'a Path,
+    /// The staging folder its intermediate models go into.
+    work: &'a Path,
+    px: f64,
+    options: &'a MapperOptions,
+}
+
+impl RefineStep<'_> {
+    /// Refines the model in `model` into `target`: its observations past `px` dropped
+    /// ([`run_point_filtering`]), one global bundle adjustment ([`run_bundle_adjuster`]), then
+    /// its tracks triangulated again from the database at COLMAP's 4 px with the cameras held
+    /// fixed ([`run_point_triangulator`]): the poses of a bundle adjustment on the closest
+    /// observations, about the points of a 4 px model. Returns the outcome, whose error names
+    /// the model as `named` (its folder in the output) and the step that failed, and how the
+    /// bundle adjustment ended when it ran. A solver failure fails the refinement; a solver
+    /// that did not converge does not.
+    fn refine(
+        &self,
+        model: &Path,
+        target: &Path,
+        named: &Path,
+    ) -> (std::result::Result<(), String>, Option<BundleTermination>) {
+        let Some(name) = model.file_name() else {
+            return (
+                Err(format!("{}: not a model folder", model.display())),
+                None,
+            );
+        };
+        let filtered = self.work.join(REFINE_FILTERED_DIR).join(name);
+        let adjusted = self.work.join(REFINE_ADJUSTED_DIR).join(name);
+        if let Err(e) = run_point_filtering(model, &filtered, self.px) {
+            let px = px_text(self.px);
+            let why = format!(
+                "{}: dropping observations past {px} px: {e}",
+                named.display()
+            );
+            return (Err(why), None);
+        }
+        let termination = match run_bundle_adjuster(&filtered, &adjusted, self.options) {
+            Ok(a) => a.termination,
+            Err(e) => {
+                return (
+                    Err(format!("{}: bundle adjustment: {e}", named.display())),
+                    None,
+                )
+            }
+        };
+        if termination == Some(BundleTermination::Failure) {
+            let why = format!(
+                "{}: bundle adjustment: COLMAP's solver reported \"Failure\"",
+                named.display()
+            );
+            return (Err(why), termination);
+        }
+        let triangulated =
+            run_point_triangulator(self.database, self.images, &adjusted, target, self.options);
+        let result = triangulated
+            .map(|_| ())
+            .map_err(|e| format!("{}: triangulating its points again: {e}", named.display()));
+        (result, termination)
+    }
 }
 
 /// Whether `out` can take [`map`]'s models, checked by `descl sfm` before any extraction and

@@ -1090,18 +1090,6 @@ fn cameras(db: &Path) -> Vec<(String, Vec<f64>, i64)> {
     .collect()
 }
 
-/// The two-view configurations of `db`'s verified pairs.
-fn two_view_configs(db: &Path) -> Vec<i64> {
-    let c = rusqlite::Connection::open(db).unwrap();
-    let mut s = c
-        .prepare("SELECT config FROM two_view_geometries ORDER BY pair_id")
-        .unwrap();
-    s.query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
-
 /// Issue 44: pairs verified with `--geometry essential --intrinsics K` were merged as
 /// CALIBRATED (config 2) beside cameras of COLMAP's guessed focal length (1.2 · max side,
 /// `prior_focal_length = 0`). The merged cameras hold exactly the intrinsics the pairs were
@@ -1134,7 +1122,7 @@ fn merged_cameras_hold_the_intrinsics_their_pairs_were_verified_with() {
             assert_eq!(params, &vec![800.0, 320.0, 213.5, 0.0], "{name} {image}");
             assert_eq!(*prior, 1, "{name} {image}: focal length not marked known");
         }
-        let configs = two_view_configs(&db);
+        let configs = common::two_view_column(&db, "config");
         assert!(!configs.is_empty());
         assert!(configs.iter().all(|&c| c == 2), "{name}: {configs:?}");
     }

@@ -62,18 +62,6 @@ fn count(db: &Path, table: &str) -> i64 {
         .unwrap()
 }
 
-/// Inlier count per pair in two_view_geometries.
-fn inliers(db: &Path) -> Vec<i64> {
-    let c = Connection::open(db).unwrap();
-    let mut s = c
-        .prepare("SELECT rows FROM two_view_geometries ORDER BY pair_id")
-        .unwrap();
-    s.query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-}
-
 #[test]
 fn sfm_with_each_matcher() {
     let Some(data) = common::data_root_or_skip("sfm_with_each_matcher") else {
@@ -112,7 +100,7 @@ fn sfm_with_each_matcher() {
             (3, 3),
             "{matcher}"
         );
-        let n = inliers(&db);
+        let n = common::two_view_column(&db, "rows");
         assert_eq!(n.len(), 3, "{matcher}");
         assert!(n.iter().all(|&k| k >= 100), "{matcher}: inliers {n:?}");
         per_matcher.push(n);
@@ -318,7 +306,8 @@ fn an_image_without_keypoints_is_a_set_member_not_a_failure() {
         })
         .unwrap();
     assert_eq!(empty, 3);
-    assert_eq!(inliers(&db).len(), 3, "{:?}", inliers(&db));
+    let inliers = common::two_view_column(&db, "rows");
+    assert_eq!(inliers.len(), 3, "{inliers:?}");
 }
 
 /// One image that cannot be decoded fails the run: no database (written whole or not at all),

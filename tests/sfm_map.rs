@@ -5,10 +5,10 @@
 
 use descl::io::colmap_model::{
     model_folders, run_bundle_adjuster, run_mapper, run_point_filtering, run_point_triangulator,
-    MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+    BundleTermination, MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use descl::sfm::{
-    map, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
+    map, map_report, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
     SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use std::path::{Path, PathBuf};
@@ -84,6 +84,9 @@ fn refinement_steps_filter_adjust_and_triangulate_again() {
         &MapperOptions::default(),
     )
     .unwrap();
+    // COLMAP's report says how the solver ended.
+    assert_eq!(adjusted.termination, Some(BundleTermination::Convergence));
+    let adjusted = adjusted.reconstruction;
     assert_eq!(adjusted.num_points, filtered.num_points);
     assert!(
         filtered
@@ -240,7 +243,18 @@ fn map_refines_its_four_pixel_model_and_a_given_filter_is_used_as_is() {
         filter_max_reproj_error_px: Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
         ..Default::default()
     };
-    let m1 = map(&db, &images, &out1, &given, false).unwrap();
+    let report = map_report(&db, &images, &out1, &given, false).unwrap();
+    // Each model of the run is its mapper's own, none with an error.
+    assert!(!report.models.is_empty());
+    for model in &report.models {
+        assert_eq!(
+            (model.refined_at_px, &model.error),
+            (None, &None),
+            "{model:?}"
+        );
+        assert_eq!(model.bundle_adjustment, None);
+    }
+    let m1 = report.mapped;
     assert_eq!(m1.attempts.len(), 1);
     assert_eq!(
         m1.filter_max_reproj_error_px,
@@ -282,7 +296,10 @@ fn map_refines_its_four_pixel_model_and_a_given_filter_is_used_as_is() {
 
 /// A `colmap` that behaves as COLMAP except in `mode`: `dropall` takes image 0006.jpg out of
 /// every mapper run's models (`colmap image_deleter`), `trifail` makes `point_triangulator`
-/// fail (the refinement's last step).
+/// fail (the refinement's last step); `splitfail` adds a second, smaller model to each mapper
+/// run (model 0 without 0006.jpg, as model 1) and makes `point_triangulator` fail on that one
+/// only; `noconverge` stops `bundle_adjuster` after one iteration (COLMAP then reports "No
+/// convergence").
 fn faulty_colmap(dir: &Path, mode: &str) -> PathBuf {
     let script = dir.join(format!("colmap-{mode}"));
     let body = format!(
@@ -301,6 +318,19 @@ if [ "$sub" = mapper ] && {{ [ $mode = nomodel ] || {{ [ $mode = widefocal ] && 
 fi
 if [ "$sub" = point_triangulator ] && [ $mode = trifail ]; then
   echo "ERROR: simulated failure" >&2; exit 1
+fi
+if [ "$sub" = point_triangulator ] && [ $mode = splitfail ] && [ "${{out##*/}}" = 1 ]; then
+  echo "ERROR: simulated failure of model 1" >&2; exit 1
+fi
+if [ "$sub" = mapper ] && [ $mode = splitfail ]; then
+  colmap "$@" || exit $?
+  cp -r "$out/0" "$out/1" || exit 1
+  echo 0006.jpg > "$out/drop.txt"
+  colmap image_deleter --input_path "$out/1" --output_path "$out/1" --image_names_path "$out/drop.txt" >/dev/null || exit 1
+  rm "$out/drop.txt"; exit 0
+fi
+if [ "$sub" = bundle_adjuster ] && [ $mode = noconverge ]; then
+  exec colmap "$@" --BundleAdjustment.max_num_iterations 1
 fi
 if [ "$sub" = mapper ] && [ $mode = dropall ]; then
   colmap "$@" || exit $?
@@ -386,6 +416,12 @@ fn map_keeps_an_incomplete_model_and_survives_a_failed_refinement() {
         stderr.contains("warning: the 4 px model is kept as the mapper made it"),
         "{stderr}"
     );
+    // The one model's outcome says the same.
+    let models = r["models"].as_array().unwrap();
+    assert_eq!(models.len(), 1, "{r}");
+    assert_eq!(models[0]["largest"].as_bool(), Some(true), "{r}");
+    assert!(models[0]["refined_at_px"].is_null(), "{r}");
+    assert_eq!(models[0]["error"].as_str(), Some(why), "{r}");
     for sparse in ["colmap-dropall", "colmap-trifail"] {
         let folder = dir.path().join(format!("{sparse}-sparse"));
         assert!(
@@ -394,6 +430,103 @@ fn map_keeps_an_incomplete_model_and_survives_a_failed_refinement() {
             hidden(&folder)
         );
     }
+}
+
+/// Each model of the kept run is refined on its own: a smaller model whose refinement fails
+/// is kept as the mapper made it, and the largest (the one reported) is refined all the same
+/// (a failure of any model threw away the refinement of all). The JSON says which models were
+/// refined, and why one was not.
+#[test]
+fn a_smaller_models_failed_refinement_keeps_the_largest_refined() {
+    const TEST: &str = "sfm map refinement per model";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = common::fountain_quartet(&root, dir.path());
+    let (r, stderr) = sfm_with(&images, dir.path(), &faulty_colmap(dir.path(), "splitfail"));
+    assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
+    assert_eq!(
+        r["refined_at_filter_px"].as_f64(),
+        Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
+        "{r}"
+    );
+    assert!(r["refinement_error"].is_null(), "{r}");
+    let sparse = dir.path().join("colmap-splitfail-sparse");
+    let models = r["models"].as_array().unwrap();
+    assert_eq!(models.len(), 2, "{r}");
+    let (largest, smaller) = (&models[0], &models[1]);
+    assert_eq!(largest["path"].as_str(), r["path"].as_str(), "{r}");
+    assert_eq!(largest["largest"].as_bool(), Some(true), "{r}");
+    assert_eq!(
+        largest["refined_at_px"].as_f64(),
+        Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX)
+    );
+    assert!(largest["error"].is_null(), "{r}");
+    assert_eq!(largest["bundle_adjustment"].as_str(), Some("convergence"));
+    // The smaller model: the mapper's own, in the output folder, its failure named.
+    let one = sparse.join("1");
+    assert_eq!(smaller["path"].as_str(), Some(one.to_str().unwrap()), "{r}");
+    assert_eq!(smaller["largest"].as_bool(), Some(false), "{r}");
+    assert!(smaller["refined_at_px"].is_null(), "{r}");
+    let why = smaller["error"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with(one.to_str().unwrap()) && why.contains("simulated failure of model 1"),
+        "{r}"
+    );
+    assert_eq!(
+        descl::io::colmap_model::read_model(&one)
+            .unwrap()
+            .images
+            .len(),
+        3
+    );
+    assert!(
+        stderr.contains(&format!(
+            "warning: the smaller model {} is kept",
+            one.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("warning: the 4 px model"), "{stderr}");
+    assert!(
+        hidden(&sparse).is_empty(),
+        "left behind: {:?}",
+        hidden(&sparse)
+    );
+}
+
+/// A refinement whose bundle adjustment stops before it converges still refines the model,
+/// and says so (COLMAP's report: "Termination : No convergence").
+#[test]
+fn a_bundle_adjustment_that_does_not_converge_is_reported() {
+    const TEST: &str = "sfm map refinement convergence";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let images = common::fountain_quartet(&root, dir.path());
+    let (r, stderr) = sfm_with(
+        &images,
+        dir.path(),
+        &faulty_colmap(dir.path(), "noconverge"),
+    );
+    assert_eq!(
+        r["refined_at_filter_px"].as_f64(),
+        Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
+        "{r}"
+    );
+    let models = r["models"].as_array().unwrap();
+    assert_eq!(models.len(), 1, "{r}");
+    assert_eq!(
+        models[0]["bundle_adjustment"].as_str(),
+        Some("no_convergence"),
+        "{r}"
+    );
+    assert!(
+        stderr.contains("bundle adjustment did not converge"),
+        "{stderr}"
+    );
 }
 
 /// `descl sfm --reconstruct` checks its sparse folder before any extraction (it was checked

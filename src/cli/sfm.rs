@@ -5,7 +5,7 @@
 use super::args::{CameraModelArg, DescribeArgs, MatchArgs, PairArgs, Preset};
 use super::progress::Bar;
 use anyhow::{bail, Context};
-use descl::io::colmap_model::MapperOptions;
+use descl::io::colmap_model::{BundleTermination, MapperOptions};
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
 use descl::sfm::{build_database, merge_database, merge_hloc, MergeInputs, SfmConfig};
@@ -446,8 +446,9 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
     let sparse = args.sparse_dir();
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
     // database is, inside sfm::map under the folder's lock), else refused.
-    let mapped = descl::sfm::map(database, images_dir, &sparse, &options, args.overwrite)
+    let report = descl::sfm::map_report(database, images_dir, &sparse, &options, args.overwrite)
         .context("colmap mapper")?;
+    let mapped = &report.mapped;
     let passed_over = mapped.passed_over();
     if !passed_over.is_empty() {
         let focal = mapped
@@ -481,6 +482,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
             descl::sfm::px_text(mapped.filter_max_reproj_error_px)
         );
     }
+    report_model_refinements(&report.models);
     let recon = &mapped.reconstruction;
     eprintln!(
         "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
@@ -500,6 +502,8 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "filter_max_reproj_error_px": mapped.filter_max_reproj_error_px,
         "refined_at_filter_px": mapped.refined_at_px,
         "refinement_error": mapped.refinement_error,
+        // Every model of the kept run, each refined on its own: which were, which not and why.
+        "models": report.models,
         "registrable_images": mapped.registrable_images,
         // Either fallback made the model; `angle_fallback`: the 8° one.
         "fallback": mapped.fallback(),
@@ -508,6 +512,26 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "mapper_runs": mapped.attempts,
         "images": recon.images,
     }))
+}
+
+/// Warnings for the refinement of the kept run's models: a smaller model kept as the mapper
+/// made it, and any model whose bundle adjustment did not converge (the largest model's
+/// failure has its own warning).
+fn report_model_refinements(models: &[descl::sfm::ModelRefinement]) {
+    for m in models {
+        if let (false, Some(why)) = (m.largest, &m.error) {
+            eprintln!(
+                "warning: the smaller model {} is kept as the mapper made it (not refined): {why}",
+                m.path.display()
+            );
+        }
+        if m.bundle_adjustment == Some(BundleTermination::NoConvergence) {
+            eprintln!(
+                "warning: {}: the refinement's bundle adjustment did not converge (COLMAP: \"No convergence\"); the model is its last iterate",
+                m.path.display()
+            );
+        }
+    }
 }
 
 /// A positive, finite number of pixels.

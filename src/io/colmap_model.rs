@@ -257,6 +257,11 @@ pub fn colmap_available() -> bool {
 
 /// Runs a colmap subcommand, turning failure into an error that carries its stderr tail.
 pub fn run_colmap(args: &[&std::ffi::OsStr]) -> Result<()> {
+    run_colmap_stdout(args).map(|_| ())
+}
+
+/// [`run_colmap`], returning what the subcommand printed to stdout (lossily decoded).
+pub fn run_colmap_stdout(args: &[&std::ffi::OsStr]) -> Result<String> {
     let exe = colmap_exe();
     let out = Command::new(&exe).args(args).output().map_err(|e| {
         Error::io(&exe, std::io::Error::new(e.kind(), format!("cannot run colmap ({e}); install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP")))
@@ -280,7 +285,7 @@ pub fn run_colmap(args: &[&std::ffi::OsStr]) -> Result<()> {
             out.status
         )));
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Options passed to `colmap mapper`.
@@ -527,17 +532,61 @@ pub fn run_point_filtering(
     read_model(output)
 }
 
+/// The line of COLMAP's "Bundle adjustment report" (COLMAP 3.8, `PrintSolverSummary`, on
+/// stdout) that says how the solver ended, up to its value.
+const BUNDLE_TERMINATION_LABEL: &str = "Termination :";
+
+/// How a bundle adjustment's solver ended, as COLMAP reports it (Ceres' termination type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BundleTermination {
+    /// "Convergence": a tolerance was met.
+    Convergence,
+    /// "No convergence": the iteration or time limit came first; the model is the last
+    /// iterate, written all the same.
+    NoConvergence,
+    /// "Failure": the solver failed (COLMAP still writes the model and exits with success).
+    Failure,
+}
+
+impl BundleTermination {
+    /// The termination in COLMAP's bundle-adjustment report `stdout`; None when it holds no
+    /// report (a COLMAP that prints none, or another text).
+    pub fn from_report(stdout: &str) -> Option<BundleTermination> {
+        let value = stdout
+            .lines()
+            .rev()
+            .find_map(|l| l.trim().strip_prefix(BUNDLE_TERMINATION_LABEL))?;
+        match value.trim() {
+            "Convergence" => Some(BundleTermination::Convergence),
+            "No convergence" => Some(BundleTermination::NoConvergence),
+            "Failure" => Some(BundleTermination::Failure),
+            _ => None,
+        }
+    }
+}
+
+/// A model written by [`run_bundle_adjuster`], and how its solver ended.
+#[derive(Debug, Clone)]
+pub struct Adjusted {
+    /// The model it wrote.
+    pub reconstruction: Reconstruction,
+    /// How the solver ended, from COLMAP's report (None: no report found in its output).
+    pub termination: Option<BundleTermination>,
+}
+
 /// Runs `colmap bundle_adjuster` on the model in `input` into `output` (created; it must hold
 /// no model): one global bundle adjustment of every pose, point and camera (the principal
 /// point only with `options.refine_principal_point`), with COLMAP's defaults otherwise.
+/// COLMAP writes the model however its solver ended; [`Adjusted::termination`] says how.
 pub fn run_bundle_adjuster(
     input: &Path,
     output: &Path,
     options: &MapperOptions,
-) -> Result<Reconstruction> {
+) -> Result<Adjusted> {
     refuse_earlier_models(output, "bundle-adjust")?;
     let refine_pp = options.refine_principal_point_arg();
-    run_colmap(&[
+    let stdout = run_colmap_stdout(&[
         "bundle_adjuster".as_ref(),
         "--input_path".as_ref(),
         input.as_os_str(),
@@ -546,12 +595,34 @@ pub fn run_bundle_adjuster(
         "--BundleAdjustment.refine_principal_point".as_ref(),
         refine_pp.as_ref(),
     ])?;
-    read_model(output)
+    Ok(Adjusted {
+        reconstruction: read_model(output)?,
+        termination: BundleTermination::from_report(&stdout),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// COLMAP 3.8's report (as `colmap bundle_adjuster` prints it, iterations left out).
+    fn report(termination: &str) -> String {
+        format!(
+            "Global bundle adjustment\n   0  3.655251e+02    0.00e+00\n\nBundle adjustment report\n\
+             ------------------------\n    Residuals : 5256\n   Parameters : 2323\n\
+             Iterations : 19\n  Termination : {termination}\n\nElapsed time: 0.001 [minutes]\n"
+        )
+    }
+
+    #[test]
+    fn the_bundle_adjustment_report_says_how_the_solver_ended() {
+        let of = |t: &str| BundleTermination::from_report(&report(t));
+        assert_eq!(of("Convergence"), Some(BundleTermination::Convergence));
+        assert_eq!(of("No convergence"), Some(BundleTermination::NoConvergence));
+        assert_eq!(of("Failure"), Some(BundleTermination::Failure));
+        assert_eq!(of("Something else"), None);
+        assert_eq!(BundleTermination::from_report("no report here"), None);
+    }
 
     #[test]
     fn model_folders_lists_numbered_models_sorted_and_refuses_an_unlistable_path() {

@@ -223,6 +223,21 @@ pub fn db_rows(db: &std::path::Path, table: &str, cols: &str) -> Vec<String> {
     .collect()
 }
 
+/// One integer column of COLMAP's `two_view_geometries` table, one value per verified pair in
+/// pair order: `rows` (the inlier count) or `config` (the two-view configuration).
+pub fn two_view_column(db: &std::path::Path, column: &str) -> Vec<i64> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut s = c
+        .prepare(&format!(
+            "SELECT {column} FROM two_view_geometries ORDER BY pair_id"
+        ))
+        .unwrap_or_else(|e| panic!("{}: two_view_geometries.{column}: {e}", db.display()));
+    s.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 /// Asserts that two COLMAP databases hold the same rows in every table descl writes; a
 /// difference is reported by table, key and the first characters of both rows.
 pub fn assert_same_databases(a: &std::path::Path, b: &std::path::Path) {
