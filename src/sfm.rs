@@ -159,13 +159,16 @@ pub struct Mapped {
     /// The filter of the kept model's refinement ([`refine_filter_px`]: its observations past
     /// it dropped, one more bundle adjustment, its points triangulated again at COLMAP's 4 px
     /// with the cameras held fixed), when it was refined. This model's alone: the run's other
-    /// models are refined each on its own ([`MapReport::models`]).
+    /// models are refined each on its own ([`Mapped::models`]).
     pub refined_at_px: Option<f64>,
     /// Why the kept model's refinement failed, when it did (the model is then the mapper's
-    /// own). A smaller model's failure is not here but in [`MapReport::models`].
+    /// own). A smaller model's failure is not here but in [`Mapped::models`].
     pub refinement_error: Option<String>,
     /// Every mapper run, in the order they ran; exactly one is `kept`.
     pub attempts: Vec<MapAttempt>,
+    /// How each model of the kept run was refined, in the output folder's numeric order
+    /// (empty for a model COLMAP's mapper made alone, as `descl bench sfm`'s peer).
+    pub models: Vec<ModelRefinement>,
 }
 
 impl Mapped {
@@ -224,16 +227,6 @@ pub struct ModelRefinement {
     /// How its refinement's bundle adjustment ended (COLMAP's report), when it ran and
     /// reported it. A bundle adjustment that did not converge still refines the model.
     pub bundle_adjustment: Option<BundleTermination>,
-}
-
-/// What [`map_report`] made: the reconstruction of [`map`], and how each model of the kept run
-/// was refined.
-#[derive(Debug, Clone)]
-pub struct MapReport {
-    /// The reconstruction, as [`map`] returns it.
-    pub mapped: Mapped,
-    /// Every model of the kept run, in the output folder's numeric order.
-    pub models: Vec<ModelRefinement>,
 }
 
 /// The database copy of [`map`]'s focal-prior fallback, in a new staging folder of `out`: a
@@ -317,8 +310,7 @@ fn map_once(
 ///    adjustment, its points triangulated again at 4 px with the cameras held fixed. Each of
 ///    the run's models is refined on its own: one whose refinement fails is kept as the
 ///    mapper made it, the others refined all the same. The largest model's failure is
-///    [`Mapped::refinement_error`]; every model's outcome is in [`map_report`]'s
-///    [`MapReport::models`].
+///    [`Mapped::refinement_error`]; every model's outcome is in [`Mapped::models`].
 ///
 /// A setting given in `options` is used as given: an angle leaves out both fallbacks (angle
 /// and focal prior), a filter the refinement (the runs are at that filter). Only a failed
@@ -336,17 +328,6 @@ pub fn map(
     options: &MapperOptions,
     overwrite: bool,
 ) -> Result<Mapped> {
-    map_report(database, images, out, options, overwrite).map(|r| r.mapped)
-}
-
-/// [`map`], with how each model of the kept run was refined ([`MapReport::models`]).
-pub fn map_report(
-    database: &Path,
-    images: &Path,
-    out: &Path,
-    options: &MapperOptions,
-    overwrite: bool,
-) -> Result<MapReport> {
     check_sparse_dir(out, overwrite)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     // The lock is a file beside the folder: named from its canonical path, so that `.` and
@@ -454,17 +435,16 @@ pub fn map_report(
     let reconstruction = read_model(&reconstruction_path)?;
     attempts[index].kept = true;
     let kept = &attempts[index];
-    let mapped = Mapped {
+    Ok(Mapped {
         refined_at_px,
         refinement_error,
         init_min_tri_angle_deg: kept.init_min_tri_angle_deg,
         filter_max_reproj_error_px: kept.filter_max_reproj_error_px,
         reconstruction,
         registrable_images: registrable,
+        models: models.into_iter().map(|m| m.outcome).collect(),
         attempts,
-    };
-    let models = models.into_iter().map(|m| m.outcome).collect();
-    Ok(MapReport { mapped, models })
+    })
 }
 
 /// [`map`]'s error when no run made a model: every run and why, and why the focal-prior

@@ -8,7 +8,7 @@ use descl::io::colmap_model::{
     BundleTermination, MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use descl::sfm::{
-    map, map_report, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
+    map, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
     SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use std::path::{Path, PathBuf};
@@ -243,10 +243,10 @@ fn map_refines_its_four_pixel_model_and_a_given_filter_is_used_as_is() {
         filter_max_reproj_error_px: Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
         ..Default::default()
     };
-    let report = map_report(&db, &images, &out1, &given, false).unwrap();
+    let m1 = map(&db, &images, &out1, &given, false).unwrap();
     // Each model of the run is its mapper's own, none with an error.
-    assert!(!report.models.is_empty());
-    for model in &report.models {
+    assert!(!m1.models.is_empty());
+    for model in &m1.models {
         assert_eq!(
             (model.refined_at_px, &model.error),
             (None, &None),
@@ -254,7 +254,6 @@ fn map_refines_its_four_pixel_model_and_a_given_filter_is_used_as_is() {
         );
         assert_eq!(model.bundle_adjustment, None);
     }
-    let m1 = report.mapped;
     assert_eq!(m1.attempts.len(), 1);
     assert_eq!(
         m1.filter_max_reproj_error_px,

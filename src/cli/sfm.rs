@@ -446,9 +446,8 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
     let sparse = args.sparse_dir();
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
     // database is, inside sfm::map under the folder's lock), else refused.
-    let report = descl::sfm::map_report(database, images_dir, &sparse, &options, args.overwrite)
+    let mapped = descl::sfm::map(database, images_dir, &sparse, &options, args.overwrite)
         .context("colmap mapper")?;
-    let mapped = &report.mapped;
     let passed_over = mapped.passed_over();
     if !passed_over.is_empty() {
         let focal = mapped
@@ -482,7 +481,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
             descl::sfm::px_text(mapped.filter_max_reproj_error_px)
         );
     }
-    report_model_refinements(&report.models);
+    report_model_refinements(&mapped.models);
     let recon = &mapped.reconstruction;
     eprintln!(
         "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
@@ -503,7 +502,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "refined_at_filter_px": mapped.refined_at_px,
         "refinement_error": mapped.refinement_error,
         // Every model of the kept run, each refined on its own: which were, which not and why.
-        "models": report.models,
+        "models": mapped.models,
         "registrable_images": mapped.registrable_images,
         // Either fallback made the model; `angle_fallback`: the 8° one.
         "fallback": mapped.fallback(),

@@ -251,6 +251,7 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapp
         )?,
         refined_at_px: None,
         refinement_error: None,
+        models: Vec::new(),
         attempts: vec![crate::sfm::MapAttempt {
             filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
             init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
