@@ -1,4 +1,4 @@
-//! Link-time settings of the `descl` binary.
+//! Link-time settings of the `descl` binary, and the cfgs of the OpenCV API the build links.
 //!
 //! The relocatable bundle (`scripts/bundle`, ARCHITECTURE.md "Bundle") lays out
 //! `bin/descl` beside `lib/` holding every shared library outside glibc. The binary finds them
@@ -14,4 +14,31 @@ const BUNDLE_LIB_RPATH: &str = "$ORIGIN/../lib";
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rustc-link-arg-bins=-Wl,--disable-new-dtags,-rpath,{BUNDLE_LIB_RPATH}");
+    opencv_version_cfgs();
+}
+
+/// `descl_opencv_essential_no_max_iters` for an OpenCV older than 4.5.2, whose
+/// `findEssentialMat(points, points, K, method, prob, threshold, mask)` takes no `maxIters`
+/// (Debian 11's 4.5.1, the build root of scripts/wheel-bullseye). The version is pkg-config's,
+/// as the opencv crate finds OpenCV on Linux; without pkg-config the current API is assumed.
+fn opencv_version_cfgs() {
+    println!("cargo::rustc-check-cfg=cfg(descl_opencv_essential_no_max_iters)");
+    println!("cargo::rerun-if-env-changed=PKG_CONFIG_PATH");
+    if std::env::var_os("CARGO_FEATURE_FULL").is_none() {
+        return;
+    }
+    let Ok(out) = std::process::Command::new("pkg-config")
+        .args(["--modversion", "opencv4"])
+        .output()
+    else {
+        return;
+    };
+    let version: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split('.')
+        .map_while(|p| p.parse().ok())
+        .collect();
+    if out.status.success() && version.len() >= 3 && version[..3] < [4, 5, 2][..] {
+        println!("cargo::rustc-cfg=descl_opencv_essential_no_max_iters");
+    }
 }

@@ -207,6 +207,7 @@ fn essential(
     let (na, nb) = (points(&norm(pa, ka)), points(&norm(pb, kb)));
     let f_mean = (ka.fx + ka.fy + kb.fx + kb.fy) / 4.0;
     let eye = Mat::eye(3, 3, opencv::core::CV_64F)?.to_mat()?;
+    #[cfg(not(descl_opencv_essential_no_max_iters))]
     let m = opencv::calib3d::find_essential_mat(
         &na,
         &nb,
@@ -215,6 +216,18 @@ fn essential(
         config.confidence,
         config.threshold_px / f_mean,
         config.max_iters,
+        mask,
+    )?;
+    // OpenCV < 4.5.2 (Debian 11's 4.5.1, scripts/wheel-bullseye) has no `maxIters` argument
+    // here: its own iteration limit applies (build.rs sets the cfg).
+    #[cfg(descl_opencv_essential_no_max_iters)]
+    let m = opencv::calib3d::find_essential_mat_matrix(
+        &na,
+        &nb,
+        &eye,
+        method,
+        config.confidence,
+        config.threshold_px / f_mean,
         mask,
     )?;
     let e = mat3(&m)?;
