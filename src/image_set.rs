@@ -70,7 +70,9 @@ pub struct SetImage {
     pub focal_known: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<PathBuf>,
-    /// Seconds to extract and write (the extract path).
+    /// Seconds of this image's own extraction work (the extract path): its decode, detect and
+    /// patch sampling plus its share of the network's time ([`Extractor::extract_each`]).
+    /// Summed over a run they exceed its wall time, as the stages overlap.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -141,7 +141,10 @@ impl Extractor {
     /// network on the current block, so decoding and detection overlap the network and no
     /// stage waits for a whole folder. At most three blocks are held (being prepared, queued,
     /// being described). `each(i, result, seconds)` receives image i's features in input
-    /// order, seconds counted from the start of its preparation. Once `progress` says
+    /// order, and the seconds of its own work: its preparation (decode, detect, sample) plus
+    /// its share, by patch count, of the network's time on its block. Summed over images they
+    /// give the work done, not the wall time (preparation runs in parallel and overlaps the
+    /// network). Once `progress` says
     /// cancelled, images not started yet get an error instead of being extracted. The
     /// features are those of [`Extractor::extract`] on each image alone (each descriptor
     /// depends on its own patch only).
@@ -149,7 +152,7 @@ impl Extractor {
     where
         F: FnMut(usize, Result<Features>, f64),
     {
-        type Block = Vec<(Result<Prepared>, Instant)>;
+        type Block = Vec<(Result<Prepared>, f64)>;
         std::thread::scope(|scope| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Block>(1);
             scope.spawn(move || {
@@ -166,7 +169,7 @@ impl Extractor {
                             } else {
                                 self.prepare(p)
                             };
-                            (r, start)
+                            (r, start.elapsed().as_secs_f64())
                         })
                         .collect();
                     if tx.send(prepared).is_err() {
@@ -176,9 +179,17 @@ impl Extractor {
             });
             let mut i = 0;
             for block in rx {
-                let (prepared, starts): (Vec<_>, Vec<_>) = block.into_iter().unzip();
-                for (r, start) in self.finish(prepared).into_iter().zip(starts) {
-                    each(i, r, start.elapsed().as_secs_f64());
+                let (prepared, prepare_seconds): (Vec<_>, Vec<_>) = block.into_iter().unzip();
+                let patches: Vec<usize> = prepared
+                    .iter()
+                    .map(|p| p.as_ref().map_or(0, |p| p.frames.len()))
+                    .collect();
+                let total = patches.iter().sum::<usize>().max(1) as f64;
+                let started = Instant::now();
+                let finished = self.finish(prepared);
+                let describe = started.elapsed().as_secs_f64();
+                for ((r, prep), n) in finished.into_iter().zip(prepare_seconds).zip(patches) {
+                    each(i, r, prep + describe * n as f64 / total);
                     i += 1;
                 }
             }

@@ -112,6 +112,20 @@ fn extract_folder_with_a_model_path_and_a_bad_image() {
         let n = assert_consistent_unit_rows(&out.join(name));
         assert!(n > 0, "{name}: no keypoints on a textured image");
     }
+    // Each image's `seconds` is its share of the work, so they sum to the extractor's stage
+    // time (they summed to ~5× the wall time when each counted its wait in the pipeline).
+    let stages = &summary["seconds"]["stages"];
+    let work = stages["decode_detect"].as_f64().unwrap() + stages["describe"].as_f64().unwrap();
+    let images: f64 = summary["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["seconds"].as_f64())
+        .sum();
+    assert!(images > 0.0 && images <= work * 1.01 + 1e-3, "{summary}");
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let total = summary["seconds"]["total"].as_f64().unwrap();
+    assert!(work <= total * (threads + 1.0), "{summary}");
     assert_eq!(
         read_features(&out.join("a.npz")).unwrap().meta.model,
         model.display().to_string()
@@ -230,6 +244,30 @@ fn models_lists_cards_with_the_default_marked() {
     assert!(!ok && stderr.contains("broken.json"), "{stderr}");
     let list: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(list.as_array().unwrap().len(), 1);
+}
+
+/// `descl models` lines its columns up whatever the names' lengths (a 40-character name
+/// pushed the rest of its row right of the others').
+#[test]
+fn models_columns_line_up_with_long_names() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["m1", "a-model-name-of-forty-characters-exactly"] {
+        let onnx = dir.path().join(format!("{name}.onnx"));
+        std::fs::write(&onnx, b"weights").unwrap();
+        let card = serde_json::json!({
+            "name": name, "file": format!("{name}.onnx"),
+            "sha256": descl::model::card::sha256_file(&onnx).unwrap(),
+            "architecture": "l2net", "input": {"size": 32, "range": [0.0, 1.0]},
+            "output": {"dim": 128, "kind": "float"}, "patch": {"size": 32, "magnification": 6.0},
+            "training": {"method": "hardnet"}
+        });
+        std::fs::write(dir.path().join(format!("{name}.json")), card.to_string()).unwrap();
+    }
+    let (ok, stdout, stderr) = run(descl().arg("models").env("DESCL_MODELS", dir.path()));
+    assert!(ok, "{stderr}");
+    let columns: Vec<usize> = stdout.lines().filter_map(|l| l.find(" l2net ")).collect();
+    assert_eq!(columns.len(), 2, "{stdout}");
+    assert_eq!(columns[0], columns[1], "{stdout}");
 }
 
 /// `-m sift` and `-m rootsift` run through the same describe path as the models: same frames,

@@ -57,6 +57,16 @@ struct Summary {
     skipped_existing: usize,
     /// Stored features --resume did not reuse (made from other bytes or settings), and why.
     redone_stale: Vec<String>,
+    seconds: ExtractRunSeconds,
+}
+
+/// The run's wall time and the extractor's time in each stage (thread-seconds for decode +
+/// detect, which runs in parallel beside the network); each image's own `seconds` is its
+/// share of that work.
+#[derive(Serialize)]
+struct ExtractRunSeconds {
+    total: f64,
+    stages: descl::pipeline::ExtractSeconds,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -97,7 +107,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("extracting again: {why}");
     }
     let bar = Bar::new(images.len() > 1);
+    let started = std::time::Instant::now();
     let (_, reports) = extract_all(&images, &extractor, writer, &bar)?;
+    let wall_seconds = started.elapsed().as_secs_f64();
     let failed = reports.iter().filter(|r| r.error.is_some()).count();
     // The whole run's images (every shard writes the same), for `descl sfm merge` to tell a
     // missing shard; not for a run that stored nothing (its folder stays as it was).
@@ -118,6 +130,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             failed,
             skipped_existing,
             redone_stale,
+            seconds: ExtractRunSeconds {
+                total: wall_seconds,
+                stages: extractor.seconds(),
+            },
         };
         outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

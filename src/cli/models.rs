@@ -46,6 +46,13 @@ fn list(
         "models in {} (* = default, s = descl sfm's default):",
         models_dir().display()
     );
+    // Columns as wide as their longest entry, so long names never push a row out of line.
+    let name_width = cards.iter().map(|(c, _)| c.name.len()).max().unwrap_or(0);
+    let method_width = cards
+        .iter()
+        .map(|(c, _)| c.training_method().unwrap_or("-").len())
+        .max()
+        .unwrap_or(0);
     for (c, _) in cards {
         let metrics: Vec<String> = c
             .key_metrics()
@@ -54,7 +61,7 @@ fn list(
             .map(|(k, v)| format!("{k}={v:.1}"))
             .collect();
         outln!(
-            "{} {:<28} {:<10} {:>6} {:>4}  trained: {:<12} {}",
+            "{} {:<name_width$} {:<10} {:>6} {:>4}  trained: {:<method_width$} {}",
             if c.name == DEFAULT_MODEL {
                 "*"
             } else if c.name == SFM_DEFAULT_MODEL {
