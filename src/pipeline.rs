@@ -37,6 +37,15 @@ pub fn check_max_image_size(pixels: usize) -> Result<()> {
     Ok(())
 }
 
+/// `e`, told of the image `source` unless it names it already.
+fn naming(e: Error, source: &str) -> Error {
+    if source.is_empty() || e.to_string().contains(source) {
+        e
+    } else {
+        e.for_image(source)
+    }
+}
+
 /// Images prepared together by [`Extractor::extract_each`] and described in one network
 /// batch (runs of up to `MAX_CHUNK` patches spanning the images).
 pub const PIPELINE_BLOCK: usize = 2;
@@ -243,8 +252,11 @@ impl Extractor {
 
     /// [`Extractor::prepare`] for an image already in memory: [`Extractor::detect`] then
     /// [`Extractor::prepare_detected`].
+    /// An error names `source` (OpenCV's out-of-memory error on a huge image names nothing).
     pub fn prepare_image(&self, img: &GrayImage, source: &str) -> Result<Prepared> {
-        self.prepare_detected(&self.detect(img)?, source)
+        self.detect(img)
+            .and_then(|d| self.prepare_detected(&d, source))
+            .map_err(|e| naming(e, source))
     }
 
     /// The detection stage alone: `img` shrunk to `max_image_size` when larger, and this

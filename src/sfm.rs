@@ -951,7 +951,11 @@ fn merge_images(
                 &inputs.features,
                 images
                     .iter()
-                    .map(|(i, _)| (i.name.as_str(), i.file.as_path())),
+                    .map(|(i, meta)| crate::io::plan::PlannedFeatures {
+                        name: &i.name,
+                        file: &i.file,
+                        meta,
+                    }),
             )?;
         }
         None => summary.without_plan.push(inputs.features.clone()),
@@ -1024,8 +1028,13 @@ impl MergeSet<'_> {
 /// The images of a merge by name and by the names' stems: index into its images.
 struct MergeNames {
     by_name: HashMap<String, usize>,
-    by_stem: HashMap<String, usize>,
+    /// None for a stem of two images (`x.jpg` and `x.png`): it names neither.
+    by_stem: HashMap<String, Option<usize>>,
 }
+
+/// The extension of a features file, by which plans and matches files of older runs name
+/// their images ([`MergeNames::find`]).
+const FEATURES_FILE_EXTENSION: &str = ".npz";
 
 impl MergeNames {
     fn of(images: &[MergeImage]) -> MergeNames {
@@ -1034,21 +1043,28 @@ impl MergeNames {
             .enumerate()
             .map(|(k, i)| (i.name.clone(), k))
             .collect();
-        let by_stem = images
-            .iter()
-            .enumerate()
-            .map(|(k, i)| (name_stem(&i.name).to_string(), k))
-            .collect();
+        let mut by_stem: HashMap<String, Option<usize>> = HashMap::new();
+        for (k, i) in images.iter().enumerate() {
+            by_stem
+                .entry(name_stem(&i.name).to_string())
+                .and_modify(|e| *e = None)
+                .or_insert(Some(k));
+        }
         MergeNames { by_name, by_stem }
     }
 
-    /// The image called `name`, or whose name has the stem of `name` (plans and matches files
-    /// of older runs name features files, `x.npz`, where the set names `x.jpg`).
+    /// The image called `name`; or, for the name of a features file (`x.npz`: plans and
+    /// matches files of older runs name features files where the set names `x.jpg`), the one
+    /// image of its stem. An image of another extension (`x.png` for `x.jpg`) or a stem of two
+    /// images is none.
     fn find(&self, name: &str) -> Option<usize> {
-        self.by_name
-            .get(name)
-            .or_else(|| self.by_stem.get(name_stem(name)))
-            .copied()
+        if let Some(&k) = self.by_name.get(name) {
+            return Some(k);
+        }
+        if !name.ends_with(FEATURES_FILE_EXTENSION) {
+            return None;
+        }
+        self.by_stem.get(name_stem(name)).copied().flatten()
     }
 }
 
@@ -1678,6 +1694,23 @@ pub fn evaluate(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn merge_names_never_confuse_two_images_of_one_stem() {
+        let image = |name: &str| super::MergeImage {
+            name: name.into(),
+            image: name.into(),
+            file: "f.npz".into(),
+        };
+        let both = super::MergeNames::of(&[image("x.jpg"), image("x.png"), image("y.jpg")]);
+        assert_eq!(both.find("x.jpg"), Some(0));
+        assert_eq!(both.find("x.png"), Some(1));
+        assert_eq!(both.find("x.npz"), None, "two images of the stem x");
+        assert_eq!(both.find("y.npz"), Some(2));
+        let one = super::MergeNames::of(&[image("x.png")]);
+        assert_eq!(one.find("x.jpg"), None, "another image's name");
+        assert_eq!(one.find("x.npz"), Some(0));
+    }
+
     use super::*;
     use crate::io::colmap_model::RegisteredImage;
 

@@ -199,7 +199,7 @@ fn real_pair_to_matches_file_json_and_picture_then_many_pairs_with_resume() {
     let out_dir = dir.path().join("pairs");
     let (ok, stdout, err) = run(descl()
         .arg("match")
-        .arg("--images")
+        .args(["--allow-partial", "--images"])
         .arg(&feats)
         .arg("--exhaustive")
         .arg("--out-dir")
@@ -215,7 +215,7 @@ fn real_pair_to_matches_file_json_and_picture_then_many_pairs_with_resume() {
     std::fs::write(out_dir.join("0000__0001.npz"), &whole[..whole.len() / 2]).unwrap();
     let (ok, stdout, _) = run(descl()
         .arg("match")
-        .arg("--images")
+        .args(["--allow-partial", "--images"])
         .arg(&feats)
         .arg("--sequential")
         .arg("2")
@@ -340,7 +340,7 @@ fn mixed_models_are_refused_and_failed_loads_leave_nothing() {
     let out_dir = d.join("pairs");
     let (ok, _, err) = run(descl()
         .arg("match")
-        .arg("--images")
+        .args(["--allow-partial", "--images"])
         .arg(d)
         .arg("--exhaustive")
         .arg("--out-dir")
@@ -441,7 +441,7 @@ fn text_inputs_are_bounded_regular_files() {
         let out = d.join("out");
         let (ok, _, err) = run_within(
             descl()
-                .args(["match", "--images"])
+                .args(["match", "--allow-partial", "--images"])
                 .arg(&feats)
                 .arg("--pairs")
                 .arg(bad)
@@ -574,7 +574,14 @@ fn min_gap_is_refused_for_float_descriptors() {
     }
     let out = dir.path().join("out");
     let (ok, _, err) = run(descl()
-        .args(["match", "--exhaustive", "--min-gap", "2", "--images"])
+        .args([
+            "match",
+            "--exhaustive",
+            "--min-gap",
+            "2",
+            "--allow-partial",
+            "--images",
+        ])
         .arg(&set)
         .arg("--out-dir")
         .arg(&out));

@@ -646,12 +646,12 @@ pub fn features_made(inputs: &[(&Path, &FeatureMeta)]) -> anyhow::Result<Option<
     )?)
 }
 
-/// The `.npz` features files of `dir` if it has any (in its folders too; held to one set
-/// identity, the folder's extract plan's when it has one; refused when the plan does not list
-/// one, or lists an image without one unless `allow_partial`: an extract shard not run yet),
-/// else its images; for a `features.h5` file, its images' features (`FILE.h5/NAME`, read
-/// without extracting again, held to one set identity). Each input carries its image's name in
-/// the set (`a/0000.jpg`, [`descl::names`]): an image's path under `dir`, a features file's
+/// The `.npz` features files of `dir` if it has any (in its folders too), else its images; for
+/// a `features.h5` file, its images' features (`FILE.h5/NAME`, read without extracting again).
+/// Features are held to the extract plan of their folder
+/// ([`descl::io::plan::check_features_set`]: its settings and images; images of the plan
+/// without features, or no plan and files without provenance, refused unless
+/// `allow_partial`). Each input carries its image's name in the set (`a/0000.jpg`, [`descl::names`]): an image's path under `dir`, a features file's
 /// recorded name, a `features.h5` group's; sorted by name.
 pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
     if dir.is_file()
@@ -659,7 +659,7 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("h5"))
     {
-        return h5_set_inputs(dir);
+        return h5_set_inputs(dir, allow_partial);
     }
     let npz = descl::io::npz_folder::npz_files(dir, false)?;
     if npz.is_empty() {
@@ -677,59 +677,72 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
             features.display()
         );
     }
-    let plan: Option<descl::io::plan::ExtractPlan> =
-        descl::io::plan::read_plan(dir, descl::io::plan::EXTRACT_PLAN_FILE)?;
     let metas = npz
         .iter()
         .map(|p| descl::io::features::read_features_meta(p))
         .collect::<descl::Result<Vec<_>>>()?;
-    // One model and detector settings: the plan's, else the first file's (shards run with
-    // another budget or model, or two runs' files in one folder, would be matched together;
-    // `descl sfm merge` refuses them too).
-    let plan_file = dir.join(descl::io::plan::EXTRACT_PLAN_FILE);
-    let made = descl::provenance::set_identity(
-        npz.iter().map(PathBuf::as_path).zip(&metas),
-        plan.as_ref().map(|p| (plan_file.as_path(), &p.settings)),
-    )?;
-    let mut inputs: Vec<SetInput> = npz
-        .into_iter()
-        .zip(&metas)
-        .map(|(p, meta)| SetInput::new(meta.set_name(), p))
+    let names: Vec<String> = metas.iter().map(FeatureMeta::set_name).collect();
+    // Each recorded name is checked before it names anything (`../x.jpg` would leave the folder).
+    let mut inputs: Vec<SetInput> = names
+        .iter()
+        .zip(&npz)
+        .map(|(name, p)| SetInput::new(name.as_str(), p.as_path()))
         .collect::<descl::Result<_>>()?;
+    // One extraction: the folder's extract plan's settings and images (shards run with
+    // another budget or model, two runs' files in one folder, an extraction killed before
+    // its plan, or an extract shard not run yet would be matched as the set).
+    let made = checked(descl::io::plan::check_features_set(
+        dir,
+        &planned(&names, &npz, &metas),
+        allow_partial,
+    )?);
     inputs.sort();
-    // Features files that the folder's extract plan does not list are another run's; matching
-    // before every extract shard is done would plan pairs over part of the set (and a merge
-    // would then miss the rest's pairs without a word).
-    if let Some(plan) = plan {
-        let missing = plan.missing(
-            dir,
-            inputs.iter().map(|i| (i.name.as_str(), i.path.as_path())),
-        )?;
-        if !missing.is_empty() && !allow_partial {
-            anyhow::bail!(
-                "{}: {} images of the extract plan have no features file yet ({}): run the missing extract shards first, or pass --allow-partial to match the images there are",
-                dir.display(),
-                missing.len(),
-                descl::io::plan::listing(&missing)
-            );
-        }
-    }
     Ok(InputSet { inputs, made })
 }
 
-/// The images of a `features.h5` (`FILE.h5/NAME`), held to one set identity.
-fn h5_set_inputs(file: &Path) -> anyhow::Result<InputSet> {
+/// The identity of a checked set, after saying when it was derived without a plan.
+fn checked(set: descl::io::plan::CheckedSet) -> Option<SetIdentity> {
+    if let Some(note) = &set.derived {
+        eprintln!("warning: {note}");
+    }
+    set.made
+}
+
+/// The features files `files` of images `names` with their metadata, for the plan's check.
+fn planned<'a>(
+    names: &'a [String],
+    files: &'a [PathBuf],
+    metas: &'a [FeatureMeta],
+) -> Vec<descl::io::plan::PlannedFeatures<'a>> {
+    names
+        .iter()
+        .zip(files)
+        .zip(metas)
+        .map(|((name, file), meta)| descl::io::plan::PlannedFeatures { name, file, meta })
+        .collect()
+}
+
+/// The images of a `features.h5` (`FILE.h5/NAME`), held to the extract plan beside it like
+/// a features folder's ([`set_inputs`]).
+fn h5_set_inputs(file: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
     let names = h5::list_features(file)?;
     anyhow::ensure!(!names.is_empty(), "{}: no features", file.display());
     let metas = h5::read_features_metas(file, &names)?;
     let paths: Vec<PathBuf> = names.iter().map(|n| file.join(n)).collect();
-    let made =
-        descl::provenance::set_identity(paths.iter().map(PathBuf::as_path).zip(&metas), None)?;
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let inputs = names
-        .into_iter()
-        .zip(paths)
-        .map(|(n, path)| SetInput::new(n, path))
+        .iter()
+        .zip(&paths)
+        .map(|(n, path)| SetInput::new(n.as_str(), path.as_path()))
         .collect::<descl::Result<_>>()?;
+    let made = checked(descl::io::plan::check_features_set(
+        dir,
+        &planned(&names, &paths, &metas),
+        allow_partial,
+    )?);
     Ok(InputSet { inputs, made })
 }
 

@@ -8,7 +8,7 @@ use anyhow::Context;
 use descl::image::image_inputs;
 use descl::image_set::{extract_all, SetImage};
 use descl::io::output::{self, Format};
-use descl::io::plan::{write_plan, ExtractPlan, EXTRACT_PLAN_FILE};
+use descl::io::plan::{ExtractPlan, PreviousPlan, EXTRACT_PLAN_FILE};
 use descl::names::SetInput;
 use descl::provenance::Reuse;
 use descl::shard::Shard;
@@ -80,6 +80,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("output folder {}", args.out.display()))?;
     let names: Vec<String> = all.iter().map(|i| i.name.clone()).collect();
     writer.expect_images(&names)?;
+    writer.expect_settings(&extractor.settings())?;
+    // The whole run's plan (every shard writes the same) before any work: a killed run leaves
+    // it, so that its images without features are known to be missing (`descl match` and
+    // `descl sfm merge` refuse the set until they are done).
+    warn_replaced_plan(&args.out, &names);
+    let previous = PreviousPlan::replace(
+        &args.out,
+        EXTRACT_PLAN_FILE,
+        &ExtractPlan::of(&all, extractor.settings()),
+    )?;
     let total = images.len();
     let mut redone_stale = Vec::new();
     let images: Vec<SetInput> = images
@@ -111,15 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (_, reports) = extract_all(&images, &extractor, writer, &bar)?;
     let wall_seconds = started.elapsed().as_secs_f64();
     let failed = reports.iter().filter(|r| r.error.is_some()).count();
-    // The whole run's images (every shard writes the same), for `descl sfm merge` to tell a
-    // missing shard; not for a run that stored nothing (its folder stays as it was).
-    if failed < reports.len() || skipped_existing > 0 {
-        let plan = ExtractPlan {
-            images: names,
-            settings: extractor.settings(),
-        };
-        warn_replaced_plan(&args.out, &plan.images);
-        write_plan(&args.out, EXTRACT_PLAN_FILE, &plan)?;
+    // A run that stored nothing leaves its folder as it was.
+    if failed == reports.len() && skipped_existing == 0 {
+        previous.restore()?;
     }
     if args.json {
         let summary = Summary {

@@ -30,6 +30,11 @@ pub struct Args {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
+    /// With a folder of features files whose extract plan lists images that have no file yet,
+    /// or that has no plan and files that record no provenance: take the files there are
+    /// instead of refusing.
+    #[arg(long)]
+    allow_partial: bool,
     #[command(flatten)]
     describe: DescribeArgs,
 }
@@ -60,7 +65,7 @@ fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(u
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mode = args.pairs.mode(None)?;
     descl::io::atomic::check_writable(&args.out)?;
-    let set = set_inputs(&args.dir, false)?;
+    let set = set_inputs(&args.dir, args.allow_partial)?;
     args.describe.refuse_for_features(set.made.as_ref())?;
     let inputs = set.inputs;
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();

@@ -274,6 +274,9 @@ pub struct HlocFolder {
     model: Option<String>,
     /// The features file's [`PAIR_ID_ATTR`]: a new `matches.h5` beside it takes it.
     pair_id: Option<String>,
+    /// The names of the whole run's images ([`Writer::expect_images`]): a file of another
+    /// model holding only these is started again ([`Writer::expect_settings`]).
+    run_names: Option<std::collections::HashSet<String>>,
 }
 
 impl HlocFolder {
@@ -307,7 +310,88 @@ impl HlocFolder {
             pair_keys: HashMap::new(),
             model,
             pair_id,
+            run_names: None,
         })
+    }
+
+    /// The identity of each image's features in `features.h5` by its part of hloc's pair key
+    /// (`/` written as `-`; None where two names give one part).
+    fn feature_ids(&self) -> Result<HashMap<String, Option<crate::provenance::FeaturesId>>> {
+        let file = self.features.file()?;
+        let mut ids = HashMap::new();
+        for name in list_features_of(&self.features.target, file)? {
+            let id = file
+                .group(&name)
+                .ok()
+                .and_then(|g| {
+                    read_json_attr::<crate::features::FeatureMeta>(&g, FEATURES_META_ATTR)
+                })
+                .and_then(|m| m.content);
+            let part = name.replace('/', "-");
+            let known = !ids.contains_key(&part);
+            ids.insert(part, id.filter(|_| known));
+        }
+        Ok(ids)
+    }
+
+    /// Drops the pair groups of `matches.h5` that do not index the features now in
+    /// `features.h5` (an earlier run's pairs over features since replaced, or pairs without
+    /// descl's provenance): hloc would read them against the wrong keypoints (issue 44).
+    fn drop_stale_pairs(&mut self) -> Result<()> {
+        if self.matches.is_none() && !self.dir.join(MATCHES_FILE).exists() {
+            return Ok(());
+        }
+        let ids = self.feature_ids()?;
+        let out = self.matches()?;
+        let file = out.file()?;
+        for a in file.member_names().map_err(|e| out.err(e))? {
+            let Ok(ga) = file.group(&a) else { continue };
+            for b in ga.member_names().map_err(|e| out.err(e))? {
+                let recorded = ga
+                    .group(&b)
+                    .ok()
+                    .and_then(|g| read_json_attr::<PairProvenance>(&g, PAIR_PROVENANCE_ATTR));
+                let id = |part: &str| ids.get(part).cloned().flatten();
+                let current = recorded.is_some_and(|p| {
+                    id(&a).is_some_and(|x| x == p.a) && id(&b).is_some_and(|y| y == p.b)
+                });
+                if !current {
+                    ga.unlink(&b).map_err(|e| out.err(e))?;
+                }
+            }
+            if ga.member_names().map_err(|e| out.err(e))?.is_empty() {
+                file.unlink(&a).map_err(|e| out.err(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `features.h5` again for features of `model` (every group removed, the model
+    /// attribute replaced) when it holds another model's features of this run's images only;
+    /// refused, naming the file, both models and an image that would stay, otherwise.
+    fn replace_model(&mut self, model: &str) -> Result<()> {
+        let target = self.features.target.clone();
+        let file = self.features.file()?;
+        let names = list_features_of(&target, file)?;
+        let own = |n: &String| self.run_names.as_ref().is_some_and(|r| r.contains(n));
+        if let Some(stray) = names.iter().find(|n| !own(n)) {
+            return Err(Error::InvalidInput(format!(
+                "{}: the file holds features of `{}` ({stray}, …) that this run does not replace; features of `{model}` go into another folder",
+                target.display(),
+                self.model.as_deref().unwrap_or_default()
+            )));
+        }
+        for top in file.member_names().map_err(|e| self.features.err(e))? {
+            file.unlink(&top).map_err(|e| self.features.err(e))?;
+        }
+        let value: hdf5::types::VarLenUnicode = model
+            .parse()
+            .map_err(|e| Error::InvalidInput(format!("model name {model:?}: {e}")))?;
+        file.attr(MODEL_ATTR)
+            .and_then(|a| a.write_scalar(&value))
+            .map_err(|e| self.features.err(e))?;
+        self.model = Some(model.to_string());
+        Ok(())
     }
 
     /// hloc's key of the pair (`a`, `b`), claimed for it in this run; an error naming both
@@ -462,6 +546,12 @@ const IMAGE_DATASETS: [&str; 3] = ["descriptors", "scores", "image_size"];
 /// [`FEATURES_META_ATTR`]), sorted; nested names (`a/0000.jpg`) as paths. A file of another
 /// extractor (no group with descl's metadata) is refused: its features' provenance is unknown.
 pub fn list_features(path: &Path) -> Result<Vec<String>> {
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    list_features_of(path, &file)
+}
+
+/// [`list_features`] of an open file (`path` names it in errors).
+fn list_features_of(path: &Path, file: &hdf5::File) -> Result<Vec<String>> {
     /// Where `g` is in the file (its object's address): groups reached under two names are
     /// hard links to one object.
     fn address(path: &Path, g: &hdf5::Group) -> Result<String> {
@@ -516,7 +606,6 @@ pub fn list_features(path: &Path) -> Result<Vec<String>> {
         }
         Ok(())
     }
-    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
     let root = file.as_group().map_err(|e| h5_err(path, e))?;
     let (mut names, mut foreign) = (Vec::new(), 0);
     let mut seen = HashMap::from([(address(path, &root)?, "/".to_string())]);
@@ -744,6 +833,20 @@ fn write_descriptors(out: &H5Out, group: &hdf5::Group, d: &Descriptors) -> Resul
 }
 
 impl Writer for HlocFolder {
+    fn expect_images(&mut self, names: &[String]) -> Result<()> {
+        self.run_names = Some(names.iter().cloned().collect());
+        Ok(())
+    }
+
+    /// Before any work: features of another model than the file's start the file again when
+    /// they replace all of it, and are refused otherwise (never after extracting them).
+    fn expect_settings(&mut self, settings: &crate::provenance::ExtractSettings) -> Result<()> {
+        match &self.model {
+            Some(m) if *m != settings.model => self.replace_model(&settings.model),
+            _ => Ok(()),
+        }
+    }
+
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
         self.check_model(image.features)?;
         let out = &self.features;
@@ -863,7 +966,8 @@ impl Writer for HlocFolder {
         out.checkpoint_if_due()
     }
 
-    fn finish(self: Box<Self>) -> Result<PathBuf> {
+    fn finish(mut self: Box<Self>) -> Result<PathBuf> {
+        self.drop_stale_pairs()?;
         let HlocFolder {
             dir,
             features,

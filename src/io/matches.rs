@@ -258,13 +258,49 @@ pub fn read_matches(path: &Path) -> Result<MatchesFile> {
         },
     };
     let meta = parse_meta(path, need("meta")?)?;
-    Ok(MatchesFile {
+    let file = MatchesFile {
         pairs,
         distances,
         inliers,
         model,
         meta,
-    })
+    };
+    check_rows(path, &file)?;
+    Ok(file)
+}
+
+/// The arrays of a matches file held to its own `meta` (issue 44): as many rows as
+/// `num_matches`, as many inliers as `num_inliers`, and every index within the keypoints of the
+/// features it records. A file edited or cut by another tool is an error naming it, not
+/// matches into other features.
+fn check_rows(path: &Path, m: &MatchesFile) -> Result<()> {
+    let bad = |r: String| Err(Error::format(path, r));
+    let n = m.pairs.len();
+    if n != m.meta.num_matches {
+        return bad(format!(
+            "{n} matches, but its meta records num_matches {}",
+            m.meta.num_matches
+        ));
+    }
+    let inliers = m.inliers.as_ref().map(|i| i.iter().filter(|&&b| b).count());
+    if let (Some(found), Some(recorded)) = (inliers, m.meta.num_inliers) {
+        if found != recorded {
+            return bad(format!(
+                "{found} inliers, but its meta records num_inliers {recorded}"
+            ));
+        }
+    }
+    for (side, id) in [(0, &m.meta.features_a), (1, &m.meta.features_b)] {
+        let Some(id) = id else { continue };
+        if let Some(p) = m.pairs.iter().find(|p| p[side] as usize >= id.keypoints) {
+            return bad(format!(
+                "match {p:?} beyond the {} keypoints of side {} that its meta records",
+                id.keypoints,
+                ["A", "B"][side]
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The `meta` member of a matches file.
@@ -346,6 +382,44 @@ mod tests {
         };
         write_matches(&p, &none).unwrap();
         assert_eq!(read_matches(&p).unwrap(), none);
+    }
+
+    #[test]
+    fn rows_that_disagree_with_the_meta_are_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.npz");
+        let id = |keypoints| FeaturesId {
+            keypoints,
+            sha256: "x".into(),
+        };
+        let fine = MatchesFile {
+            meta: MatchesMeta {
+                features_a: Some(id(6)),
+                features_b: Some(id(4)),
+                ..sample().meta
+            },
+            ..sample()
+        };
+        write_matches(&p, &fine).unwrap();
+        assert_eq!(read_matches(&p).unwrap(), fine);
+        let mut rows = fine.clone();
+        rows.meta.num_matches = 2;
+        let mut inliers = fine.clone();
+        inliers.meta.num_inliers = Some(3);
+        let mut beyond_a = fine.clone();
+        beyond_a.meta.features_a = Some(id(5));
+        let mut beyond_b = fine.clone();
+        beyond_b.meta.features_b = Some(id(3));
+        for (bad, what) in [
+            (rows, "num_matches 2"),
+            (inliers, "num_inliers 3"),
+            (beyond_a, "5 keypoints of side A"),
+            (beyond_b, "3 keypoints of side B"),
+        ] {
+            write_matches(&p, &bad).unwrap();
+            let e = read_matches(&p).unwrap_err().to_string();
+            assert!(e.contains("m.npz") && e.contains(what), "{what}: {e}");
+        }
     }
 
     #[test]

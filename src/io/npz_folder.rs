@@ -187,6 +187,25 @@ impl Writer for NpzFolder {
         Ok(())
     }
 
+    /// Refuses, before any work, features of another model than the folder's when a file of
+    /// that model would remain after the run (the check [`Writer::add_image`] makes).
+    fn expect_settings(&mut self, settings: &crate::provenance::ExtractSettings) -> Result<()> {
+        let model = &settings.model;
+        match &self.model {
+            Some((m, _)) if m != model => {
+                if let Some((stray, other)) = self.stray_of_other_model(model)? {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: the folder holds features of `{other}` ({}) that this run does not replace; features of `{model}` go into another folder",
+                        self.dir.display(),
+                        stray.display()
+                    )));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Done when `<stem>.npz` reads back whole and records the provenance this run would
     /// give it.
     fn has_image(&self, name: &str, expected: &FeatureProvenance) -> Reuse {

@@ -11,12 +11,14 @@
 //! later run into the same folder replaces it with its own.
 
 use crate::error::{Error, Result};
+use crate::features::FeatureMeta;
 use crate::io::atomic::write_bytes_atomic;
 use crate::matching::two_view::PairConfig;
-use crate::provenance::ExtractSettings;
+use crate::names::SetInput;
+use crate::provenance::{set_identity, ExtractSettings, SetIdentity};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
 
@@ -33,6 +35,12 @@ pub struct ExtractPlan {
     /// File names of every image of the run, sorted.
     pub images: Vec<String>,
     pub settings: ExtractSettings,
+    /// The SHA-256 of each image of `images` (same order; empty for an image that could not be
+    /// read): two sets whose files have the same names are told apart by their content, so
+    /// features of one never pass for the other's (issue 44). Empty in plans written before it
+    /// was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_sha256: Vec<String>,
 }
 
 /// What `descl match --images … --out-dir` is meant to produce.
@@ -60,23 +68,64 @@ pub fn listing<S: std::fmt::Display>(items: impl IntoIterator<Item = S>) -> Stri
     format!("{}{more}", shown.join(", "))
 }
 
+/// One features file of a set held to its extract plan: its image's name, the file (or
+/// `FILE.h5/NAME`) and its metadata.
+#[derive(Clone, Copy)]
+pub struct PlannedFeatures<'a> {
+    pub name: &'a str,
+    pub file: &'a Path,
+    pub meta: &'a FeatureMeta,
+}
+
 impl ExtractPlan {
-    /// Holds the features files present in `dir` (their images' names and files) to the plan:
-    /// a file of an image the plan does not list is another run's and refused, naming it;
-    /// returns the plan's images that have no file (an extract shard not run yet). What
-    /// `descl match --images` and `descl sfm merge` both check.
+    /// The plan of a run over `images` (the whole run's, all shards) with `settings`; every
+    /// image is hashed (in parallel), so that the plan names the set by content.
+    pub fn of(images: &[SetInput], settings: ExtractSettings) -> ExtractPlan {
+        use rayon::prelude::*;
+        let image_sha256 = images
+            .par_iter()
+            .map(|i| crate::provenance::image_sha256(&i.path).unwrap_or_default())
+            .collect();
+        ExtractPlan {
+            images: images.iter().map(|i| i.name.clone()).collect(),
+            settings,
+            image_sha256,
+        }
+    }
+
+    /// Holds the features files present in `dir` to the plan: a file of an image the plan
+    /// does not list is another run's, and one whose recorded image hash is not the plan's
+    /// for its name is another set's image of the same name; both are refused, naming the
+    /// file. Returns the plan's images that have no file (an extract shard not run yet). What
+    /// `descl match --images`, `descl pairs` and `descl sfm merge` all check.
     pub fn missing<'a>(
         &self,
         dir: &Path,
-        present: impl IntoIterator<Item = (&'a str, &'a Path)>,
+        present: impl IntoIterator<Item = PlannedFeatures<'a>>,
     ) -> Result<Vec<String>> {
+        let hashes: HashMap<&str, &str> = self
+            .images
+            .iter()
+            .map(String::as_str)
+            .zip(self.image_sha256.iter().map(String::as_str))
+            .collect();
         let listed: HashSet<&str> = self.images.iter().map(String::as_str).collect();
         let mut have = HashSet::new();
-        for (name, file) in present {
-            if !listed.contains(name) {
-                return Err(Error::InvalidInput(not_in_plan(file, name, dir)));
+        for f in present {
+            if !listed.contains(f.name) {
+                return Err(Error::InvalidInput(not_in_plan(f.file, f.name, dir)));
             }
-            have.insert(name);
+            let recorded = f
+                .meta
+                .provenance
+                .as_ref()
+                .and_then(|p| p.image_sha256.as_deref());
+            if let (Some(planned), Some(recorded)) = (hashes.get(f.name), recorded) {
+                if !planned.is_empty() && !planned.eq_ignore_ascii_case(recorded) {
+                    return Err(Error::InvalidInput(other_image(&f, planned, dir)));
+                }
+            }
+            have.insert(f.name);
         }
         Ok(self
             .images
@@ -99,6 +148,132 @@ fn not_in_plan(file: &Path, name: &str, dir: &Path) -> String {
         file.display(),
         dir.join(EXTRACT_PLAN_FILE).display()
     )
+}
+
+/// The message refusing features `f` whose image is not the one of that name the extract plan
+/// of `dir` lists (sha256 `planned`): another set's image of the same name (a shard run on
+/// another folder, or features copied in).
+fn other_image(f: &PlannedFeatures<'_>, planned: &str, dir: &Path) -> String {
+    let recorded = f
+        .meta
+        .provenance
+        .as_ref()
+        .and_then(|p| p.image_sha256.as_deref())
+        .unwrap_or_default();
+    format!(
+        "{}: features of an image {} (sha256 {recorded}, {}) that is not the {} of {} (sha256 {planned}): another set's image of the same name (a shard run on other images, or features copied in). Extract the set again in one folder",
+        f.file.display(),
+        f.name,
+        f.meta.image,
+        f.name,
+        dir.join(EXTRACT_PLAN_FILE).display()
+    )
+}
+
+/// A set of features files held to its extract plan ([`check_features_set`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedSet {
+    /// How the set was made (None for no files).
+    pub made: Option<SetIdentity>,
+    /// Said when the folder has no plan and the set's settings were derived from the files'
+    /// provenance: which images the extraction did not reach cannot be told.
+    pub derived: Option<String>,
+}
+
+/// The one check of features files read as a set from `dir` (a features folder, or the
+/// folder of a `features.h5`) against its extract plan (issue 44), for `descl match --images`
+/// and `descl pairs`: one set identity, the plan's ([`set_identity`]); no file the plan does
+/// not list or of another image ([`ExtractPlan::missing`]); and every image of the plan
+/// present unless `allow_partial`. Without a plan (features from elsewhere, or an older
+/// descl's extraction killed before it wrote one) the settings are derived from the files'
+/// provenance when every file records it, and the set is refused otherwise unless
+/// `allow_partial`; the result or the error says which.
+pub fn check_features_set(
+    dir: &Path,
+    files: &[PlannedFeatures<'_>],
+    allow_partial: bool,
+) -> Result<CheckedSet> {
+    let plan: Option<ExtractPlan> = read_plan(dir, EXTRACT_PLAN_FILE)?;
+    let plan_file = dir.join(EXTRACT_PLAN_FILE);
+    let Some(plan) = plan else {
+        return derived_set(dir, files, allow_partial);
+    };
+    let entries = files.iter().map(|f| (f.file, f.meta));
+    let made = set_identity(entries, Some((plan_file.as_path(), &plan.settings)))?;
+    let missing = plan.missing(dir, files.iter().copied())?;
+    if !missing.is_empty() && !allow_partial {
+        return Err(Error::InvalidInput(format!(
+            "{}: {} images of the extract plan {} have no features file yet ({}): the extraction did not finish (run it again with --resume) or an extract shard has not run yet; or pass --allow-partial to take the images there are",
+            dir.display(),
+            missing.len(),
+            plan_file.display(),
+            listing(&missing)
+        )));
+    }
+    Ok(CheckedSet {
+        made,
+        derived: None,
+    })
+}
+
+/// [`check_features_set`] without a plan: the settings derived from the files' provenance
+/// when every file records it (said in [`CheckedSet::derived`]); refused, naming a file that
+/// does not, unless `allow_partial` (the set then made as its first file).
+fn derived_set(
+    dir: &Path,
+    files: &[PlannedFeatures<'_>],
+    allow_partial: bool,
+) -> Result<CheckedSet> {
+    let plan_file = dir.join(EXTRACT_PLAN_FILE);
+    let unrecorded = files.iter().find(|f| f.meta.provenance.is_none());
+    if let (Some(f), false) = (unrecorded, allow_partial) {
+        return Err(Error::InvalidInput(format!(
+            "{}: no extract plan ({}), and {} records no provenance (features from elsewhere, or an older descl), so none can be derived: an extraction that did not finish cannot be told from a whole one. Extract the images with descl into this folder (--resume reuses what is there), or pass --allow-partial to take the files there are",
+            dir.display(),
+            plan_file.display(),
+            f.file.display()
+        )));
+    }
+    let made = set_identity(files.iter().map(|f| (f.file, f.meta)), None)?;
+    let derived = unrecorded.is_none().then(|| {
+        format!(
+            "{}: no extract plan ({}); the set's settings are derived from its files' provenance, and images an unfinished extraction did not reach cannot be told",
+            dir.display(),
+            plan_file.display()
+        )
+    });
+    Ok(CheckedSet { made, derived })
+}
+
+/// The plan file `dir/file` as it was before a run replaced it (None: there was none), to be
+/// put back when the run stores nothing ([`PreviousPlan::restore`]), so that a run that failed
+/// on every image leaves its folder as it was.
+pub struct PreviousPlan {
+    path: std::path::PathBuf,
+    bytes: Option<Vec<u8>>,
+}
+
+impl PreviousPlan {
+    /// Writes `plan` as `dir/file` (before any work, so that a killed run leaves its plan and
+    /// the images it did not reach are known to be missing); returns what was there.
+    pub fn replace<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Result<PreviousPlan> {
+        let path = dir.join(file);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        write_plan(dir, file, plan)?;
+        Ok(PreviousPlan { path, bytes })
+    }
+
+    /// Puts the earlier plan back (or removes the new one when there was none).
+    pub fn restore(self) -> Result<()> {
+        match &self.bytes {
+            Some(b) => write_bytes_atomic(&self.path, b),
+            None => std::fs::remove_file(&self.path).map_err(|e| Error::io(&self.path, e)),
+        }
+    }
 }
 
 /// Writes `plan` as `dir/file` atomically.

@@ -85,6 +85,12 @@ pub trait Writer: Send {
     fn expect_images(&mut self, _names: &[String]) -> Result<()> {
         Ok(())
     }
+    /// The settings of the features the run will store, before any is extracted: a format that
+    /// keeps one model per file or folder refuses another model here (or starts again, when
+    /// the run replaces everything), not after the work.
+    fn expect_settings(&mut self, _settings: &crate::provenance::ExtractSettings) -> Result<()> {
+        Ok(())
+    }
     /// Records what the whole run (all its shards) is meant to produce, for `descl sfm merge`
     /// ([`crate::io::plan`]); formats without a folder of their own ignore it.
     fn record_plan(&mut self, _plan: &MatchPlan) -> Result<()> {
