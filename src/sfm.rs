@@ -1070,7 +1070,7 @@ impl MergeNames {
 
 /// Intrinsics for a message: `fx,fy,cx,cy = 800,800,319.5,213`.
 fn intrinsics_text(k: &Intrinsics) -> String {
-    format!("fx,fy,cx,cy = {},{},{},{}", k.fx, k.fy, k.cx, k.cy)
+    k.to_string()
 }
 
 /// The intrinsics each image's pairs were verified with (an essential matrix uses them, and the

@@ -279,3 +279,53 @@ fn an_opencv_error_names_the_image() {
     let line = err.lines().find(|l| l.contains("OpenCV")).unwrap();
     assert!(line.contains("big.png"), "{err}");
 }
+
+/// `descl sfm --single-camera --geometry essential` over images whose EXIF focal lengths
+/// differ: the one camera holds the first image's, so a pair verified with another image's
+/// EXIF would be CALIBRATED beside a camera that does not hold its intrinsics (exit 0 before).
+/// Refused, naming the image and both intrinsics; nothing is written.
+#[test]
+fn single_camera_over_two_exif_focal_lengths_is_refused() {
+    let Some(root) = common::data_root_or_skip("single_camera_over_two_exif_focal_lengths") else {
+        return;
+    };
+    let src = root.join("strecha/fountain-P11/images");
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    for (name, f35) in [("0000.jpg", 35), ("0001.jpg", 50)] {
+        let jpeg = std::fs::read(src.join(name)).unwrap();
+        std::fs::write(imgs.join(name), common::with_exif_focal(&jpeg, f35)).unwrap();
+    }
+    let db = dir.path().join("db.db");
+    let sfm = |extra: &[&str]| {
+        run(descl()
+            .arg("sfm")
+            .arg(&imgs)
+            .arg("--database")
+            .arg(&db)
+            .args(SIFT)
+            .args(["--max-keypoints", "500", "--max-image-size", "640"])
+            .args(["--geometry", "essential"])
+            .args(extra))
+    };
+    let (ok, _, err) = sfm(&["--single-camera"]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("0001.jpg") && err.contains("but its camera holds"),
+        "{err}"
+    );
+    assert!(!db.exists(), "nothing is written");
+    // One camera per image holds each image's own: the pair is verified with E and stored
+    // as COLMAP labels such a pair (CALIBRATED, or planar-or-panoramic when one homography
+    // explains its inliers, as on this facade), never as F's UNCALIBRATED.
+    let (ok, _, err) = sfm(&[]);
+    assert!(ok, "{err}");
+    use descl::io::colmap::TwoViewConfig;
+    let config = common::two_view_column(&db, "config");
+    assert!(
+        config == [TwoViewConfig::Calibrated as i64]
+            || config == [TwoViewConfig::PlanarOrPanoramic as i64],
+        "{config:?} {err}"
+    );
+}

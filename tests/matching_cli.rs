@@ -613,33 +613,6 @@ fn min_gap_is_refused_for_float_descriptors() {
     assert!(ok, "{err}");
 }
 
-/// `jpeg` with an APP1 EXIF segment after its SOI marker whose Exif IFD holds
-/// `FocalLengthIn35mmFilm` = `f35` (a little-endian TIFF: IFD0 with the Exif pointer, then the
-/// Exif IFD with the one tag).
-fn with_exif_focal(jpeg: &[u8], f35: u16) -> Vec<u8> {
-    let mut tiff = b"II*\0".to_vec();
-    tiff.extend(8u32.to_le_bytes());
-    tiff.extend(1u16.to_le_bytes());
-    tiff.extend([0x69, 0x87, 4, 0]);
-    tiff.extend(1u32.to_le_bytes());
-    tiff.extend(26u32.to_le_bytes());
-    tiff.extend(0u32.to_le_bytes());
-    tiff.extend(1u16.to_le_bytes());
-    tiff.extend([0x05, 0xA4, 3, 0]);
-    tiff.extend(1u32.to_le_bytes());
-    tiff.extend(u32::from(f35).to_le_bytes());
-    tiff.extend(0u32.to_le_bytes());
-    let mut app1 = b"Exif\0\0".to_vec();
-    app1.extend(tiff);
-    assert_eq!(&jpeg[..2], [0xFF, 0xD8], "not a JPEG");
-    let mut out = jpeg[..2].to_vec();
-    out.extend([0xFF, 0xE1]);
-    out.extend((app1.len() as u16 + 2).to_be_bytes());
-    out.extend(app1);
-    out.extend(&jpeg[2..]);
-    out
-}
-
 /// Issue 44: features files given to `descl match` read their image again from the path they
 /// record — `--geometry essential` its EXIF focal length, `--viz` its picture — whatever that
 /// file held by then. An image replaced since extraction is refused, naming the image, the
@@ -653,7 +626,9 @@ fn an_image_replaced_since_extraction_is_neither_read_for_exif_nor_drawn() {
     let dir = tempfile::tempdir().unwrap();
     let imgs = dir.path().join("images");
     std::fs::create_dir(&imgs).unwrap();
-    let exif = |name: &str, f35: u16| with_exif_focal(&std::fs::read(src.join(name)).unwrap(), f35);
+    let exif = |name: &str, f35: u16| {
+        common::with_exif_focal(&std::fs::read(src.join(name)).unwrap(), f35)
+    };
     for name in ["0000.jpg", "0001.jpg"] {
         std::fs::write(imgs.join(name), exif(name, 32)).unwrap();
     }

@@ -18,6 +18,25 @@ pub struct Intrinsics {
     pub cy: f64,
 }
 
+/// `fx,fy,cx,cy = …` in pixels, to 1/100 px with trailing zeros dropped (messages name
+/// intrinsics this way; the comparison itself is exact).
+impl std::fmt::Display for Intrinsics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let px = |v: f64| {
+            let s = format!("{v:.2}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        };
+        write!(
+            f,
+            "fx,fy,cx,cy = {},{},{},{}",
+            px(self.fx),
+            px(self.fy),
+            px(self.cx),
+            px(self.cy)
+        )
+    }
+}
+
 /// The long side of the 35 mm film frame: EXIF `FocalLengthIn35mmFilm` refers to it.
 pub const FILM_35MM_LONG_SIDE_MM: f64 = 36.0;
 /// Prior focal length when nothing better is known: 1.2 · max(width, height), COLMAP's

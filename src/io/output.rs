@@ -122,39 +122,35 @@ impl ColmapWriter {
         })
     }
 
-    /// Refuses a merged pair verified with an essential matrix (stored CALIBRATED) unless both
-    /// images' cameras hold, as known, exactly the intrinsics it was verified with (issue 44).
-    fn check_calibrated(&self, pair: &StoredPair<'_>) -> Result<()> {
-        let essential = pair
-            .result
+    /// Refuses a pair verified with an essential matrix (stored CALIBRATED) unless both
+    /// images' cameras hold, as known, exactly the intrinsics `used` to verify it (issue 44):
+    /// a merged pair's recorded ones, or a pair of this run's known intrinsics (under
+    /// `--single-camera` the shared camera holds the first image's, which another image's
+    /// EXIF can contradict).
+    fn check_calibrated(
+        &self,
+        (a, b): (&str, &str),
+        result: &PairResult,
+        used: Option<[Intrinsics; 2]>,
+    ) -> Result<()> {
+        let essential = result
             .verification
             .as_ref()
             .is_some_and(|v| v.kind == ModelKind::Essential && v.model.is_some());
         if !essential {
             return Ok(());
         }
-        let used = pair.intrinsics.ok_or_else(|| {
+        let used = used.ok_or_else(|| {
             Error::InvalidInput(format!(
-                "{} – {}: verified with an essential matrix, but without recorded intrinsics",
-                pair.a, pair.b
+                "{a} – {b}: verified with an essential matrix, but without recorded intrinsics"
             ))
         })?;
-        for (name, k) in [pair.a, pair.b].into_iter().zip(used) {
+        for (name, k) in [a, b].into_iter().zip(used) {
             match self.cameras.get(name) {
                 Some((held, true)) if *held == k => {}
                 Some((held, known)) => {
                     return Err(Error::InvalidInput(format!(
-                        "{name}: the pair {} – {} was verified with intrinsics fx,fy,cx,cy = {},{},{},{}, but its camera holds {},{},{},{}{}",
-                        pair.a,
-                        pair.b,
-                        k.fx,
-                        k.fy,
-                        k.cx,
-                        k.cy,
-                        held.fx,
-                        held.fy,
-                        held.cx,
-                        held.cy,
+                        "{name}: the pair {a} – {b} was verified with intrinsics {k}, but its camera holds {held}{}",
                         if *known { "" } else { " (a guessed focal length)" }
                     )))
                 }
@@ -258,12 +254,18 @@ impl Writer for ColmapWriter {
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
+        let used = pair
+            .a
+            .known_intrinsics()
+            .zip(pair.b.known_intrinsics())
+            .map(|(ka, kb)| [*ka, *kb]);
+        self.check_calibrated((pair.a.name, pair.b.name), pair.result, used)?;
         self.add_result(pair.a.name, pair.b.name, pair.result)?;
         Ok(None)
     }
 
     fn add_stored_pair(&mut self, pair: &StoredPair<'_>) -> Result<()> {
-        self.check_calibrated(pair)?;
+        self.check_calibrated((pair.a, pair.b), pair.result, pair.intrinsics)?;
         self.add_result(pair.a, pair.b, pair.result)
     }
 

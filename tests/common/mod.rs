@@ -316,3 +316,30 @@ pub fn extract_images(
         .args(args));
     assert!(ok, "{err}");
 }
+
+/// `jpeg` with an APP1 EXIF segment after its SOI marker whose Exif IFD holds
+/// `FocalLengthIn35mmFilm` = `f35` (a little-endian TIFF: IFD0 with the Exif pointer, then the
+/// Exif IFD with the one tag).
+pub fn with_exif_focal(jpeg: &[u8], f35: u16) -> Vec<u8> {
+    let mut tiff = b"II*\0".to_vec();
+    tiff.extend(8u32.to_le_bytes());
+    tiff.extend(1u16.to_le_bytes());
+    tiff.extend([0x69, 0x87, 4, 0]);
+    tiff.extend(1u32.to_le_bytes());
+    tiff.extend(26u32.to_le_bytes());
+    tiff.extend(0u32.to_le_bytes());
+    tiff.extend(1u16.to_le_bytes());
+    tiff.extend([0x05, 0xA4, 3, 0]);
+    tiff.extend(1u32.to_le_bytes());
+    tiff.extend(u32::from(f35).to_le_bytes());
+    tiff.extend(0u32.to_le_bytes());
+    let mut app1 = b"Exif\0\0".to_vec();
+    app1.extend(tiff);
+    assert_eq!(&jpeg[..2], [0xFF, 0xD8], "not a JPEG");
+    let mut out = jpeg[..2].to_vec();
+    out.extend([0xFF, 0xE1]);
+    out.extend((app1.len() as u16 + 2).to_be_bytes());
+    out.extend(app1);
+    out.extend(&jpeg[2..]);
+    out
+}
