@@ -87,6 +87,9 @@ impl Extractor {
             )));
         }
         let selection = by_name(Selection::ALL, Selection::name, "selection", selection)?;
+        // Refused here, as the command line refuses it, not at the first image.
+        descl::pipeline::check_max_image_size(max_image_size)
+            .map_err(|e| value_error(e.to_string()))?;
         let model = model.unwrap_or_else(|| DEFAULT_MODEL.to_string());
         // As `DescribeArgs::extractor` (src/cli/args.rs): resolving and loading a model reads
         // and hashes files, so it runs without the GIL.

@@ -339,6 +339,10 @@ def test_bad_extractor_settings():
         descl.Extractor(detector="sift")
     with pytest.raises(ValueError, match="unknown device `gpu`"):
         descl.Extractor(device="gpu")
+    # Below the smallest side descl reads: refused at once, as `descl extract --max-image-size 8`
+    # is, not at the first image.
+    with pytest.raises(ValueError, match="at least 16 pixels, .* got 8"):
+        descl.Extractor(max_image_size=8)
 
 
 # --- models, ONNX Runtime, example ------------------------------------------------------------
