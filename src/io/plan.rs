@@ -161,7 +161,7 @@ fn other_image(f: &PlannedFeatures<'_>, planned: &str, dir: &Path) -> String {
         .and_then(|p| p.image_sha256.as_deref())
         .unwrap_or_default();
     format!(
-        "{}: features of an image {} (sha256 {recorded}, {}) that is not the {} of {} (sha256 {planned}): another set's image of the same name (a shard run on other images, or features copied in). Extract the set again in one folder",
+        "{}: features of an image {} (sha256 {recorded}, {}) that is not the {} of {} (sha256 {planned}): the image was replaced after the plan was written, or this is another set's image of the same name (a shard run on other images, or features copied in). Extract the set again in one folder",
         f.file.display(),
         f.name,
         f.meta.image,
