@@ -90,6 +90,32 @@ fn matching_score(binary: bool, distance: f32) -> f32 {
     }
 }
 
+/// The pair groups (`a`, `b`) of a `matches.h5` whose recorded feature identities are not
+/// those of `ids` (the features now in `features.h5`), or that record none.
+fn stale_pairs(
+    file: &hdf5::File,
+    ids: &HashMap<String, Option<crate::provenance::FeaturesId>>,
+) -> hdf5::Result<Vec<(String, String)>> {
+    let id = |part: &str| ids.get(part).cloned().flatten();
+    let mut stale = Vec::new();
+    for a in file.member_names()? {
+        let Ok(ga) = file.group(&a) else { continue };
+        for b in ga.member_names()? {
+            let recorded = ga
+                .group(&b)
+                .ok()
+                .and_then(|g| read_json_attr::<PairProvenance>(&g, PAIR_PROVENANCE_ATTR));
+            let current = recorded.is_some_and(|p| {
+                id(&a).is_some_and(|x| x == p.a) && id(&b).is_some_and(|y| y == p.b)
+            });
+            if !current {
+                stale.push((a.clone(), b));
+            }
+        }
+    }
+    Ok(stale)
+}
+
 fn h5_err(path: &Path, e: hdf5::Error) -> Error {
     Error::format(path, format!("HDF5: {e}"))
 }
@@ -336,29 +362,30 @@ impl HlocFolder {
 
     /// Drops the pair groups of `matches.h5` that do not index the features now in
     /// `features.h5` (an earlier run's pairs over features since replaced, or pairs without
-    /// descl's provenance): hloc would read them against the wrong keypoints (issue 44).
+    /// descl's provenance): hloc would read them against the wrong keypoints (issue 44). The
+    /// file is looked at first and rewritten only when a group has to go, so a run that
+    /// changes nothing leaves it as it was.
     fn drop_stale_pairs(&mut self) -> Result<()> {
-        if self.matches.is_none() && !self.dir.join(MATCHES_FILE).exists() {
+        let target = self.dir.join(MATCHES_FILE);
+        if self.matches.is_none() && !target.exists() {
             return Ok(());
         }
         let ids = self.feature_ids()?;
+        let stale = match &self.matches {
+            Some(out) => stale_pairs(out.file()?, &ids).map_err(|e| out.err(e))?,
+            None => {
+                let file = hdf5::File::open(&target).map_err(|e| h5_err(&target, e))?;
+                stale_pairs(&file, &ids).map_err(|e| h5_err(&target, e))?
+            }
+        };
+        if stale.is_empty() {
+            return Ok(());
+        }
         let out = self.matches()?;
         let file = out.file()?;
-        for a in file.member_names().map_err(|e| out.err(e))? {
-            let Ok(ga) = file.group(&a) else { continue };
-            for b in ga.member_names().map_err(|e| out.err(e))? {
-                let recorded = ga
-                    .group(&b)
-                    .ok()
-                    .and_then(|g| read_json_attr::<PairProvenance>(&g, PAIR_PROVENANCE_ATTR));
-                let id = |part: &str| ids.get(part).cloned().flatten();
-                let current = recorded.is_some_and(|p| {
-                    id(&a).is_some_and(|x| x == p.a) && id(&b).is_some_and(|y| y == p.b)
-                });
-                if !current {
-                    ga.unlink(&b).map_err(|e| out.err(e))?;
-                }
-            }
+        for (a, b) in stale {
+            let ga = file.group(&a).map_err(|e| out.err(e))?;
+            ga.unlink(&b).map_err(|e| out.err(e))?;
             if ga.member_names().map_err(|e| out.err(e))?.is_empty() {
                 file.unlink(&a).map_err(|e| out.err(e))?;
             }
