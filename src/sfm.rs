@@ -1068,11 +1068,6 @@ impl MergeNames {
     }
 }
 
-/// Intrinsics for a message: `fx,fy,cx,cy = 800,800,319.5,213`.
-fn intrinsics_text(k: &Intrinsics) -> String {
-    k.to_string()
-}
-
 /// The intrinsics each image's pairs were verified with (an essential matrix uses them, and the
 /// matches files record them), indexed like `images`, from the matches files' metadata before
 /// any camera is written: a merged camera must hold exactly these for its pairs to be
@@ -1116,9 +1111,9 @@ fn verified_intrinsics(
                         return Err(Error::InvalidInput(format!(
                             "{}: verified with intrinsics {} in {}, but with {} in {}: match all pairs with the same intrinsics",
                             images[i].name,
-                            intrinsics_text(&k),
+                            k,
                             file.display(),
-                            intrinsics_text(k0),
+                            k0,
                             other.display()
                         )));
                     }
@@ -1143,10 +1138,10 @@ fn verified_intrinsics(
                 return Err(Error::InvalidInput(format!(
                     "one camera for all images (--single-camera) cannot hold the intrinsics of both {} ({}, in {}) and {} ({}, in {}): leave out --single-camera, or match all images with the same intrinsics",
                     images[j].name,
-                    intrinsics_text(k0),
+                    k0,
                     other.display(),
                     images[i].name,
-                    intrinsics_text(k),
+                    k,
                     file.display()
                 )));
             }
