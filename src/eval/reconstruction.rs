@@ -52,6 +52,10 @@ pub struct SfmRun {
     /// Wall time of what this run repeated (the mapper; for COLMAP's pipeline, its extraction
     /// and matching as well), seconds.
     pub seconds: f64,
+    /// CPU time of the same work ([`CpuClock`]: user + system, every thread of this process and
+    /// every child process it waited for), seconds; None in reports before 2026-11-28 (late).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
     /// The initial-pair angle `descl sfm` fell back to ([`crate::sfm::map`]) when COLMAP's
     /// defaults made no model; None when they made one (and always for COLMAP's pipeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,6 +96,9 @@ pub struct SceneReconstruction {
     pub error: Option<String>,
     /// Wall time of one whole pipeline (extract, match, map: the first run), seconds.
     pub seconds: f64,
+    /// CPU time of the same pipeline ([`SfmRun::cpu_seconds`]); None in earlier reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
     /// Every run, in the order they ran. Empty in reports written before 2026-11-26 (one run,
     /// the fields above) and when descl's database could not be built.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -153,7 +160,11 @@ impl SceneReconstruction {
 
     /// The reconstruction made of `runs` (at least one), after a shared database that took
     /// `database_seconds` (0 when each run built its own).
-    fn of_runs(runs: Vec<SfmRun>, database_seconds: f64) -> SceneReconstruction {
+    fn of_runs(
+        runs: Vec<SfmRun>,
+        database_seconds: f64,
+        database_cpu_seconds: f64,
+    ) -> SceneReconstruction {
         let key = |r: &SfmRun| {
             r.accuracy
                 .as_ref()
@@ -165,13 +176,63 @@ impl SceneReconstruction {
             .get(order.len().saturating_sub(1) / 2)
             .map(|&i| &runs[i]);
         let first = runs.first().map_or(0.0, |r| r.seconds);
+        let first_cpu = runs.first().and_then(|r| r.cpu_seconds);
         SceneReconstruction {
             accuracy: median.and_then(|r| r.accuracy.clone()),
             error: median.map_or_else(|| Some("no run".into()), |r| r.error.clone()),
             seconds: database_seconds + first,
+            cpu_seconds: first_cpu.map(|c| database_cpu_seconds + c),
             runs,
         }
     }
+}
+
+/// CPU time since a start: user + system time of every thread of this process and of every
+/// child process it has waited for (`getrusage` `RUSAGE_SELF` + `RUSAGE_CHILDREN`).
+///
+/// Why beside the wall time: the time target is wall time on the user's machine, but wall
+/// time measured on a shared machine grows with whatever else runs there, unevenly between
+/// the two pipelines; CPU time grows far less, so a ratio of CPU times that agrees with the
+/// ratio of wall times says the latter was not an accident of the load. Both pipelines run
+/// their heavy work either in this process (descl's extraction and matching) or in child
+/// processes it waits for (every `colmap` command), so both are counted whole.
+#[derive(Debug, Clone, Copy)]
+struct CpuClock(Option<f64>);
+
+impl CpuClock {
+    fn start() -> CpuClock {
+        CpuClock(process_cpu_seconds())
+    }
+
+    /// Seconds since [`CpuClock::start`]; None where `getrusage` failed.
+    fn elapsed(&self) -> Option<f64> {
+        Some(process_cpu_seconds()? - self.0?)
+    }
+}
+
+/// User + system seconds of this process and its waited-for children (None off Unix).
+#[cfg(not(unix))]
+fn process_cpu_seconds() -> Option<f64> {
+    None
+}
+
+/// User + system seconds of this process and its waited-for children.
+#[cfg(unix)]
+fn process_cpu_seconds() -> Option<f64> {
+    let of = |who| -> Option<f64> {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes one rusage struct into the pointer, which points at a
+        // zero-initialised rusage of the right size; it is read only when the call succeeded.
+        let rc = unsafe { libc::getrusage(who, usage.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: the call succeeded, so the struct is initialised (and it was zeroed before).
+        let u = unsafe { usage.assume_init() };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        Some(secs(u.ru_utime) + secs(u.ru_stime))
+    };
+    Some(of(libc::RUSAGE_SELF)? + of(libc::RUSAGE_CHILDREN)?)
 }
 
 /// The mapper settings of both pipelines in run `seed`: COLMAP's defaults (principal point
@@ -205,7 +266,12 @@ fn image_dir(scene: &PoseScene) -> Result<&Path> {
 }
 
 /// Aligns a finished run, turning a failure into a reported run.
-fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant) -> SfmRun {
+fn outcome(
+    recon: Result<Mapped>,
+    truth: &[GroundTruthCamera],
+    started: Instant,
+    cpu: CpuClock,
+) -> SfmRun {
     let fallback = recon
         .as_ref()
         .ok()
@@ -215,6 +281,7 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
     let refined = recon.as_ref().ok().and_then(|m| m.refined_at_px);
     let accuracy = recon.and_then(|m| evaluate(&m.reconstruction, truth));
     let seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = cpu.elapsed();
     let (accuracy, error) = match accuracy {
         Ok(a) => (Some(a), None),
         Err(e) => (None, Some(e.to_string())),
@@ -223,6 +290,7 @@ fn outcome(recon: Result<Mapped>, truth: &[GroundTruthCamera], started: Instant)
         accuracy,
         error,
         seconds,
+        cpu_seconds,
         fallback_init_min_tri_angle_deg: fallback,
         fallback_focal_prior_factor: focal,
         filter_max_reproj_error_px: filter,
@@ -323,6 +391,7 @@ fn reconstruct(
         Ok(d)
     };
     let started = Instant::now();
+    let cpu = CpuClock::start();
     let shared = match repeat {
         Repeat::Mapper => match database(images, &dir) {
             Ok(db) => Some(db),
@@ -331,6 +400,7 @@ fn reconstruct(
                     accuracy: None,
                     error: Some(e.to_string()),
                     seconds: started.elapsed().as_secs_f64(),
+                    cpu_seconds: cpu.elapsed(),
                     runs: Vec::new(),
                 })
             }
@@ -338,18 +408,24 @@ fn reconstruct(
         Repeat::Pipeline => None,
     };
     let database_seconds = started.elapsed().as_secs_f64();
+    let database_cpu_seconds = cpu.elapsed().unwrap_or(0.0);
     let mut done = Vec::with_capacity(runs.max(1));
     for k in 0..runs.max(1) {
         let t = Instant::now();
+        let run_cpu = CpuClock::start();
         let folder = run_dir(k)?;
         let recon = match &shared {
             Some(db) => Ok(db.clone()),
             None => database(images, &folder),
         }
         .and_then(|db| map(&db, images, &folder.join("sparse"), k as u64));
-        done.push(outcome(recon, &truth, t));
+        done.push(outcome(recon, &truth, t, run_cpu));
     }
-    Ok(SceneReconstruction::of_runs(done, database_seconds))
+    Ok(SceneReconstruction::of_runs(
+        done,
+        database_seconds,
+        database_cpu_seconds,
+    ))
 }
 
 /// Reconstructs `scene` with `describer` on DoG frames (`det`, its `max_keypoints` per image)
@@ -473,6 +549,7 @@ mod tests {
                 .is_none()
                 .then(|| "colmap mapper registered no model".to_string()),
             seconds: 2.0,
+            cpu_seconds: Some(3.0),
             fallback_init_min_tri_angle_deg: None,
             fallback_focal_prior_factor: None,
             filter_max_reproj_error_px: None,
@@ -486,6 +563,7 @@ mod tests {
         let r = SceneReconstruction::of_runs(
             vec![run(Some(0.003), 30), run(None, 0), run(Some(0.001), 10)],
             5.0,
+            6.0,
         );
         let a = r.accuracy.as_ref().unwrap();
         assert_eq!(a.median_centre_error_rel, 0.003);
@@ -494,13 +572,19 @@ mod tests {
         assert!(r.error.is_none());
         // One pipeline's time: the database and the first run.
         assert_eq!(r.seconds, 7.0);
+        assert_eq!(r.cpu_seconds, Some(9.0));
         assert_eq!(r.centre_errors_rel(), vec![Some(0.003), None, Some(0.001)]);
         // Two runs: the better middle one.
-        let r = SceneReconstruction::of_runs(vec![run(Some(0.002), 20), run(Some(0.001), 10)], 0.0);
+        let r = SceneReconstruction::of_runs(
+            vec![run(Some(0.002), 20), run(Some(0.001), 10)],
+            0.0,
+            0.0,
+        );
         assert_eq!(r.accuracy.unwrap().num_points, 10);
         // Two of three failed: the median run is a failure, and says why.
         let r = SceneReconstruction::of_runs(
             vec![run(None, 0), run(Some(0.001), 10), run(None, 0)],
+            0.0,
             0.0,
         );
         assert!(r.accuracy.is_none());
@@ -516,5 +600,32 @@ mod tests {
         let r: SceneReconstruction = serde_json::from_str(old).unwrap();
         assert!(r.runs.is_empty());
         assert!(r.centre_errors_rel().is_empty());
+        assert!(r.cpu_seconds.is_none());
+    }
+
+    #[test]
+    fn cpu_clock_counts_this_process_and_its_waited_children() {
+        // Busy work in this process: the clock moves by about the work's CPU time (between
+        // half of it, on a loaded machine, and the wall time, plus rounding).
+        let clock = CpuClock::start();
+        let wall = Instant::now();
+        let mut x = 0u64;
+        while wall.elapsed().as_secs_f64() < 0.2 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let own = clock.elapsed().unwrap();
+        assert!(
+            own > 0.05 && own <= wall.elapsed().as_secs_f64() + 0.05,
+            "{own}"
+        );
+        // A child that burns CPU and is waited for counts too (an idle `sleep` would not).
+        let clock = CpuClock::start();
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let child = clock.elapsed().unwrap();
+        assert!(child > 0.02, "{child}");
     }
 }
