@@ -139,14 +139,66 @@ fn real_pair_to_matches_file_json_and_picture_then_many_pairs_with_resume() {
         inl
     );
     assert!(m.model.is_some());
-    // The two 1536×1024 images side by side over a caption band; at most 200 matches drawn
-    // (the default), every one with --viz-all.
+    // The two 1536×1024 images side by side over a caption band of at most three rows of
+    // 28-px capitals; at most 200 matches drawn (the default), every one with --viz-all.
     let pic = image::open(&png).unwrap().to_rgb8();
     assert_eq!(pic.width(), 3072);
     assert!(
-        pic.height() > 1024 && pic.height() < 1124,
+        pic.height() > 1024 + 28 && pic.height() < 1024 + 200,
         "{}",
         pic.height()
+    );
+    // The caption (drawn, and stored as the PNG's text) says what made the matches, from the
+    // run's own settings and counts.
+    let caption = descl::io::viz::read_caption(&png)
+        .unwrap()
+        .unwrap()
+        .join(" ");
+    let outliers = n - inl;
+    for expected in [
+        format!("fundamental matrix, MAGSAC at 1 px: {inl} inliers, {outliers} outliers of {n} matches; 200 drawn ("),
+        "rootsift on dog keypoints (1500 in A, 1500 in B), exact matcher, mutual, ratio 0.8".to_string(),
+    ] {
+        assert!(caption.contains(&expected), "{expected:?} not in {caption:?}");
+    }
+    // Another geometry, threshold and filter: another caption.
+    let h_png = dir.path().join("h.png");
+    let (ok, stdout, err) = run(descl()
+        .arg("match")
+        .arg(&a)
+        .arg(&b)
+        .args([
+            "--geometry",
+            "homography",
+            "--threshold",
+            "2.5",
+            "--ratio",
+            "0.9",
+            "--json",
+            "--viz",
+        ])
+        .arg(&h_png));
+    assert!(ok, "{err}");
+    let h: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (hn, hi) = (
+        h["matches"].as_u64().unwrap(),
+        h["inliers"].as_u64().unwrap(),
+    );
+    let caption = descl::io::viz::read_caption(&h_png)
+        .unwrap()
+        .unwrap()
+        .join(" ");
+    let expected = format!(
+        "homography, MAGSAC at 2.5 px: {hi} inliers, {} outliers of {hn} matches",
+        hn - hi
+    );
+    assert!(
+        caption.contains(&expected),
+        "{expected:?} not in {caption:?}"
+    );
+    assert!(
+        caption.contains("exact matcher, mutual, ratio 0.9"),
+        "{caption}"
     );
     let green = |p: &image::RgbImage| p.pixels().filter(|&&q| q == descl::io::viz::INLIER).count();
     let all_png = dir.path().join("all.png");

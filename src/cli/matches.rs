@@ -14,7 +14,7 @@ use descl::image_set::Load;
 use descl::image_set::{self, PairOutcome, SetConfig};
 use descl::io::matches::{write_matches, MatchesFile};
 use descl::io::output::{self, Format};
-use descl::io::viz::VizOptions;
+use descl::io::viz::{CaptionSettings, VizOptions};
 use descl::io::writer::{ImageRecord, PairRecord};
 use descl::matching::two_view::{match_pair, PairConfig, PairResult};
 use descl::shard::Shard;
@@ -31,8 +31,10 @@ pub struct Args {
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
-    /// Draw the pair side by side (PNG): inliers green, outliers red, keypoints as dots, a
-    /// caption with the counts; at most --viz-max matches (an even sample of the list).
+    /// Draw the pair side by side (PNG): inliers green and translucent, outliers red and
+    /// outlined on top, keypoints as dots; a caption (also the PNG's Description text) names
+    /// the geometry, its threshold, the inlier and outlier counts, the describer, detector,
+    /// keypoint counts and matcher; at most --viz-max matches (an even sample of the list).
     #[arg(long, value_name = "PNG")]
     viz: Option<PathBuf>,
     /// Matches drawn at most in the --viz picture.
@@ -152,7 +154,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let opts = VizOptions {
             max_drawn: (!args.viz_all).then_some(args.viz_max),
         };
-        draw(png, pictures, [&fa, &fb], &r, &opts)?;
+        let settings = CaptionSettings::of(&fa, &fb, &cfg, &r);
+        draw(png, pictures, [&fa, &fb], &r, &opts, &settings)?;
     }
     let rep = PairOutcome::of(a, b, &r, args.out.clone());
     if args.json {
@@ -179,13 +182,15 @@ fn record<'a>(
     }
 }
 
-/// Draws the pair side by side on their pictures (inliers green, outliers red).
+/// Draws the pair side by side on their pictures (inliers green, outliers red), captioned with
+/// what made the matches.
 fn draw(
     png: &Path,
     [a, b]: &[PathBuf; 2],
     [fa, fb]: [&Features; 2],
     r: &PairResult,
     opts: &VizOptions,
+    settings: &CaptionSettings,
 ) -> anyhow::Result<()> {
     let points: Vec<[f32; 4]> = r
         .matches
@@ -197,7 +202,7 @@ fn draw(
         })
         .collect();
     let inliers = r.verification.as_ref().map(|v| v.inliers.as_slice());
-    descl::io::viz::write_match_picture(a, b, &points, inliers, opts, png)?;
+    descl::io::viz::write_match_picture(a, b, &points, inliers, opts, settings, png)?;
     Ok(())
 }
 

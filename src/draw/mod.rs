@@ -1,9 +1,10 @@
 //! Pixel drawing on RGB canvases, shared by the match pictures (`io::viz`) and the benchmark
 //! plots (`eval::plot`) so that there is one line rasteriser: integer Bresenham between the
-//! rounded end points, clipped to the canvas, with a square brush for thick lines, filled dots,
-//! and the built-in bitmap font ([`font`]). Neither caller needs anti-aliasing, and the image
-//! crate has no line drawing of its own. It lives outside `eval` because the users' match
-//! pictures draw text too, and the users' path never imports `eval`.
+//! rounded end points, clipped to the canvas, with a square brush for thick lines (opaque, or
+//! translucent: [`line_blended`]), filled dots, and the built-in bitmap font ([`font`]).
+//! Neither caller needs anti-aliasing, and the image crate has no line drawing of its own. It
+//! lives outside `eval` because the users' match pictures draw text too, and the users' path
+//! never imports `eval`.
 
 pub mod font;
 
@@ -21,12 +22,52 @@ pub fn put(img: &mut RgbImage, x: i64, y: i64, c: Rgb<u8>) {
 /// is the plain 1-px line), clipped to the canvas. Non-finite end points draw nothing. The
 /// segment is clipped before it is rasterised, so the steps are bounded by the canvas whatever
 /// the end points (a keypoint at 1e30 px would otherwise take 10^18 steps).
-pub fn line(
+pub fn line(img: &mut RgbImage, p0: (f64, f64), p1: (f64, f64), c: Rgb<u8>, thickness: u32) {
+    let size = img.dimensions();
+    walk(size, p0, p1, thickness, |x, y| put(img, x, y, c));
+}
+
+/// [`line`] drawn translucent: every pixel it covers becomes `alpha`·c + (1 − `alpha`)·(the
+/// pixel under it), once however often the brush passes over it, so a dense bundle of lines
+/// leaves the image beneath visible. `alpha` is clamped to [0, 1].
+pub fn line_blended(
     img: &mut RgbImage,
-    (x0, y0): (f64, f64),
-    (x1, y1): (f64, f64),
+    p0: (f64, f64),
+    p1: (f64, f64),
     c: Rgb<u8>,
     thickness: u32,
+    alpha: f32,
+) {
+    let mut covered = Vec::new();
+    walk(img.dimensions(), p0, p1, thickness, |x, y| {
+        if x >= 0 && y >= 0 && (x as u32) < img.width() && (y as u32) < img.height() {
+            covered.push((x as u32, y as u32));
+        }
+    });
+    covered.sort_unstable();
+    covered.dedup();
+    for (x, y) in covered {
+        let under = *img.get_pixel(x, y);
+        img.put_pixel(x, y, mix(under, c, alpha));
+    }
+}
+
+/// `alpha`·`over` + (1 − `alpha`)·`under`, per channel, rounded; `alpha` clamped to [0, 1].
+pub fn mix(under: Rgb<u8>, over: Rgb<u8>, alpha: f32) -> Rgb<u8> {
+    let a = alpha.clamp(0.0, 1.0);
+    Rgb(std::array::from_fn(|i| {
+        (a * f32::from(over.0[i]) + (1.0 - a) * f32::from(under.0[i])).round() as u8
+    }))
+}
+
+/// The pixels of [`line`] on a canvas of `(width, height)`, handed to `f` (pixels under the
+/// brush's overlap more than once, pixels just off the canvas possibly too).
+fn walk(
+    (width, height): (u32, u32),
+    (x0, y0): (f64, f64),
+    (x1, y1): (f64, f64),
+    thickness: u32,
+    mut f: impl FnMut(i64, i64),
 ) {
     if ![x0, y0, x1, y1].iter().all(|v| v.is_finite()) {
         return;
@@ -34,12 +75,7 @@ pub fn line(
     let half = i64::from(thickness / 2);
     // The canvas grown by the brush and a pixel of rounding: nothing beyond it can ink a pixel.
     let pad = half as f64 + 1.0;
-    let window = (
-        -pad,
-        -pad,
-        f64::from(img.width()) + pad,
-        f64::from(img.height()) + pad,
-    );
+    let window = (-pad, -pad, f64::from(width) + pad, f64::from(height) + pad);
     let Some(((x0, y0), (x1, y1))) = clip((x0, y0), (x1, y1), window) else {
         return;
     };
@@ -51,7 +87,7 @@ pub fn line(
     loop {
         for by in -half..=half {
             for bx in -half..=half {
-                put(img, x + bx, y + by, c);
+                f(x + bx, y + by);
             }
         }
         if x == xe && y == ye {
@@ -174,6 +210,28 @@ mod tests {
         line(&mut img, (-20.0, -18.0), (30.0, 32.0), INK, 3);
         line(&mut img, (f64::NAN, 0.0), (3.0, 3.0), INK, 1);
         assert!(inked(&img) > 0);
+    }
+
+    #[test]
+    fn blended_line_mixes_each_pixel_once() {
+        let grey = Rgb([100, 100, 100]);
+        let mut img = RgbImage::from_pixel(12, 12, grey);
+        // A thick diagonal: the square brush passes most pixels several times.
+        line_blended(&mut img, (1.0, 1.0), (10.0, 10.0), INK, 3, 0.5);
+        let once = mix(grey, INK, 0.5);
+        assert_eq!(once, Rgb([178, 50, 50]));
+        let mut thick = RgbImage::from_pixel(12, 12, grey);
+        line(&mut thick, (1.0, 1.0), (10.0, 10.0), INK, 3);
+        for (x, y, p) in img.enumerate_pixels() {
+            let expected = if *thick.get_pixel(x, y) == INK {
+                once
+            } else {
+                grey
+            };
+            assert_eq!(*p, expected, "({x}, {y})");
+        }
+        assert_eq!(mix(grey, INK, 2.0), INK);
+        assert_eq!(mix(grey, INK, -1.0), grey);
     }
 
     #[test]
