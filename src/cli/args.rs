@@ -764,7 +764,8 @@ mod h5 {
     fn unavailable(file: &Path) -> descl::Error {
         descl::Error::InvalidInput(format!(
             "{}: reading hloc's features.h5 needs descl built with the cargo feature `h5` \
-             (`cargo build --features h5`); this build leaves libhdf5 out",
+             (`cargo build --features h5`, or the bundle of scripts/bundle-bullseye); this build \
+             leaves libhdf5 out",
             file.display()
         ))
     }
