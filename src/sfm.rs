@@ -855,6 +855,11 @@ pub struct MergeSummary {
     /// `--images`): merged with `allow_partial`, without their EXIF focal length and without the
     /// check that they are the images the features were extracted from.
     pub images_not_found: Vec<String>,
+    /// How the merged features differ from the ones `descl sfm` extracts
+    /// ([`differences_from_sfm`]; empty when they are made as `descl sfm` makes them, or when
+    /// the features record no settings): the database is then not the one `descl sfm` writes for
+    /// these images, which a user who extracted with `descl extract`'s defaults should be told.
+    pub differs_from_sfm: Vec<String>,
 }
 
 impl MergeSummary {
@@ -961,8 +966,57 @@ fn merge_images(
         None => summary.without_plan.push(inputs.features.clone()),
     }
     check_merge_images(inputs, &images, summary, progress)?;
+    summary.differs_from_sfm = made
+        .as_ref()
+        .and_then(|m| m.settings.as_ref())
+        .map(differences_from_sfm)
+        .unwrap_or_default();
     let images = images.into_iter().map(|(image, _)| image).collect();
     Ok((images, made.map(|m| m.model).unwrap_or_default()))
+}
+
+/// What differs between `settings` and the extraction `descl sfm` runs
+/// ([`crate::model::SFM_DEFAULT_MODEL`], [`sfm_detector`], COLMAP's
+/// [`crate::pipeline::COLMAP_MAX_IMAGE_SIZE`]), one "ours (descl sfm: theirs)" phrase per setting;
+/// empty when the features are made as `descl sfm` makes them. The magnification is not
+/// compared: it is the describer's own.
+pub fn differences_from_sfm(settings: &crate::provenance::ExtractSettings) -> Vec<String> {
+    let sfm = sfm_detector();
+    let d = &settings.detector;
+    let mut out = Vec::new();
+    if settings.model != crate::model::SFM_DEFAULT_MODEL {
+        out.push(format!(
+            "model {} (descl sfm: {})",
+            settings.model,
+            crate::model::SFM_DEFAULT_MODEL
+        ));
+    }
+    if d.kind != sfm.kind {
+        out.push(format!("detector {} (descl sfm: {})", d.kind, sfm.kind));
+    }
+    if d.max_keypoints != sfm.max_keypoints || d.selection != sfm.selection {
+        out.push(format!(
+            "{} keypoints chosen {} (descl sfm: {} chosen {})",
+            d.max_keypoints,
+            d.selection.name(),
+            sfm.max_keypoints,
+            sfm.selection.name()
+        ));
+    }
+    if d.contrast_threshold != sfm.contrast_threshold {
+        out.push(format!(
+            "contrast threshold {} (descl sfm: {})",
+            d.contrast_threshold, sfm.contrast_threshold
+        ));
+    }
+    if settings.max_image_size != crate::pipeline::COLMAP_MAX_IMAGE_SIZE {
+        out.push(format!(
+            "max image size {} (descl sfm: {})",
+            settings.max_image_size,
+            crate::pipeline::COLMAP_MAX_IMAGE_SIZE
+        ));
+    }
+    out
 }
 
 /// Reads the images of a merge again (their EXIF goes into the cameras): each must be the image
@@ -1481,6 +1535,7 @@ fn merge_into(
         images_not_matched: Vec::new(),
         without_plan: Vec::new(),
         images_not_found: Vec::new(),
+        differs_from_sfm: Vec::new(),
     };
     let (images, model) = merge_images(inputs, &mut summary, progress)?;
     summary.images = images.len();
@@ -1689,6 +1744,40 @@ pub fn evaluate(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn differences_from_sfm_name_each_setting_descl_sfm_would_not_use() {
+        use crate::detect::{DetectorConfig, DEFAULT_MAX_KEYPOINTS};
+        use crate::provenance::ExtractSettings;
+        let sfm = ExtractSettings {
+            model: crate::model::SFM_DEFAULT_MODEL.into(),
+            model_sha256: None,
+            detector: super::sfm_detector(),
+            max_image_size: crate::pipeline::COLMAP_MAX_IMAGE_SIZE,
+        };
+        assert!(super::differences_from_sfm(&sfm).is_empty());
+        // A magnification of another describer is the describer's own: not a difference.
+        let mut m = sfm.clone();
+        m.detector.magnification *= 2.0;
+        assert!(super::differences_from_sfm(&m).is_empty());
+        // `descl extract`'s defaults: another model, 2048 strongest, OpenCV's threshold.
+        let extract = ExtractSettings {
+            model: crate::model::DEFAULT_MODEL.into(),
+            detector: DetectorConfig {
+                max_keypoints: DEFAULT_MAX_KEYPOINTS,
+                ..DetectorConfig::default()
+            },
+            ..sfm.clone()
+        };
+        let d = super::differences_from_sfm(&extract);
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(d[0].starts_with(&format!("model {}", crate::model::DEFAULT_MODEL)));
+        assert_eq!(
+            d[1],
+            "2048 keypoints chosen strongest (descl sfm: 8192 chosen colmap)"
+        );
+        assert_eq!(d[2], "contrast threshold 0.04 (descl sfm: 0.02)");
+    }
+
     #[test]
     fn merge_names_never_confuse_two_images_of_one_stem() {
         let image = |name: &str| super::MergeImage {
