@@ -179,6 +179,35 @@ impl Load for Extractor {
     }
 }
 
+/// The inputs a resumed extraction (`descl extract --resume`) still has to do: those whose
+/// features `writer` does not hold, or holds made from other image bytes or settings (stale:
+/// each one's reason is returned, in input order). An input that cannot be hashed is kept, so
+/// that extracting it reports its error.
+pub fn still_to_extract(
+    inputs: Vec<SetInput>,
+    extractor: &Extractor,
+    writer: &dyn Writer,
+) -> (Vec<SetInput>, Vec<String>) {
+    let mut stale = Vec::new();
+    let todo = inputs
+        .into_iter()
+        .filter(|i| {
+            let Ok(expected) = extractor.provenance_of(&i.path) else {
+                return true;
+            };
+            match writer.has_image(&i.name, &expected) {
+                Reuse::Same => false,
+                Reuse::Missing => true,
+                Reuse::Stale(why) => {
+                    stale.push(why);
+                    true
+                }
+            }
+        })
+        .collect();
+    (todo, stale)
+}
+
 /// Extracts every input with `extractor`'s pipeline ([`Extractor::extract_each`]: decode and
 /// detection of the next images overlap the network on the current ones) and stores each, in
 /// input order, with `writer` (which is finished at the end): the extract path. A failing

@@ -211,6 +211,78 @@ impl Mapped {
     }
 }
 
+/// Where the time of `descl sfm`'s stages went (`seconds.stages` of its `--json`, so a user
+/// sees which stage to speed up): the extractor's decode + detect (thread-seconds) and
+/// describe, the pairs' matching and verification (thread-seconds), and with a reconstruction
+/// each mapper run ([`MapAttempt::seconds`]) and the rest of the mapper stage (the
+/// refinement of the kept run's models).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SfmStageSeconds {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_detect_thread_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub describe: Option<f64>,
+    /// Each mapper run's wall time, in the order they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mapper_runs: Option<Vec<f64>>,
+    pub matching_thread_seconds: f64,
+    /// The mapper stage's wall time less its runs' (at least 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refinement: Option<f64>,
+    pub verification_thread_seconds: f64,
+}
+
+impl SfmStageSeconds {
+    /// The stages of a set run, and of its mapping when there was one: what [`map`] returned
+    /// and the wall time of the whole mapper stage, seconds.
+    pub fn new(set: &image_set::StageSeconds, mapping: Option<(&Mapped, f64)>) -> SfmStageSeconds {
+        let runs = mapping.map(|(m, _)| m.attempts.iter().map(|a| a.seconds).collect::<Vec<_>>());
+        SfmStageSeconds {
+            decode_detect_thread_seconds: set.extraction.map(|e| e.decode_detect),
+            describe: set.extraction.map(|e| e.describe),
+            refinement: mapping
+                .zip(runs.as_ref())
+                .map(|((_, stage), runs)| (stage - runs.iter().sum::<f64>()).max(0.0)),
+            mapper_runs: runs,
+            matching_thread_seconds: set.matching,
+            verification_thread_seconds: set.verification,
+        }
+    }
+}
+
+impl std::fmt::Display for SfmStageSeconds {
+    /// One line for people, the stages in the JSON's (alphabetical) order:
+    /// `describe 1.2, mapper_runs [3.4, 5.6], …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let one = |k: &str, v: Option<f64>| v.map(|v| format!("{k} {v:.1}"));
+        let runs = self.mapper_runs.as_ref().map(|runs| {
+            let r: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
+            format!("mapper_runs [{}]", r.join(", "))
+        });
+        let parts: Vec<String> = [
+            one(
+                "decode_detect_thread_seconds",
+                self.decode_detect_thread_seconds,
+            ),
+            one("describe", self.describe),
+            runs,
+            one(
+                "matching_thread_seconds",
+                Some(self.matching_thread_seconds),
+            ),
+            one("refinement", self.refinement),
+            one(
+                "verification_thread_seconds",
+                Some(self.verification_thread_seconds),
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
 /// One model of [`map`]'s kept run, as it was moved into the output folder: refined, or the
 /// mapper's own and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -607,6 +679,40 @@ impl RefineStep<'_> {
     }
 }
 
+/// The folder of [`map`]'s models when none is given: `<database stem>-sparse` beside the
+/// database (`scene.db` → `scene-sparse`).
+pub fn default_sparse_dir(database: &Path) -> PathBuf {
+    let stem = database
+        .file_stem()
+        .map_or("colmap".into(), |s| s.to_string_lossy());
+    database.with_file_name(format!("{stem}-sparse"))
+}
+
+/// Checks, before any work, what `descl sfm IMAGES` writes: a run must not fail at its end for
+/// its output or its mapper. The database must be new (or `overwrite`) and writable; with a
+/// reconstruction into `sparse`, that folder must take the models ([`check_sparse_dir`]) and
+/// COLMAP must run.
+pub fn check_outputs(database: &Path, sparse: Option<&Path>, overwrite: bool) -> Result<()> {
+    if database.exists() && !overwrite {
+        return Err(Error::InvalidInput(format!(
+            "{}: database already exists (pass --overwrite to replace it)",
+            database.display()
+        )));
+    }
+    crate::io::atomic::check_writable(database)?;
+    let Some(sparse) = sparse else {
+        return Ok(());
+    };
+    check_sparse_dir(sparse, overwrite)?;
+    if !crate::io::colmap_model::colmap_available() {
+        return Err(Error::InvalidInput(format!(
+            "--reconstruct: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
+            crate::io::colmap_model::colmap_exe().display()
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `out` can take [`map`]'s models, checked by `descl sfm` before any extraction and
 /// by [`map`] itself: a folder or nothing yet (not a file), holding no entry named as the
 /// mapper names its models (0, 1, …) other than, with `overwrite`, earlier models (numbered
@@ -711,6 +817,24 @@ pub struct SfmSummary {
     /// an image whose focal length is only COLMAP's guess are verified with F:
     /// [`PairConfig::for_intrinsics`]).
     pub pair_config: PairConfig,
+}
+
+impl SfmSummary {
+    /// What became of the pairs, for people: "N verified (mean … matches, … inliers per pair)";
+    /// without a geometry no pair is verified, and "0 verified (… 0 inliers per pair)" would
+    /// read as every verification failing, so it says so.
+    pub fn pairs_text(&self) -> String {
+        match self.pair_config.geometry {
+            Some(_) => format!(
+                "{} verified (mean {:.0} matches, {:.0} inliers per pair)",
+                self.verified_pairs, self.mean_matches, self.mean_inliers
+            ),
+            None => format!(
+                "not verified (--geometry none; mean {:.0} matches per pair)",
+                self.mean_matches
+            ),
+        }
+    }
 }
 
 /// Keypoints per image of `descl sfm` and `descl bench sfm`: COLMAP's
@@ -1797,6 +1921,93 @@ mod tests {
 
     use super::*;
     use crate::io::colmap_model::RegisteredImage;
+
+    /// A mapping whose runs took `seconds` each, the last one kept.
+    fn mapped_of_runs(seconds: &[f64]) -> Mapped {
+        let attempt = |s: f64, kept: bool| MapAttempt {
+            filter_max_reproj_error_px: 4.0,
+            init_min_tri_angle_deg: 16.0,
+            focal_prior_factor: None,
+            registered: kept.then_some(2),
+            num_points: kept.then_some(10),
+            error: None,
+            kept,
+            seconds: s,
+        };
+        Mapped {
+            reconstruction: Reconstruction {
+                path: "sparse/0".into(),
+                images: Vec::new(),
+                num_points: 10,
+                mean_reprojection_error: 0.5,
+                mean_track_length: 2.0,
+            },
+            init_min_tri_angle_deg: 16.0,
+            filter_max_reproj_error_px: 4.0,
+            registrable_images: 2,
+            refined_at_px: None,
+            refinement_error: None,
+            attempts: seconds
+                .iter()
+                .enumerate()
+                .map(|(k, &s)| attempt(s, k + 1 == seconds.len()))
+                .collect(),
+            models: Vec::new(),
+        }
+    }
+
+    /// `descl sfm --json`'s `seconds.stages` from the typed results: each mapper run's own
+    /// seconds, the rest of the mapper stage as the refinement (never below 0), and no mapper
+    /// keys without a reconstruction.
+    #[test]
+    fn stage_seconds_take_the_mapper_runs_from_the_attempts() {
+        let set = image_set::StageSeconds {
+            features: 3.0,
+            pairs: 2.0,
+            extraction: Some(crate::pipeline::ExtractSeconds {
+                decode_detect: 2.5,
+                describe: 0.5,
+            }),
+            matching: 1.3,
+            verification: 0.7,
+        };
+        let mapped = mapped_of_runs(&[1.0, 2.5]);
+        let stages = SfmStageSeconds::new(&set, Some((&mapped, 5.0)));
+        assert_eq!(
+            serde_json::to_value(&stages).unwrap(),
+            serde_json::json!({
+                "decode_detect_thread_seconds": 2.5,
+                "describe": 0.5,
+                "mapper_runs": [1.0, 2.5],
+                "matching_thread_seconds": 1.3,
+                "refinement": 1.5,
+                "verification_thread_seconds": 0.7,
+            })
+        );
+        assert_eq!(
+            stages.to_string(),
+            "decode_detect_thread_seconds 2.5, describe 0.5, mapper_runs [1.0, 2.5], \
+             matching_thread_seconds 1.3, refinement 1.5, verification_thread_seconds 0.7"
+        );
+        // A stage timed shorter than its runs (clock granularity) has no negative refinement.
+        let short = SfmStageSeconds::new(&set, Some((&mapped, 3.0)));
+        assert_eq!(short.refinement, Some(0.0));
+        let none = SfmStageSeconds::new(
+            &image_set::StageSeconds {
+                extraction: None,
+                ..set
+            },
+            None,
+        );
+        assert_eq!(
+            serde_json::to_value(&none).unwrap(),
+            serde_json::json!({"matching_thread_seconds": 1.3, "verification_thread_seconds": 0.7})
+        );
+        assert_eq!(
+            none.to_string(),
+            "matching_thread_seconds 1.3, verification_thread_seconds 0.7"
+        );
+    }
 
     /// Quaternion (w, x, y, z) of a rotation by `deg` about unit axis `axis`.
     fn quat(axis: [f64; 3], deg: f64) -> [f64; 4] {

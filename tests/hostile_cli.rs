@@ -1,7 +1,7 @@
 //! Hostile histories of a folder (issue 44): an extraction killed before its plan, two sets of
 //! the same names, hloc files rewritten under their matches, a model change into a
-//! `features.h5`, an OpenCV error. Every consumer refuses (naming the file and the problem) or
-//! redoes; none gives a silent wrong result with exit status 0.
+//! `features.h5`, an OpenCV error, a killed run's temporaries. Every consumer refuses (naming
+//! the file and the problem) or redoes; none gives a silent wrong result with exit status 0.
 
 mod common;
 
@@ -328,4 +328,159 @@ fn single_camera_over_two_exif_focal_lengths_is_refused() {
             || config == [TwoViewConfig::PlanarOrPanoramic as i64],
         "{config:?} {err}"
     );
+}
+
+/// The name a killed run's temporary of `target` (a file name) has: `.descl-tmp-`, the target's
+/// name, `-` and random characters (`descl::io::atomic`).
+fn killed_temporary(target: &str) -> String {
+    format!("{}{target}-k1ll3d", descl::io::atomic::TMP_PREFIX)
+}
+
+/// Writes `names` under `dir` (a killed run's half-written files: a few bytes).
+fn plant(dir: &Path, names: &[String]) {
+    for n in names {
+        std::fs::write(dir.join(n), b"half").unwrap();
+    }
+}
+
+/// Hidden files of every folder under `dir`, relative to it, sorted.
+fn hidden_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(
+                hidden_files(&e.path())
+                    .into_iter()
+                    .map(|f| format!("{name}/{f}")),
+            );
+        } else if name.starts_with('.') {
+            out.push(name);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 44: the temporaries that a killed `descl extract --out DIR` / `descl match --out-dir
+/// DIR` left (features files in the image tree's folders, pair files, the run plan) are removed
+/// by the next run into the folder, once no other run is writing there; those of other outputs
+/// (a COLMAP database's) and other files are left alone, and the outputs are those of a run
+/// into a clean folder.
+#[test]
+fn a_killed_runs_temporaries_in_an_npz_folder_are_removed_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    std::fs::create_dir(imgs.join("sub")).unwrap();
+    std::fs::rename(imgs.join(NAMES[2]), imgs.join("sub").join(NAMES[2])).unwrap();
+    let (feats, fresh) = (dir.path().join("feats"), dir.path().join("fresh"));
+    std::fs::create_dir_all(feats.join("sub")).unwrap();
+    let killed = [
+        killed_temporary("0000.npz"),
+        format!("sub/{}", killed_temporary("0002.npz")),
+        killed_temporary(descl::io::plan::EXTRACT_PLAN_FILE),
+    ];
+    let foreign = [
+        killed_temporary("scene.db"),
+        ".descl-tmp-other".to_string(),
+        "keep.tmp".to_string(),
+    ];
+    plant(&feats, &killed);
+    plant(&feats, &foreign);
+    // Another run writing into the folder (holding its lock shared): nothing is removed.
+    let lock = std::fs::File::create(feats.join(descl::io::atomic::FOLDER_LOCK_FILE)).unwrap();
+    lock.lock_shared().unwrap();
+    let (ok, err) = extract(&imgs.join(NAMES[0]), &feats, &[]);
+    assert!(ok, "{err}");
+    for f in killed.iter().chain(&foreign) {
+        assert!(
+            feats.join(f).exists(),
+            "{f} removed while another run wrote"
+        );
+    }
+    drop(lock);
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = extract(&imgs, &fresh, &[]);
+    assert!(ok, "{err}");
+    // The lock file went with the last run to leave.
+    let mut expected: Vec<String> = foreign
+        .iter()
+        .filter(|f| f.starts_with('.'))
+        .cloned()
+        .collect();
+    expected.sort();
+    assert_eq!(hidden_files(&feats), expected);
+    assert_eq!(hidden_files(&fresh), Vec::<String>::new());
+    let mut fresh_files = common::files_in(&fresh);
+    fresh_files.extend(foreign.iter().cloned());
+    fresh_files.sort();
+    assert_eq!(common::files_in(&feats), fresh_files);
+    for stem in ["0000.npz", "0001.npz", "sub/0002.npz"] {
+        let (a, b) = (
+            descl::io::features::read_features(&feats.join(stem)).unwrap(),
+            descl::io::features::read_features(&fresh.join(stem)).unwrap(),
+        );
+        assert_eq!(
+            (a.frames, a.descriptors),
+            (b.frames, b.descriptors),
+            "{stem}"
+        );
+    }
+
+    let (m, m_fresh) = (dir.path().join("m"), dir.path().join("m_fresh"));
+    std::fs::create_dir(&m).unwrap();
+    let killed = [
+        killed_temporary("0000__0001.npz"),
+        killed_temporary(descl::io::plan::MATCH_PLAN_FILE),
+    ];
+    let foreign = [killed_temporary("matches.h5"), "keep.tmp".to_string()];
+    plant(&m, &killed);
+    plant(&m, &foreign);
+    for out in [&m, &m_fresh] {
+        let (ok, err) = match_set(&feats, out, &[]);
+        assert!(ok, "{err}");
+    }
+    let mut fresh_files = common::files_in(&m_fresh);
+    fresh_files.extend(foreign.iter().cloned());
+    fresh_files.sort();
+    assert_eq!(common::files_in(&m), fresh_files);
+    for f in common::files_in(&m_fresh) {
+        let (a, b) = (
+            descl::io::matches::read_matches(&m.join(&f)).unwrap(),
+            descl::io::matches::read_matches(&m_fresh.join(&f)).unwrap(),
+        );
+        assert_eq!((a.pairs, a.inliers), (b.pairs, b.inliers), "{f}");
+    }
+}
+
+/// Issue 44: `--format h5` removes a killed run's temporaries of `features.h5` (under that
+/// file's lock) and of the run plan (under the folder's), and leaves other files alone.
+#[cfg(feature = "h5")]
+#[test]
+fn a_killed_runs_temporaries_in_an_h5_folder_are_removed_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let out = dir.path().join("h5");
+    std::fs::create_dir(&out).unwrap();
+    let killed = [
+        killed_temporary("features.h5"),
+        killed_temporary(descl::io::plan::EXTRACT_PLAN_FILE),
+    ];
+    let foreign = [killed_temporary("scene.db"), "keep.tmp".to_string()];
+    plant(&out, &killed);
+    plant(&out, &foreign);
+    let (ok, err) = extract(&imgs, &out, &["--format", "h5"]);
+    assert!(ok, "{err}");
+    let mut expected = vec!["features.h5".to_string()];
+    expected.extend(foreign.iter().cloned());
+    expected.sort();
+    assert_eq!(common::files_in(&out), expected);
+    let features = out.join("features.h5");
+    let names = descl::io::hloc::list_features(&features).unwrap();
+    assert_eq!(names, NAMES);
+    for n in &names {
+        let f = descl::io::hloc::read_features(&features, n).unwrap();
+        assert!(!f.frames.is_empty(), "{n}");
+    }
 }

@@ -366,6 +366,22 @@ fn sfm_with(images: &Path, dir: &Path, colmap: &Path) -> (serde_json::Value, Str
     );
     assert!(ok, "descl sfm failed:\n{stderr}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // `seconds.stages`: each mapper run's own time, as the reconstruction lists the runs, and
+    // the rest of the mapper stage as the refinement.
+    let runs: Vec<f64> = out["reconstruction"]["mapper_runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["seconds"].as_f64().unwrap())
+        .collect();
+    let (seconds, stages) = (&out["seconds"], &out["seconds"]["stages"]);
+    assert_eq!(stages["mapper_runs"], serde_json::json!(runs), "{seconds}");
+    let rest = seconds["mapper"].as_f64().unwrap() - runs.iter().sum::<f64>();
+    assert_eq!(
+        stages["refinement"].as_f64(),
+        Some(rest.max(0.0)),
+        "{seconds}"
+    );
     (out["reconstruction"].clone(), stderr)
 }
 

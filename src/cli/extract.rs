@@ -6,11 +6,10 @@ use super::args::{format_parser, shard_parser, DescribeArgs};
 use super::progress::Bar;
 use anyhow::Context;
 use descl::image::image_inputs;
-use descl::image_set::{extract_all, SetImage};
+use descl::image_set::{extract_all, still_to_extract, SetImage};
 use descl::io::output::{self, Format};
 use descl::io::plan::{ExtractPlan, PreviousPlan, EXTRACT_PLAN_FILE};
 use descl::names::SetInput;
-use descl::provenance::Reuse;
 use descl::shard::Shard;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -91,27 +90,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &ExtractPlan::of(&all, extractor.settings()),
     )?;
     let total = images.len();
-    let mut redone_stale = Vec::new();
-    let images: Vec<SetInput> = images
-        .into_iter()
-        .filter(|i| {
-            if !args.resume {
-                return true;
-            }
-            // An image that cannot be hashed is extracted (and its error reported).
-            let Ok(expected) = extractor.provenance_of(&i.path) else {
-                return true;
-            };
-            match writer.has_image(&i.name, &expected) {
-                Reuse::Same => false,
-                Reuse::Missing => true,
-                Reuse::Stale(why) => {
-                    redone_stale.push(why);
-                    true
-                }
-            }
-        })
-        .collect();
+    let (images, redone_stale) = match args.resume {
+        true => still_to_extract(images, &extractor, writer.as_ref()),
+        false => (images, Vec::new()),
+    };
     let skipped_existing = total - images.len();
     for why in redone_stale.iter().filter(|_| !args.json) {
         eprintln!("extracting again: {why}");
@@ -125,8 +107,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if failed == reports.len() && skipped_existing == 0 {
         previous.restore()?;
     }
-    if args.json {
-        let summary = Summary {
+    report(
+        &args,
+        Summary {
             model: extractor.describer().provenance(),
             device: extractor.describer().device().to_string(),
             detector: extractor.detector().kind.to_string(),
@@ -138,27 +121,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 total: wall_seconds,
                 stages: extractor.seconds(),
             },
-        };
-        outln!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        for r in reports.iter().filter(|r| r.error.is_none()) {
-            let out = r.output.as_ref().map(|p| p.display().to_string());
-            eprintln!(
-                "{}: {} keypoints → {}",
-                r.path.display(),
-                r.keypoints.unwrap_or(0),
-                out.as_deref().unwrap_or("")
-            );
-        }
-    }
-    if skipped_existing > 0 && !args.json {
-        eprintln!(
-            "{skipped_existing} images already in {}",
-            args.out.display()
-        );
-    }
+        },
+    )?;
     if failed > 0 {
         anyhow::bail!("{failed} of {} images failed", images.len());
+    }
+    Ok(())
+}
+
+/// The run's summary: as JSON on stdout with --json, else each image's keypoints and output
+/// and the images --resume found done, on stderr.
+fn report(args: &Args, summary: Summary) -> anyhow::Result<()> {
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
+        return Ok(());
+    }
+    for r in summary.images.iter().filter(|r| r.error.is_none()) {
+        let out = r.output.as_ref().map(|p| p.display().to_string());
+        eprintln!(
+            "{}: {} keypoints → {}",
+            r.path.display(),
+            r.keypoints.unwrap_or(0),
+            out.as_deref().unwrap_or("")
+        );
+    }
+    if summary.skipped_existing > 0 {
+        eprintln!(
+            "{} images already in {}",
+            summary.skipped_existing,
+            args.out.display()
+        );
     }
     Ok(())
 }

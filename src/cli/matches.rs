@@ -16,7 +16,9 @@ use descl::io::matches::{write_matches, MatchesFile};
 use descl::io::output::{self, Format};
 use descl::io::viz::{CaptionSettings, VizOptions};
 use descl::io::writer::{ImageRecord, PairRecord};
+use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{match_pair, PairConfig, PairResult};
+use descl::names::SetInput;
 use descl::shard::Shard;
 use std::path::{Path, PathBuf};
 
@@ -217,24 +219,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     let set = set_inputs(dir, args.allow_partial)?;
     args.describe.refuse_for_features(set.made.as_ref())?;
     let inputs = set.inputs;
-    let cfg = SetConfig {
-        pairs,
-        pair: PairConfig {
-            planar_check: args.planar_check,
-            ..args
-                .matching
-                .pair_config_with(default_threshold(args.planar_check))?
-        },
-        store_images: false,
-        shard: args.shard.unwrap_or_default(),
-        // Features files are read again where needed; extracted images are kept.
-        max_resident_images: inputs
-            .first()
-            .is_some_and(|i| is_features_input(&i.path))
-            .then_some(args.max_resident_images),
-        // A folder of pair files keeps what succeeded (a rerun does the rest).
-        all_or_nothing: false,
-    };
+    let cfg = set_config(args, pairs, &inputs)?;
     let writer = output::open(args.format, out_dir)
         .with_context(|| format!("output folder {}", out_dir.display()))?;
     let loader = FeatureLoader::new(&args.describe);
@@ -269,6 +254,28 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         bail!("{failed} of {total} pairs failed");
     }
     Ok(())
+}
+
+/// The set run's settings from the flags, for `inputs` choosing `pairs`.
+fn set_config(args: &Args, pairs: PairMode, inputs: &[SetInput]) -> anyhow::Result<SetConfig> {
+    Ok(SetConfig {
+        pairs,
+        pair: PairConfig {
+            planar_check: args.planar_check,
+            ..args
+                .matching
+                .pair_config_with(default_threshold(args.planar_check))?
+        },
+        store_images: false,
+        shard: args.shard.unwrap_or_default(),
+        // Features files are read again where needed; extracted images are kept.
+        max_resident_images: inputs
+            .first()
+            .is_some_and(|i| is_features_input(&i.path))
+            .then_some(args.max_resident_images),
+        // A folder of pair files keeps what succeeded (a rerun does the rest).
+        all_or_nothing: false,
+    })
 }
 
 /// RANSAC threshold when --threshold is not given: `descl sfm`'s (COLMAP's 4 px) for matches

@@ -10,7 +10,7 @@ use anyhow::Context;
 use descl::image_set::Load;
 use descl::io::matches::read_matches;
 use descl::io::npz_folder::npz_files;
-use descl::matching::pairs::{find_input, make_pairs, pairs_file_name_ok};
+use descl::matching::pairs::{check_pairs_file_names, find_input, make_pairs, write_pairs_file};
 use descl::progress::Progress;
 use std::path::{Path, PathBuf};
 
@@ -70,11 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let inputs = set.inputs;
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
     // Checked before any work: the file must read back as the same names in descl and hloc.
-    if let Some(bad) = names.iter().find(|n| !pairs_file_name_ok(n)) {
-        anyhow::bail!(
-            "image {bad:?}: a pairs file cannot hold a name with whitespace or a leading `#` (hloc splits each line on whitespace, COLMAP skips lines starting with `#`); rename the image"
-        );
-    }
+    check_pairs_file_names(&names)?;
     let loader = FeatureLoader::new(&args.describe);
     let bar = Bar::new(true);
     // Retrieval reads every image's features twice (codebook sample, then aggregation).
@@ -88,15 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let pairs = make_pairs(&mode, &names, Some(&descriptors))?;
     let seconds = started.elapsed().as_secs_f64();
     bar.finish();
-    let text: String = pairs
-        .iter()
-        .map(|&(i, j)| format!("{} {}\n", names[i], names[j]))
-        .collect();
-    descl::io::atomic::write_atomic(&args.out, |w| {
-        use std::io::Write;
-        w.write_all(text.as_bytes())
-            .map_err(|e| descl::Error::io(&args.out, e))
-    })?;
+    write_pairs_file(&args.out, &names, &pairs)?;
     let n = inputs.len();
     let all = n * n.saturating_sub(1) / 2;
     let mut summary = serde_json::json!({
@@ -113,22 +101,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         100.0 * pairs.len() as f64 / all.max(1) as f64
     );
     if let Some(dir) = &args.reference {
-        let (matched, verified) = verified_pairs(dir, &names)?;
-        let recall = descl::retrieval::pair_recall(&pairs, &verified);
-        eprintln!(
-            "recall: {:.1}% of the {} pairs verified among {matched} in {}",
-            100.0 * recall,
-            verified.len(),
-            dir.display()
-        );
-        summary["reference"] = serde_json::json!({
-            "matched_pairs": matched,
-            "verified_pairs": verified.len(),
-            "recall": recall,
-        });
+        summary["reference"] = reference_recall(dir, &names, &pairs)?;
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
+}
+
+/// The recall of `pairs` against the verified pairs of the reference run in `dir`, printed
+/// and as the summary's `reference`.
+fn reference_recall(
+    dir: &Path,
+    names: &[String],
+    pairs: &[(usize, usize)],
+) -> anyhow::Result<serde_json::Value> {
+    let (matched, verified) = verified_pairs(dir, names)?;
+    let recall = descl::retrieval::pair_recall(pairs, &verified);
+    eprintln!(
+        "recall: {:.1}% of the {} pairs verified among {matched} in {}",
+        100.0 * recall,
+        verified.len(),
+        dir.display()
+    );
+    Ok(serde_json::json!({
+        "matched_pairs": matched,
+        "verified_pairs": verified.len(),
+        "recall": recall,
+    }))
 }

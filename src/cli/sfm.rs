@@ -8,7 +8,9 @@ use anyhow::{bail, Context};
 use descl::io::colmap_model::{BundleTermination, MapperOptions};
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
-use descl::sfm::{build_database, merge_database, merge_hloc, MergeInputs, SfmConfig};
+use descl::sfm::{
+    build_database, merge_database, merge_hloc, Mapped, MergeInputs, SfmConfig, SfmStageSeconds,
+};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -219,44 +221,52 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         );
     }
     if s.is_partial() {
-        eprintln!(
-            "warning (--allow-partial): merged without {} images and {} pairs that the plans list, {} images without planned pairs, {} images without their file{}",
-            s.missing_images.len(),
-            s.missing_pairs.len(),
-            s.images_not_matched.len(),
-            s.images_not_found.len(),
-            if s.without_plan.is_empty() {
-                String::new()
-            } else {
-                let dirs: Vec<String> =
-                    s.without_plan.iter().map(|d| d.display().to_string()).collect();
-                format!("; no plan in {}", dirs.join(", "))
-            }
-        );
-        const LISTED: usize = 20;
-        for name in s.missing_images.iter().take(LISTED) {
-            eprintln!("  missing image: {name}");
-        }
-        for [a, b] in s.missing_pairs.iter().take(LISTED) {
-            eprintln!("  missing pair: {a} – {b}");
-        }
-        for name in s.images_not_found.iter().take(LISTED) {
-            eprintln!("  image not found (no EXIF focal length): {name}");
-        }
-        let unlisted = [&s.missing_images, &s.images_not_found]
-            .iter()
-            .map(|v| v.len().saturating_sub(LISTED))
-            .sum::<usize>()
-            + s.missing_pairs.len().saturating_sub(LISTED);
-        if unlisted > 0 {
-            eprintln!("  … and {unlisted} more (--json lists them all)");
-        }
+        report_partial(&s);
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&s)?);
     }
     Ok(())
 }
+
+/// The warning of a merge `--allow-partial` made without some of what the plans list, and the
+/// first [`LISTED`] of each kind.
+fn report_partial(s: &descl::sfm::MergeSummary) {
+    eprintln!(
+        "warning (--allow-partial): merged without {} images and {} pairs that the plans list, {} images without planned pairs, {} images without their file{}",
+        s.missing_images.len(),
+        s.missing_pairs.len(),
+        s.images_not_matched.len(),
+        s.images_not_found.len(),
+        if s.without_plan.is_empty() {
+            String::new()
+        } else {
+            let dirs: Vec<String> =
+                s.without_plan.iter().map(|d| d.display().to_string()).collect();
+            format!("; no plan in {}", dirs.join(", "))
+        }
+    );
+    for name in s.missing_images.iter().take(LISTED) {
+        eprintln!("  missing image: {name}");
+    }
+    for [a, b] in s.missing_pairs.iter().take(LISTED) {
+        eprintln!("  missing pair: {a} – {b}");
+    }
+    for name in s.images_not_found.iter().take(LISTED) {
+        eprintln!("  image not found (no EXIF focal length): {name}");
+    }
+    let unlisted = [&s.missing_images, &s.images_not_found]
+        .iter()
+        .map(|v| v.len().saturating_sub(LISTED))
+        .sum::<usize>()
+        + s.missing_pairs.len().saturating_sub(LISTED);
+    if unlisted > 0 {
+        eprintln!("  … and {unlisted} more (--json lists them all)");
+    }
+}
+
+/// How many missing images or pairs of each kind a partial merge lists on stderr.
+const LISTED: usize = 20;
 
 impl Args {
     fn config(&self) -> anyhow::Result<SfmConfig> {
@@ -272,12 +282,20 @@ impl Args {
 
     fn sparse_dir(&self) -> PathBuf {
         self.sparse_dir.clone().unwrap_or_else(|| {
-            let db = self.database.as_deref().unwrap_or(Path::new("colmap.db"));
-            let stem = db
-                .file_stem()
-                .map_or("colmap".into(), |s| s.to_string_lossy());
-            db.with_file_name(format!("{stem}-sparse"))
+            descl::sfm::default_sparse_dir(
+                self.database.as_deref().unwrap_or(Path::new("colmap.db")),
+            )
         })
+    }
+
+    fn mapper_options(&self) -> MapperOptions {
+        MapperOptions {
+            num_threads: None,
+            refine_principal_point: self.refine_principal_point,
+            init_min_tri_angle_deg: self.init_min_tri_angle,
+            filter_max_reproj_error_px: self.filter_max_reproj_error,
+            random_seed: None,
+        }
     }
 }
 
@@ -291,23 +309,9 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     else {
         bail!("give an image folder and --database DB (or `descl sfm merge`)");
     };
-    if database.exists() && !args.overwrite {
-        bail!(
-            "{}: database already exists (pass --overwrite to replace it)",
-            database.display()
-        );
-    }
     // Before any work: a run must not fail at its end for its output or its mapper.
-    descl::io::atomic::check_writable(&database)?;
-    if args.reconstruct {
-        descl::sfm::check_sparse_dir(&args.sparse_dir(), args.overwrite)?;
-    }
-    if args.reconstruct && !descl::io::colmap_model::colmap_available() {
-        bail!(
-            "--reconstruct: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
-            descl::io::colmap_model::colmap_exe().display()
-        );
-    }
+    let sparse = args.reconstruct.then(|| args.sparse_dir());
+    descl::sfm::check_outputs(&database, sparse.as_deref(), args.overwrite)?;
     let started = std::time::Instant::now();
     let cfg = args.config()?;
     let extractor = args.describe.extractor_for(Preset::Sfm)?;
@@ -320,23 +324,12 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         &extractor,
         &bar,
     )?;
-    // Without a geometry no pair is verified: "0 verified (… 0 inliers per pair)" would read
-    // as every verification failing.
-    let verified = match cfg.pair.geometry {
-        Some(_) => format!(
-            "{} verified (mean {:.0} matches, {:.0} inliers per pair)",
-            summary.verified_pairs, summary.mean_matches, summary.mean_inliers
-        ),
-        None => format!(
-            "not verified (--geometry none; mean {:.0} matches per pair)",
-            summary.mean_matches
-        ),
-    };
     eprintln!(
-        "{}: {} images, {} pairs, {verified}",
+        "{}: {} images, {} pairs, {}",
         summary.database.display(),
         summary.images.len(),
         summary.pairs,
+        summary.pairs_text()
     );
     // What made the database: the model (name and card SHA-256) and every detector setting
     // (the matching and verification settings are the summary's `pair_config`).
@@ -344,33 +337,15 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         "database": summary,
         "extract": extractor.settings(),
     });
-    let mut mapper_seconds = None;
+    let mut mapping = None;
     if args.reconstruct {
-        let mapping = std::time::Instant::now();
-        out["reconstruction"] = reconstruct(&args, summary.images.len())?;
-        mapper_seconds = Some(mapping.elapsed().as_secs_f64());
+        let mapping_started = std::time::Instant::now();
+        let mapped = reconstruct(&args, summary.images.len())?;
+        out["reconstruction"] = reconstruction_json(&mapped, summary.images.len());
+        mapping = Some((mapped, mapping_started.elapsed().as_secs_f64()));
     }
-    let total = started.elapsed().as_secs_f64();
-    eprintln!(
-        "time: {total:.1} s (features {:.1} s, pairs {:.1} s{})",
-        summary.seconds.features,
-        summary.seconds.pairs,
-        mapper_seconds
-            .map(|m| format!(", mapper {m:.1} s"))
-            .unwrap_or_default()
-    );
-    let stages = stage_seconds(&summary.seconds, &out["reconstruction"], mapper_seconds);
-    eprintln!("stages: {}", stage_text(&stages));
-    let mut seconds = serde_json::json!({
-        "features": summary.seconds.features,
-        "pairs": summary.seconds.pairs,
-        "total": total,
-        "stages": stages,
-    });
-    if let Some(m) = mapper_seconds {
-        seconds["mapper"] = serde_json::json!(m);
-    }
-    out["seconds"] = seconds;
+    let mapping = mapping.as_ref().map(|(m, seconds)| (m, *seconds));
+    out["seconds"] = seconds_json(&summary.seconds, mapping, started.elapsed().as_secs_f64());
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
     }
@@ -383,71 +358,68 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where the time of each stage went: the extractor's decode + detect (thread-seconds) and
-/// describe, the pairs' matching and verification (thread-seconds), each mapper run and the
-/// rest of the mapper stage (the refinement).
-fn stage_seconds(
+/// The run's `seconds` (features, pairs, mapper, total, and each stage's), printed for people
+/// on the way: the wall time of the set run's stages, of the mapper stage when there was one
+/// (with what [`descl::sfm::map`] returned), and the whole run's `total`.
+fn seconds_json(
     set: &descl::image_set::StageSeconds,
-    reconstruction: &serde_json::Value,
-    mapper: Option<f64>,
+    mapping: Option<(&Mapped, f64)>,
+    total: f64,
 ) -> serde_json::Value {
-    let mut stages = serde_json::json!({
-        "matching_thread_seconds": set.matching,
-        "verification_thread_seconds": set.verification,
+    let mapper = mapping.map(|(_, seconds)| seconds);
+    eprintln!(
+        "time: {total:.1} s (features {:.1} s, pairs {:.1} s{})",
+        set.features,
+        set.pairs,
+        mapper
+            .map(|m| format!(", mapper {m:.1} s"))
+            .unwrap_or_default()
+    );
+    let stages = SfmStageSeconds::new(set, mapping);
+    eprintln!("stages: {stages}");
+    let mut seconds = serde_json::json!({
+        "features": set.features,
+        "pairs": set.pairs,
+        "total": total,
+        "stages": stages,
     });
-    if let Some(e) = set.extraction {
-        stages["decode_detect_thread_seconds"] = serde_json::json!(e.decode_detect);
-        stages["describe"] = serde_json::json!(e.describe);
-    }
     if let Some(m) = mapper {
-        let runs: Vec<f64> = reconstruction["mapper_runs"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|r| r["seconds"].as_f64()).collect())
-            .unwrap_or_default();
-        stages["refinement"] = serde_json::json!((m - runs.iter().sum::<f64>()).max(0.0));
-        stages["mapper_runs"] = serde_json::json!(runs);
+        seconds["mapper"] = serde_json::json!(m);
     }
-    stages
-}
-
-/// One line of [`stage_seconds`] for people.
-fn stage_text(stages: &serde_json::Value) -> String {
-    let Some(map) = stages.as_object() else {
-        return String::new();
-    };
-    map.iter()
-        .map(|(k, v)| match v.as_array() {
-            Some(runs) => format!(
-                "{k} [{}]",
-                runs.iter()
-                    .filter_map(|r| r.as_f64())
-                    .map(|r| format!("{r:.1}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            None => format!("{k} {:.1}", v.as_f64().unwrap_or(0.0)),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    seconds
 }
 
 /// Runs `colmap mapper` on the database and reports what it registered.
-fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::Value> {
-    let options = MapperOptions {
-        num_threads: None,
-        refine_principal_point: args.refine_principal_point,
-        init_min_tri_angle_deg: args.init_min_tri_angle,
-        filter_max_reproj_error_px: args.filter_max_reproj_error,
-        random_seed: None,
-    };
+fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<Mapped> {
     let (Some(database), Some(images_dir)) = (&args.database, &args.images_dir) else {
         bail!("--reconstruct needs the image folder and --database");
     };
-    let sparse = args.sparse_dir();
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
     // database is, inside sfm::map under the folder's lock), else refused.
-    let mapped = descl::sfm::map(database, images_dir, &sparse, &options, args.overwrite)
-        .context("colmap mapper")?;
+    let mapped = descl::sfm::map(
+        database,
+        images_dir,
+        &args.sparse_dir(),
+        &args.mapper_options(),
+        args.overwrite,
+    )
+    .context("colmap mapper")?;
+    report_mapper_runs(&mapped);
+    report_model_refinements(&mapped.models);
+    let recon = &mapped.reconstruction;
+    eprintln!(
+        "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
+        recon.path.display(),
+        recon.images.len(),
+        recon.num_points,
+        recon.mean_reprojection_error
+    );
+    Ok(mapped)
+}
+
+/// Notes on how the kept model was made (after fallbacks, refined) and a warning when its
+/// refinement failed.
+fn report_mapper_runs(mapped: &Mapped) {
     let passed_over = mapped.passed_over();
     if !passed_over.is_empty() {
         let focal = mapped
@@ -481,16 +453,12 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
             descl::sfm::px_text(mapped.filter_max_reproj_error_px)
         );
     }
-    report_model_refinements(&mapped.models);
+}
+
+/// The run's `reconstruction` in `--json`.
+fn reconstruction_json(mapped: &Mapped, total_images: usize) -> serde_json::Value {
     let recon = &mapped.reconstruction;
-    eprintln!(
-        "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
-        recon.path.display(),
-        recon.images.len(),
-        recon.num_points,
-        recon.mean_reprojection_error
-    );
-    Ok(serde_json::json!({
+    serde_json::json!({
         "path": recon.path,
         "registered_images": recon.images.len(),
         "total_images": total_images,
@@ -510,7 +478,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<serde_json::V
         "focal_prior_factor": mapped.focal_prior_factor(),
         "mapper_runs": mapped.attempts,
         "images": recon.images,
-    }))
+    })
 }
 
 /// Warnings for the refinement of the kept run's models: a smaller model kept as the mapper

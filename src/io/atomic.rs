@@ -37,7 +37,7 @@ pub fn write_atomic<F>(path: &Path, write: F) -> Result<()>
 where
     F: FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> Result<()>,
 {
-    let mut tmp = temp_beside(path, "", "")?;
+    let mut tmp = temp_beside(path, &tmp_tag(path), "")?;
     {
         let mut w = std::io::BufWriter::new(tmp.as_file_mut());
         write(&mut w)?;
@@ -114,17 +114,58 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// HDF5 file): `<output>.lock`.
 pub const LOCK_SUFFIX: &str = ".lock";
 
+/// The most bytes of an output's file name that its temporaries' names repeat ([`tmp_tag`]):
+/// with [`TMP_PREFIX`], the random characters and a suffix, a temporary's name stays under
+/// the 255 bytes a file name may have, also for the longest output names (pair files of two
+/// long image names).
+const TMP_TAG_MAX_BYTES: usize = 100;
+
+/// The most bytes of an extension that a shortened [`tmp_tag`] keeps.
+const TMP_TAG_MAX_EXTENSION_BYTES: usize = 16;
+
 #[cfg_attr(not(feature = "full"), allow(dead_code))] // used by the full toolkit's writers
 /// The tag of an output's temporary files: `<file name>-`, so that they read
-/// `.descl-tmp-<file name>-…` ([`TMP_PREFIX`]).
+/// `.descl-tmp-<file name>-…` ([`TMP_PREFIX`]): a temporary names what it was to become, and a
+/// run cleaning up after a killed one removes only the temporaries of its own outputs
+/// ([`remove_stale_temporaries`], [`FolderLock`]). A name longer than [`TMP_TAG_MAX_BYTES`] is
+/// cut short before its extension, which stays (`<start of the name>.npz-`), so the kind of
+/// the output is known from every temporary's name. The temporary itself does not end with
+/// the extension: a listing of `*.npz` files does not take it for an output.
 pub(crate) fn tmp_tag(target: &Path) -> String {
-    format!(
-        "{}-",
-        target.file_name().unwrap_or_default().to_string_lossy()
-    )
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    if name.len() <= TMP_TAG_MAX_BYTES {
+        return format!("{name}-");
+    }
+    let ext = target
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .filter(|e| e.len() <= TMP_TAG_MAX_EXTENSION_BYTES + 1)
+        .unwrap_or_default();
+    let mut end = TMP_TAG_MAX_BYTES - ext.len();
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ext}-", &name[..end])
 }
 
 #[cfg_attr(not(feature = "full"), allow(dead_code))] // used by the full toolkit's writers
+/// Whether `name` is the name of a temporary that [`write_atomic`] makes for a target named
+/// `target_name`.
+pub(crate) fn is_temporary_of(name: &str, target_name: &str) -> bool {
+    name.strip_prefix(TMP_PREFIX)
+        .is_some_and(|rest| rest.starts_with(&tmp_tag(Path::new(target_name))))
+}
+
+#[cfg_attr(not(feature = "full"), allow(dead_code))] // used by the full toolkit's writers
+/// Whether `name` is the name of a temporary that [`write_atomic`] makes for a target whose
+/// name ends with `.<extension>` (whatever its length: see [`tmp_tag`]).
+pub(crate) fn is_temporary_with_extension(name: &str, extension: &str) -> bool {
+    name.strip_prefix(TMP_PREFIX)
+        .and_then(|rest| rest.rsplit_once('-'))
+        .and_then(|(tag, _random)| tag.rsplit_once('.'))
+        .is_some_and(|(_, ext)| ext == extension)
+}
+
 /// An exclusive lock on `<output>.lock`, for outputs that one run builds over time in a
 /// temporary file (an OS file lock: released by the kernel when the process dies, so a killed
 /// run never blocks the next one).
@@ -184,6 +225,136 @@ pub(crate) fn remove_stale_temporaries(target: &Path) {
     }
 }
 
+/// Name of the lock file inside an output folder that several runs may write into at once
+/// (npz shards of one folder, [`FolderLock`]).
+pub const FOLDER_LOCK_FILE: &str = ".descl.lock";
+
+/// How often [`FolderLock::share`] opens the lock file again when another run removed it
+/// between the open and the lock (each retry means that a run ended meanwhile; reaching the
+/// limit means something keeps replacing the file).
+#[cfg(feature = "full")]
+const FOLDER_LOCK_TRIES: usize = 100;
+
+/// A shared lock on an output folder that runs write into side by side (npz shards run in
+/// parallel, each writing its own files), held by each writing run for its whole life.
+///
+/// Shards cannot take an exclusive lock as a COLMAP database's run does ([`OutputLock`]), yet
+/// a killed run's temporaries must go: a run that finds no other run holding the lock cleans
+/// up alone, under the lock taken exclusively, and then shares it. A temporary is therefore
+/// removed only when no live run can own it, and stale ones wait for the first run that has
+/// the folder to itself. The lock file is removed by the last run to leave (the one that can
+/// take it exclusively at the end); a run that opened the file just before it went sees that
+/// the path names another file now and opens it again.
+#[cfg(feature = "full")]
+#[derive(Debug)]
+pub(crate) struct FolderLock {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+#[cfg(feature = "full")]
+impl FolderLock {
+    /// Shares the lock of the folder `dir` with the other runs writing into it; when no other
+    /// run holds it, `clean` runs first, alone (removing what killed runs left).
+    pub(crate) fn share(dir: &Path, clean: impl Fn() -> Result<()>) -> Result<FolderLock> {
+        let path = dir.join(FOLDER_LOCK_FILE);
+        for _ in 0..FOLDER_LOCK_TRIES {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| Error::io(&path, e))?;
+            match file.try_lock() {
+                Ok(()) if is_current(&file, &path) => clean()?,
+                Ok(()) => continue,
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+            }
+            // Shared (from exclusive, or waiting for a run that is cleaning up to finish).
+            file.lock_shared().map_err(|e| Error::io(&path, e))?;
+            // The last run to leave removes the file under its exclusive lock; a lock on the
+            // removed file would lock nothing.
+            if is_current(&file, &path) {
+                return Ok(FolderLock { file, path });
+            }
+        }
+        Err(Error::InvalidInput(format!(
+            "{}: the lock file was replaced {FOLDER_LOCK_TRIES} times while descl took it; is something else removing it?",
+            path.display()
+        )))
+    }
+}
+
+/// Whether `file` is still the file at `path` (not removed or replaced since it was opened).
+#[cfg(feature = "full")]
+fn is_current(file: &std::fs::File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        true
+    }
+}
+
+#[cfg(feature = "full")]
+impl Drop for FolderLock {
+    /// The last run to leave (the one that can take the lock exclusively) removes the lock
+    /// file; a failed attempt gives up the shared lock on Linux, which is being released anyway.
+    fn drop(&mut self) {
+        if self.file.try_lock().is_ok() {
+            // Best effort: a lock file left behind is harmless (the lock is the kernel's).
+            let _ = std::fs::remove_file(&self.path);
+        }
+        let _ = self.file.unlock();
+    }
+}
+
+/// Removes, in `dir` and the folders below it down to `max_depth` (links not followed,
+/// hidden folders skipped), the files that `stale` says a killed run left ([`TMP_PREFIX`]
+/// names of its outputs). Call it only under a lock that no live writer of such files holds
+/// ([`FolderLock::share`]'s `clean`). A folder that cannot be read, or a failed removal, is an
+/// error naming it.
+#[cfg(feature = "full")]
+pub(crate) fn remove_stale_temporaries_below(
+    dir: &Path,
+    max_depth: usize,
+    stale: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    fn walk(
+        dir: &Path,
+        depth: usize,
+        max_depth: usize,
+        stale: &dyn Fn(&str) -> bool,
+    ) -> Result<()> {
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let entry = entry.map_err(|e| Error::io(dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            // `DirEntry::file_type` does not follow links.
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if !name.starts_with('.') && depth < max_depth {
+                    walk(&path, depth + 1, max_depth, stale)?;
+                }
+            } else if kind.is_file() && name.starts_with(TMP_PREFIX) && stale(&name) {
+                std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            }
+        }
+        Ok(())
+    }
+    walk(dir, 0, max_depth, stale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +387,64 @@ mod tests {
         let gone = d.join("gone");
         let err = remove_stale_staging(&gone, prefix).unwrap_err().to_string();
         assert!(err.contains("gone"), "{err}");
+    }
+
+    /// The first run into a folder cleans up alone; a run beside it does not; the last to
+    /// leave removes the lock file, and the next run alone cleans up again.
+    #[cfg(feature = "full")]
+    #[test]
+    fn a_folder_lock_cleans_up_only_for_a_run_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let cleaned = std::cell::Cell::new(0);
+        let clean = || {
+            cleaned.set(cleaned.get() + 1);
+            Ok(())
+        };
+        let lock_file = dir.path().join(FOLDER_LOCK_FILE);
+        let first = FolderLock::share(dir.path(), clean).unwrap();
+        assert_eq!(cleaned.get(), 1);
+        let second = FolderLock::share(dir.path(), clean).unwrap();
+        assert_eq!(cleaned.get(), 1, "cleaned up beside a live run");
+        drop(first);
+        assert!(lock_file.exists(), "lock file removed under a live run");
+        drop(second);
+        assert!(!lock_file.exists(), "the last run left its lock file");
+        let _third = FolderLock::share(dir.path(), clean).unwrap();
+        assert_eq!(cleaned.get(), 2);
+        // A failed clean-up is the run's error.
+        drop(_third);
+        let err =
+            FolderLock::share(dir.path(), || Err(Error::InvalidInput("boom".into()))).unwrap_err();
+        assert!(err.to_string().contains("boom"), "{err}");
+    }
+
+    /// Temporaries name their target, a long name cut short before its kept extension, and
+    /// never end with the target's extension.
+    #[test]
+    fn temporaries_name_their_target_within_a_file_name() {
+        assert_eq!(tmp_tag(Path::new("d/0000.npz")), "0000.npz-");
+        let long = format!("{}.npz", "é".repeat(120));
+        let tag = tmp_tag(Path::new(&long));
+        assert!(
+            tag.len() <= TMP_TAG_MAX_BYTES + 1 && tag.ends_with(".npz-"),
+            "{tag}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join(&long);
+        write_bytes_atomic(&target, b"x").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"x");
+        let t = temp_beside(&target, &tmp_tag(&target), "").unwrap();
+        let name = t.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".npz"), "{name}");
+        assert!(is_temporary_with_extension(&name, "npz"), "{name}");
+        assert!(!is_temporary_with_extension(&name, "json"), "{name}");
+        assert!(is_temporary_of(".descl-tmp-plan.json-a1B2c3", "plan.json"));
+        assert!(!is_temporary_of(
+            ".descl-tmp-plan.json-a1B2c3",
+            "other.json"
+        ));
+        assert!(!is_temporary_with_extension(".descl-tmp-a1B2c3", "npz"));
+        assert!(!is_temporary_with_extension("x.npz-a1B2c3", "npz"));
     }
 
     #[test]

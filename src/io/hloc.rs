@@ -37,7 +37,10 @@
 use crate::describe::{Descriptors, BINARY_BITS};
 use crate::error::{Error, Result};
 use crate::features::Features;
-use crate::io::atomic::{remove_stale_temporaries, temp_beside, tmp_tag, OutputLock};
+use crate::io::atomic::{
+    remove_stale_temporaries, remove_stale_temporaries_below, temp_beside, tmp_tag, FolderLock,
+    OutputLock,
+};
 use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
 use crate::io::writer::{ImageRecord, PairRecord, StoredPair, Writer};
 use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
@@ -303,12 +306,20 @@ pub struct HlocFolder {
     /// The names of the whole run's images ([`Writer::expect_images`]): a file of another
     /// model holding only these is started again ([`Writer::expect_settings`]).
     run_names: Option<std::collections::HashSet<String>>,
+    /// Shared with the other runs writing into the folder (an npz run beside): the first run
+    /// alone in it removes the run plans' temporaries that killed runs left; `features.h5`'s
+    /// and `matches.h5`'s own are removed under their exclusive locks ([`H5Out::open`]).
+    /// Declared last, so released after the files.
+    _folder_lock: FolderLock,
 }
 
 impl HlocFolder {
     /// Starts (or continues) the files in `dir`, created if missing.
     pub fn create(dir: &Path) -> Result<HlocFolder> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let folder_lock = FolderLock::share(dir, || {
+            remove_stale_temporaries_below(dir, 0, &crate::io::plan::is_plan_temporary)
+        })?;
         let features = H5Out::open(&dir.join(FEATURES_FILE))?;
         // Checked under the features file's lock: a merge replacing the pair holds it.
         check_pair(dir)?;
@@ -337,6 +348,7 @@ impl HlocFolder {
             model,
             pair_id,
             run_names: None,
+            _folder_lock: folder_lock,
         })
     }
 

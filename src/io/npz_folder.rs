@@ -6,6 +6,7 @@
 //! match plan beside them ([`crate::io::plan`]).
 
 use crate::error::{Error, Result};
+use crate::io::atomic::{is_temporary_with_extension, remove_stale_temporaries_below, FolderLock};
 use crate::io::features::write_features;
 use crate::io::matches::{write_matches, MatchesFile};
 use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
@@ -29,6 +30,9 @@ pub struct NpzFolder {
     run_stems: Option<HashSet<String>>,
     /// A model checked to leave no other model's files behind once the run is complete.
     allowed_model: Option<String>,
+    /// Shared with the other runs writing into the folder (shards); the first run alone in it
+    /// removes what killed runs left ([`remove_killed_runs_temporaries`]).
+    _lock: FolderLock,
 }
 
 /// The stem of an image name, folders kept (`a/0000.jpg` → `a/0000`), checked to stay inside
@@ -53,7 +57,7 @@ fn file_stem_in(dir: &Path, file: &Path) -> Option<String> {
 }
 
 impl NpzFolder {
-    /// Creates `dir` if needed.
+    /// Creates `dir` if needed, and joins the runs writing into it ([`FolderLock`]).
     pub fn create(dir: &Path) -> Result<NpzFolder> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         if !dir.is_dir() {
@@ -62,12 +66,14 @@ impl NpzFolder {
                 dir.display()
             )));
         }
+        let lock = FolderLock::share(dir, || remove_killed_runs_temporaries(dir))?;
         Ok(NpzFolder {
             dir: dir.to_path_buf(),
             model: existing_model(dir),
             claimed: HashMap::new(),
             run_stems: None,
             allowed_model: None,
+            _lock: lock,
         })
     }
 
@@ -265,6 +271,17 @@ impl Writer for NpzFolder {
     fn finish(self: Box<Self>) -> Result<PathBuf> {
         Ok(self.dir)
     }
+}
+
+/// Removes the temporaries that killed runs left in the folder `dir` and below it: those of
+/// features and pair files (`.descl-tmp-….npz-…`, in the image tree's folders too) and of the
+/// run plans. Other temporaries (a COLMAP database's, `features.h5`'s) belong to writers of
+/// their own lock, and are left alone.
+pub(crate) fn remove_killed_runs_temporaries(dir: &Path) -> Result<()> {
+    // As deep as the image tree a folder of features mirrors may be.
+    remove_stale_temporaries_below(dir, crate::names::MAX_FOLDER_DEPTH, &|name| {
+        is_temporary_with_extension(name, "npz") || crate::io::plan::is_plan_temporary(name)
+    })
 }
 
 /// The model of the first features file (`*.npz` that is not a `A__B.npz` pair file) in `dir`.

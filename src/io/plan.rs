@@ -276,6 +276,14 @@ impl PreviousPlan {
     }
 }
 
+/// Whether `name` is the temporary of a run plan ([`write_plan`]) that a killed run may have
+/// left beside its outputs.
+pub(crate) fn is_plan_temporary(name: &str) -> bool {
+    [EXTRACT_PLAN_FILE, MATCH_PLAN_FILE]
+        .iter()
+        .any(|plan| crate::io::atomic::is_temporary_of(name, plan))
+}
+
 /// Writes `plan` as `dir/file` atomically.
 pub fn write_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Result<()> {
     let path = dir.join(file);

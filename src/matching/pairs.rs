@@ -104,6 +104,29 @@ pub fn pairs_file_name_ok(name: &str) -> bool {
     !name.is_empty() && !name.starts_with('#') && !name.contains(char::is_whitespace)
 }
 
+/// Refuses, before any work, a set with a name that a pairs file cannot hold
+/// ([`pairs_file_name_ok`]): the file must read back as the same names in descl, hloc and
+/// COLMAP.
+pub fn check_pairs_file_names(names: &[String]) -> Result<()> {
+    match names.iter().find(|n| !pairs_file_name_ok(n)) {
+        Some(bad) => Err(Error::InvalidInput(format!(
+            "image {bad:?}: a pairs file cannot hold a name with whitespace or a leading `#` (hloc splits each line on whitespace, COLMAP skips lines starting with `#`); rename the image"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Writes `pairs` (indices into `names`) as a pairs file at `path`, atomically: `nameA nameB`
+/// per line, as [`read_pairs`], hloc and COLMAP read it. The names must have passed
+/// [`check_pairs_file_names`].
+pub fn write_pairs_file(path: &Path, names: &[String], pairs: &[(usize, usize)]) -> Result<()> {
+    let text: String = pairs
+        .iter()
+        .map(|&(i, j)| format!("{} {}\n", names[i], names[j]))
+        .collect();
+    crate::io::atomic::write_bytes_atomic(path, text.as_bytes())
+}
+
 /// The input called `name`: the one of that name, else, when one of the two is a features file
 /// (`.npz`), the one of the same stem (a pairs file names images; the inputs may be their
 /// features files, and a matches file names features files). Another image of the same stem
