@@ -484,3 +484,36 @@ fn a_killed_runs_temporaries_in_an_h5_folder_are_removed_by_the_next_run() {
         assert!(!f.frames.is_empty(), "{n}");
     }
 }
+
+/// An output "folder" that is a file: refused before any work, naming it once and saying what it
+/// is (it said "output folder f: f: File exists").
+#[test]
+fn an_output_folder_that_is_a_file_is_refused_naming_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"not a folder").unwrap();
+    let f = file.display().to_string();
+    let (ok, err) = extract(&imgs, &file, &[]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(&format!("{f}: exists and is not a folder")),
+        "{err}"
+    );
+    assert_eq!(err.matches(&f).count(), 1, "{err}");
+    for format in ["npz", "h5"] {
+        let (ok, err) = extract(&imgs, &file, &["--format", format]);
+        assert!(!ok && err.contains("exists and is not a folder"), "{err}");
+    }
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &file, &[]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(&format!("{f}: exists and is not a folder")),
+        "{err}"
+    );
+    assert_eq!(err.matches(&f).count(), 1, "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a folder");
+}

@@ -1216,3 +1216,55 @@ fn an_hloc_pair_half_replaced_by_a_merge_is_refused() {
     let (ok, _, err) = match_into();
     assert!(ok, "{err}");
 }
+
+/// `descl sfm merge` of features that `descl sfm` would not have extracted (`descl extract`'s
+/// defaults) says so, naming each setting; features extracted with `--preset sfm` merge without
+/// the note (issue 45: one set of features for both jobs, or a clear word when not).
+#[test]
+fn merge_says_when_features_are_not_descl_sfms() {
+    let Some(data) = common::data_root_or_skip("merge_says_when_features_are_not_descl_sfms")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = images(&data, dir.path(), 2);
+    let note = "not extracted as `descl sfm` extracts them";
+
+    let (feats, m) = (dir.path().join("f"), dir.path().join("m"));
+    extract(&imgs, &feats, &["-m", "rootsift"]);
+    match_set(&feats, &m, &[]);
+    let (ok, stdout, err) = merge(&feats, &m, &dir.path().join("extract.db"), &[]);
+    assert!(ok, "{err}");
+    assert!(err.contains(note), "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let differs: Vec<&str> = j["differs_from_sfm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(differs.len(), 4, "{differs:?}");
+    assert!(differs[0].starts_with("model rootsift"), "{differs:?}");
+    assert!(differs
+        .iter()
+        .any(|d| d.starts_with("2048 keypoints chosen strongest")));
+    assert!(differs.iter().any(|d| d.starts_with("max image size 640")));
+    for d in &differs {
+        assert!(err.contains(d), "{d} not in {err}");
+    }
+
+    let (feats, m) = (dir.path().join("fs"), dir.path().join("ms"));
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&feats)
+        .args(["--preset", "sfm"]));
+    assert!(ok, "{err}");
+    match_set(&feats, &m, &[]);
+    let (ok, stdout, err) = merge(&feats, &m, &dir.path().join("sfm.db"), &[]);
+    assert!(ok, "{err}");
+    assert!(!err.contains(note), "{err}");
+    let j: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(j["differs_from_sfm"], serde_json::json!([]), "{j}");
+}

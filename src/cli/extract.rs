@@ -75,8 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let images = args.shard.unwrap_or_default().select(&all);
     // The describer first: a model that fails to load leaves no output folder behind.
     let extractor = args.describe.extractor()?;
-    let mut writer = output::open(args.format, &args.out)
-        .with_context(|| format!("output folder {}", args.out.display()))?;
+    let mut writer = output::open(args.format, &args.out)?;
     let names: Vec<String> = all.iter().map(|i| i.name.clone()).collect();
     writer.expect_images(&names)?;
     writer.expect_settings(&extractor.settings())?;

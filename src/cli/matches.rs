@@ -220,8 +220,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     args.describe.refuse_for_features(set.made.as_ref())?;
     let inputs = set.inputs;
     let cfg = set_config(args, pairs, &inputs)?;
-    let writer = output::open(args.format, out_dir)
-        .with_context(|| format!("output folder {}", out_dir.display()))?;
+    let writer = output::open(args.format, out_dir)?;
     let loader = FeatureLoader::new(&args.describe);
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);

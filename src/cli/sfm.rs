@@ -223,6 +223,12 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     if s.is_partial() {
         report_partial(&s);
     }
+    if !s.differs_from_sfm.is_empty() {
+        eprintln!(
+            "note: these features were not extracted as `descl sfm` extracts them ({}): the merge is not what `descl sfm` writes for these images (extract with --preset sfm for that)",
+            s.differs_from_sfm.join("; ")
+        );
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&s)?);
     }

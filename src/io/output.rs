@@ -56,6 +56,17 @@ pub const HLOC_FILES: [&str; 0] = [];
 
 /// A writer of `format` into the folder `dir` (created if missing).
 pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
+    // Said here once, rather than as the OS's "File exists" from inside the folder's creation.
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::InvalidInput(format!(
+            "{}: exists and is not a folder (the output is a folder of {} files)",
+            dir.display(),
+            match format {
+                Format::Npz => ".npz",
+                Format::H5 => "hloc's .h5",
+            }
+        )));
+    }
     match format {
         Format::Npz => Ok(Box::new(NpzFolder::create(dir)?)),
         #[cfg(feature = "h5")]
