@@ -4,7 +4,6 @@
 
 use super::args::{format_parser, shard_parser, DescribeArgs};
 use super::progress::Bar;
-use anyhow::Context;
 use descl::image::image_inputs;
 use descl::image_set::{extract_all, still_to_extract, SetImage};
 use descl::io::output::{self, Format};

@@ -174,6 +174,17 @@ pub(crate) struct OutputLock {
     path: std::path::PathBuf,
 }
 
+/// Opens (creating it if need be, never truncating: another run may hold it) a lock file.
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
+fn open_lock_file(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(path, e))
+}
+
 #[cfg_attr(not(feature = "full"), allow(dead_code))]
 impl OutputLock {
     /// Takes the lock of `target`, or says that another run holds it (`hint`: what to do
@@ -182,12 +193,7 @@ impl OutputLock {
         let mut name = target.file_name().unwrap_or_default().to_os_string();
         name.push(LOCK_SUFFIX);
         let path = target.with_file_name(name);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let file = open_lock_file(&path)?;
         match file.try_lock() {
             Ok(()) => Ok(OutputLock { file, path }),
             Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidInput(format!(
@@ -259,12 +265,7 @@ impl FolderLock {
     pub(crate) fn share(dir: &Path, clean: impl Fn() -> Result<()>) -> Result<FolderLock> {
         let path = dir.join(FOLDER_LOCK_FILE);
         for _ in 0..FOLDER_LOCK_TRIES {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|e| Error::io(&path, e))?;
+            let file = open_lock_file(&path)?;
             match file.try_lock() {
                 Ok(()) if is_current(&file, &path) => clean()?,
                 Ok(()) => continue,
