@@ -517,3 +517,42 @@ fn an_output_folder_that_is_a_file_is_refused_naming_it_once() {
     assert_eq!(err.matches(&f).count(), 1, "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), b"not a folder");
 }
+
+/// An image replaced after its features were extracted and matched: a `descl match` into the
+/// folder where its pairs are already done refused nothing ("3 already done", exit 0) while a
+/// fresh match failed those pairs (the state machine's seed 5112). Now every consumer of the
+/// set refuses before any work, naming the image, the features file and both hashes; features
+/// whose image is not there at all still match (features travel without their images).
+#[test]
+fn a_replaced_image_is_refused_even_when_its_pairs_are_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let (feats, m) = (dir.path().join("feats"), dir.path().join("m"));
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &m, &[]);
+    assert!(ok, "{err}");
+    let before = std::fs::read_dir(&m).unwrap().count();
+    // 0001.png replaced by another picture of the same size.
+    let replaced = imgs.join(NAMES[1]);
+    common::gray_image(176, 120, true).save(&replaced).unwrap();
+    let (ok, err) = match_set(&feats, &m, &[]);
+    assert!(!ok, "a match over a replaced image succeeded: {err}");
+    assert!(
+        err.contains(&replaced.display().to_string())
+            && err.contains("0001.npz")
+            && err.contains("is not the image"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&m).unwrap().count(), before);
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--retrieval", "1", "--out"])
+        .arg(dir.path().join("pairs.txt")));
+    assert!(!ok && err.contains("is not the image"), "{err}");
+    // The image gone: nothing to check against, the features alone are matched.
+    std::fs::remove_file(&replaced).unwrap();
+    let (ok, err) = match_set(&feats, &dir.path().join("m2"), &[]);
+    assert!(ok, "{err}");
+}

@@ -182,7 +182,8 @@ pub struct CheckedSet {
 
 /// The one check of features files read as a set from `dir` (a features folder, or the
 /// folder of a `features.h5`) against its extract plan (issue 44), for `descl match --images`
-/// and `descl pairs`: one set identity, the plan's ([`set_identity`]); no file the plan does
+/// and `descl pairs`: every image that is there now the one its features were extracted from
+/// ([`check_recorded_images`]); one set identity, the plan's ([`set_identity`]); no file the plan does
 /// not list or of another image ([`ExtractPlan::missing`]); and every image of the plan
 /// present unless `allow_partial`. Without a plan (features from elsewhere, or an older
 /// descl's extraction killed before it wrote one) the settings are derived from the files'
@@ -193,6 +194,7 @@ pub fn check_features_set(
     files: &[PlannedFeatures<'_>],
     allow_partial: bool,
 ) -> Result<CheckedSet> {
+    check_recorded_images(files)?;
     let plan: Option<ExtractPlan> = read_plan(dir, EXTRACT_PLAN_FILE)?;
     let plan_file = dir.join(EXTRACT_PLAN_FILE);
     let Some(plan) = plan else {
@@ -213,6 +215,19 @@ pub fn check_features_set(
     Ok(CheckedSet {
         made,
         derived: None,
+    })
+}
+
+/// Every features file's image, where it records one that is there now, must be the image it
+/// was extracted from ([`crate::provenance::check_image`]; one that is not there is no error:
+/// features travel without their images). Checked for the whole set before any work, so that a
+/// consumer that reuses earlier outputs (a `descl match` whose pairs are already done) refuses a
+/// replaced image as a fresh run does (it found the replacement only when it read the image for
+/// a pair it had to match: exit 0 over stale features otherwise; the state machine's seed 5112).
+fn check_recorded_images(files: &[PlannedFeatures<'_>]) -> Result<()> {
+    use rayon::prelude::*;
+    files.par_iter().try_for_each(|f| {
+        crate::provenance::check_image(Path::new(&f.meta.image), f.file, f.meta).map(|_| ())
     })
 }
 
