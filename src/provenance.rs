@@ -164,8 +164,18 @@ pub fn differences<T: Serialize>(recorded: &T, expected: &T) -> Vec<String> {
                     walk(&format!("{path}.{k}"), rv, &Value::Null, out);
                 }
             }
-            _ if r != e => out.push(format!("{path} {r}, wanted {e}")),
+            _ if r != e => out.push(format!("{path} {}, wanted {}", show(r), show(e))),
             _ => {}
+        }
+    }
+    /// A value as JSON, with an `f32` setting (stored as the nearest f64) written as the
+    /// f32's shortest form: 0.02, not 0.019999999552965164.
+    fn show(v: &serde_json::Value) -> String {
+        match v.as_f64() {
+            Some(x) if !v.is_i64() && !v.is_u64() && f64::from(x as f32) == x => {
+                format!("{}", x as f32)
+            }
+            _ => v.to_string(),
         }
     }
     let (r, e) = (
@@ -475,6 +485,15 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(d[1], "settings.model \"m\", wanted \"rootsift\"", "{d:?}");
+        // An f32 setting reads as the user typed it, not as its f64 widening.
+        let mut t = p.clone();
+        t.settings.detector.contrast_threshold = 0.02;
+        let d = differences(&t, &p);
+        assert_eq!(
+            d,
+            ["settings.detector.contrast_threshold 0.02, wanted 0.04"],
+            "{d:?}"
+        );
         let file = Path::new("x.npz");
         assert_eq!(compare(file, Some(&p), &p), Reuse::Same);
         let Reuse::Stale(why) = compare(file, Some(&p), &q) else {

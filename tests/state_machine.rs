@@ -1,25 +1,31 @@
 //! A state machine over one working folder (issue 44, item 5): random sequences of `descl
-//! extract`, `descl match --images`, `descl sfm merge`, image replacements, deleted features
-//! files, commands killed at a random point and two commands run at once.
+//! extract` (describer, preset, budget, format, shard, resume), `descl match --images` (npz and
+//! `--format h5`), `descl pairs`, `descl sfm merge` (to a database and to hloc's files), image
+//! replacements and deletions, features files deleted or copied over another image's, commands
+//! killed at a random point and two commands run at once.
 //!
-//! The folder holds `images/` (three small images), `feats/` (npz features), `matches/` and
-//! `merged.db`. Each step is chosen by a seeded RNG (`StdRng::seed_from_u64`).
+//! The folder holds `images/` (three small images), `feats/` (npz features), `matches/`,
+//! `merged.db`, `h5/` (`--format h5`: features.h5 and matches.h5), `hloc/` (`sfm merge --hloc`)
+//! and `pairs.txt`. Each step is chosen by a seeded RNG (`StdRng::seed_from_u64`). Without the
+//! cargo feature `h5` the HDF5 commands are left out of the alphabet.
 //!
 //! The invariant, after every command:
 //! - one that exits 0 wrote what a from-scratch run on the current inputs writes:
-//!   - extract: every features file of its share equals (frames, descriptors) a fresh
-//!     `descl extract` of the current images with the same settings;
-//!   - match: every pair file equals (matches, distances, inliers, model) a fresh match of a
-//!     copy of the current features folder;
-//!   - merge: every table of the database equals that of a fresh extract, match and merge of
-//!     the current images with the settings the features record (a merge refuses stale
-//!     features, matches and replaced images, so a merge that succeeds must equal it);
+//!   - extract: every features file (or `features.h5` entry) of its share equals (frames,
+//!     descriptors) a fresh `descl extract` of the current images with the same flags;
+//!   - match: every pair file (every dataset of `matches.h5`) equals a fresh match of a copy of
+//!     the current features (folder, or `features.h5` with its plan);
+//!   - pairs: `pairs.txt` equals a fresh `descl pairs` over a copy of the features folder;
+//!   - merge: every table of the database (every dataset of hloc's two files) equals that of a
+//!     fresh extract, match and merge of the current images with the settings the features
+//!     record (a merge refuses stale features, matches and replaced images, so a merge that
+//!     succeeds must equal it);
 //! - one that exits non-zero says why on stderr, naming a path of the working folder;
 //! - no command panics.
 //!
 //! For two commands at once, an output may equal the reference of either one's settings, or
 //! that of the inputs before the two started (a reader racing a writer). A killed command is
-//! not judged. References are cached per (image bytes, settings) for the whole test run.
+//! not judged. References are cached per (input bytes, settings) for the whole test run.
 //!
 //! `DESCL_STATE_SEQUENCES=N` and `DESCL_STATE_SEED=S` run N sequences from seed S (sequence k
 //! uses seed S + k, so `DESCL_STATE_SEED=S+k DESCL_STATE_SEQUENCES=1` replays it, up to the
@@ -30,6 +36,7 @@ mod common;
 use common::{descl, gray_image, COLMAP_TABLES};
 use descl::describe::Descriptors;
 use descl::frame::Frame;
+use descl::provenance::ExtractSettings;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -40,66 +47,166 @@ const NAMES: [&str; 3] = ["0000.png", "0001.png", "0002.png"];
 /// Sequences and base seed of the default (CI) run.
 const CI_SEQUENCES: u64 = 20;
 const CI_SEED: u64 = 44;
+/// Whether the HDF5 commands (`--format h5`, `sfm merge --hloc`) are in the alphabet.
+const H5: bool = cfg!(feature = "h5");
+/// The files of `h5/` that a match reads: the features and the extract plan beside them.
+const H5_INPUTS: [&str; 2] = ["features.h5", "descl-extract-plan.json"];
 
 /// Operation combinations known to break the invariant (issue 44), tolerated so that CI
 /// passes while they are open: (name, does this failure belong to it).
 type KnownIssue = (&'static str, fn(&[Op], &str) -> bool);
 const KNOWN_ISSUES: &[KnownIssue] = &[];
 
-/// Extraction settings: the describer and the keypoint budget.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-struct Settings {
-    rootsift: bool,
-    max_keypoints: usize,
+enum Describer {
+    Sift,
+    RootSift,
 }
 
-impl Settings {
-    fn random(rng: &mut StdRng) -> Settings {
-        Settings {
-            rootsift: rng.gen_bool(0.5),
-            max_keypoints: if rng.gen_bool(0.5) { 300 } else { 200 },
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Preset {
+    Match,
+    Sfm,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Format {
+    Npz,
+    H5,
+}
+
+/// The extraction flags a command gives: describer (`-m`), budget and preset, each possibly
+/// left to its default (no `-m` is the default network: descl extract's, or descl sfm's under
+/// `--preset sfm`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+struct Spec {
+    model: Option<Describer>,
+    max_keypoints: Option<usize>,
+    preset: Option<Preset>,
+}
+
+impl Spec {
+    fn random(rng: &mut StdRng) -> Spec {
+        Spec {
+            model: rng.gen_bool(0.85).then(|| {
+                if rng.gen_bool(0.5) {
+                    Describer::RootSift
+                } else {
+                    Describer::Sift
+                }
+            }),
+            max_keypoints: rng
+                .gen_bool(0.85)
+                .then(|| if rng.gen_bool(0.5) { 300 } else { 200 }),
+            preset: [None, None, Some(Preset::Match), Some(Preset::Sfm)][rng.gen_range(0..4)],
         }
     }
 
     fn args(self) -> Vec<String> {
-        let m = if self.rootsift { "rootsift" } else { "sift" };
-        vec![
-            "-m".into(),
-            m.into(),
-            "--max-keypoints".into(),
-            self.max_keypoints.to_string(),
-        ]
+        let mut a: Vec<String> = Vec::new();
+        if let Some(m) = self.model {
+            let m = if m == Describer::RootSift {
+                "rootsift"
+            } else {
+                "sift"
+            };
+            a.extend(["-m".into(), m.into()]);
+        }
+        if let Some(n) = self.max_keypoints {
+            a.extend(["--max-keypoints".into(), n.to_string()]);
+        }
+        if let Some(p) = self.preset {
+            let p = if p == Preset::Sfm { "sfm" } else { "match" };
+            a.extend(["--preset".into(), p.into()]);
+        }
+        a
     }
+}
 
-    /// The settings a features file records.
-    fn of_file(path: &Path) -> Option<Settings> {
-        let s = descl::io::features::read_features_meta(path)
-            .ok()?
-            .provenance?
-            .settings;
-        Some(Settings {
-            rootsift: s.model == "rootsift",
-            max_keypoints: s.detector.max_keypoints,
-        })
+/// The extract settings a features file records, as JSON (comparable and hashable).
+fn record_of_file(path: &Path) -> Option<String> {
+    let s = descl::io::features::read_features_meta(path)
+        .ok()?
+        .provenance?
+        .settings;
+    serde_json::to_string(&s).ok()
+}
+
+/// Flags that make `descl extract` use the recorded settings `record`, every one explicit.
+fn record_args(record: &str) -> Vec<String> {
+    let s: ExtractSettings = serde_json::from_str(record).unwrap();
+    assert_eq!(
+        s.detector.kind,
+        descl::detect::DetectorKind::Dog,
+        "{record}"
+    );
+    let selection = match s.detector.selection {
+        descl::detect::Selection::Strongest => "strongest",
+        descl::detect::Selection::Colmap => "colmap",
+    };
+    vec![
+        "-m".into(),
+        s.model,
+        "--max-keypoints".into(),
+        s.detector.max_keypoints.to_string(),
+        "--contrast-threshold".into(),
+        s.detector.contrast_threshold.to_string(),
+        "--selection".into(),
+        selection.into(),
+        "--max-image-size".into(),
+        s.max_image_size.to_string(),
+    ]
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum PairsKind {
+    Exhaustive,
+    Sequential,
+    Retrieval,
+}
+
+impl PairsKind {
+    fn args(self) -> Vec<&'static str> {
+        match self {
+            PairsKind::Exhaustive => vec!["--exhaustive"],
+            PairsKind::Sequential => vec!["--sequential", "1"],
+            PairsKind::Retrieval => vec!["--retrieval", "1"],
+        }
     }
 }
 
 #[derive(Clone, Debug)]
 enum Op {
     Extract {
-        s: Settings,
+        s: Spec,
+        format: Format,
         shard: Option<usize>,
         resume: bool,
     },
-    Match,
-    Merge,
-    /// Replace image `slot` with picture `variant` (other bytes).
+    Match {
+        format: Format,
+    },
+    Pairs {
+        kind: PairsKind,
+    },
+    Merge {
+        hloc: bool,
+    },
+    /// Replace image `slot` with picture `variant` (other bytes), or put it back if deleted.
     Replace {
         slot: usize,
         variant: u32,
     },
+    DeleteImage {
+        slot: usize,
+    },
     DeleteFeatures {
         slot: usize,
+    },
+    /// Copy the features file of image `from` over that of image `to` (a hostile swap).
+    CopyFeatures {
+        from: usize,
+        to: usize,
     },
     Kill {
         op: Box<Op>,
@@ -108,43 +215,104 @@ enum Op {
     Both(Box<Op>, Box<Op>),
 }
 
+fn random_format(rng: &mut StdRng) -> Format {
+    if H5 && rng.gen_bool(0.3) {
+        Format::H5
+    } else {
+        Format::Npz
+    }
+}
+
 impl Op {
-    /// A command; an extraction mostly with the sequence's `main` settings (so that later
-    /// matches and merges have a consistent set to work on).
-    fn random_command(rng: &mut StdRng, main: Settings) -> Op {
-        match rng.gen_range(0..10) {
-            0..=4 => Op::Extract {
-                s: if rng.gen_bool(0.7) {
-                    main
-                } else {
-                    Settings::random(rng)
-                },
-                shard: [None, None, Some(0), Some(1)][rng.gen_range(0..4)],
+    /// A command; an extraction mostly with the sequence's `main` flags (so that later
+    /// matches and merges have a consistent set to work on), and mostly a command whose
+    /// inputs exist (a match of an h5 set that was never extracted, or a merge before any
+    /// match, only shows the refusal of a missing file).
+    fn random_command(rng: &mut StdRng, main: Spec, folder: &Folder) -> Op {
+        let op = Op::any_command(rng, main);
+        let missing = match &op {
+            Op::Match { format: Format::H5 } => !folder.h5.join("features.h5").exists(),
+            Op::Merge { .. } => !folder.matches.exists(),
+            _ => false,
+        };
+        match op {
+            Op::Match { format: Format::H5 } if missing && rng.gen_bool(0.8) => Op::Extract {
+                s: main,
+                format: Format::H5,
+                shard: None,
                 resume: rng.gen_bool(0.5),
             },
-            5..=7 => Op::Match,
-            _ => Op::Merge,
+            Op::Merge { .. } if missing && rng.gen_bool(0.8) => Op::Match {
+                format: Format::Npz,
+            },
+            op => op,
         }
     }
 
-    fn random(rng: &mut StdRng, main: Settings, variants: &[u32; 3]) -> Op {
-        match rng.gen_range(0..20) {
-            0..=11 => Op::random_command(rng, main),
+    fn any_command(rng: &mut StdRng, main: Spec) -> Op {
+        match rng.gen_range(0..14) {
+            0..=5 => {
+                let format = random_format(rng);
+                Op::Extract {
+                    s: if rng.gen_bool(0.7) {
+                        main
+                    } else {
+                        Spec::random(rng)
+                    },
+                    format,
+                    shard: match format {
+                        Format::Npz => [None, None, Some(0), Some(1)][rng.gen_range(0..4)],
+                        Format::H5 => None,
+                    },
+                    resume: rng.gen_bool(0.5),
+                }
+            }
+            6..=8 => Op::Match {
+                format: random_format(rng),
+            },
+            9 => Op::Pairs {
+                kind: [
+                    PairsKind::Exhaustive,
+                    PairsKind::Sequential,
+                    PairsKind::Retrieval,
+                ][rng.gen_range(0..3)],
+            },
+            _ => Op::Merge {
+                hloc: H5 && rng.gen_bool(0.4),
+            },
+        }
+    }
+
+    fn random(rng: &mut StdRng, main: Spec, folder: &Folder) -> Op {
+        match rng.gen_range(0..21) {
+            0..=11 => Op::random_command(rng, main, folder),
             12..=13 => {
                 let slot = rng.gen_range(0..3);
-                let variant = (variants[slot] + rng.gen_range(1..4)) % 4;
+                let variant = (folder.variants[slot] + rng.gen_range(1..4)) % 4;
                 Op::Replace { slot, variant }
             }
-            14 => Op::DeleteFeatures {
+            14 if rng.gen_bool(0.5) => Op::DeleteFeatures {
                 slot: rng.gen_range(0..3),
             },
-            15..=17 => Op::Kill {
-                op: Box::new(Op::random_command(rng, main)),
+            14 => {
+                let from = rng.gen_range(0..3);
+                Op::CopyFeatures {
+                    from,
+                    to: (from + rng.gen_range(1..3)) % 3,
+                }
+            }
+            // At most one image missing: two are left for pairs and merges.
+            15 if folder.present.iter().all(|&p| p) => Op::DeleteImage {
+                slot: rng.gen_range(0..3),
+            },
+            15 => Op::random_command(rng, main, folder),
+            16..=18 => Op::Kill {
+                op: Box::new(Op::random_command(rng, main, folder)),
                 after_ms: rng.gen_range(0..=400),
             },
             _ => Op::Both(
-                Box::new(Op::random_command(rng, main)),
-                Box::new(Op::random_command(rng, main)),
+                Box::new(Op::random_command(rng, main, folder)),
+                Box::new(Op::random_command(rng, main, folder)),
             ),
         }
     }
@@ -181,13 +349,29 @@ fn files(dir: &Path) -> Vec<(String, PathBuf)> {
     v
 }
 
-/// Hash of every file (name and bytes) of `dir`.
-fn hash_dir(dir: &Path) -> u64 {
+/// Hash of every file (name and bytes) of `dir` whose name `keep` accepts.
+fn hash_files(dir: &Path, keep: impl Fn(&str) -> bool) -> u64 {
     let all: Vec<Vec<u8>> = files(dir)
         .into_iter()
-        .flat_map(|(n, p)| [n.into_bytes(), std::fs::read(p).unwrap()])
+        .filter(|(n, _)| keep(n))
+        .flat_map(|(n, p)| [n.into_bytes(), std::fs::read(p).unwrap_or_default()])
         .collect();
     hash_bytes(&all.iter().map(Vec::as_slice).collect::<Vec<_>>())
+}
+
+/// Copies the files of `from` whose name `keep` accepts into the new folder `to`.
+fn copy_files(from: &Path, to: &Path, keep: impl Fn(&str) -> bool) {
+    std::fs::create_dir_all(to).unwrap();
+    for (n, p) in files(from) {
+        if keep(&n) {
+            // A file a killed run's cleaner removed meanwhile is simply not there.
+            let _ = std::fs::copy(p, to.join(n));
+        }
+    }
+}
+
+fn is_h5_input(name: &str) -> bool {
+    H5_INPUTS.contains(&name)
 }
 
 /// What is compared of one pair file.
@@ -210,11 +394,86 @@ fn pair_files(dir: &Path) -> BTreeMap<String, PairSig> {
         .collect()
 }
 
+/// Every dataset of an HDF5 file by path, its values as f64 (f16, f32, integers: exact).
+type H5Dump = BTreeMap<String, Vec<f64>>;
+
+#[cfg(feature = "h5")]
+fn h5_dump(path: &Path) -> Result<H5Dump, String> {
+    use hdf5_metno::types::{FloatSize, TypeDescriptor};
+    fn walk(g: &hdf5_metno::Group, out: &mut H5Dump) -> hdf5_metno::Result<()> {
+        for ds in g.datasets()? {
+            let values: Vec<f64> = match ds.dtype()?.to_descriptor()? {
+                TypeDescriptor::Float(FloatSize::U2) => ds
+                    .read_raw::<half::f16>()?
+                    .into_iter()
+                    .map(f64::from)
+                    .collect(),
+                _ => ds.read_raw::<f64>()?,
+            };
+            out.insert(ds.name(), values);
+        }
+        for sub in g.groups()? {
+            walk(&sub, out)?;
+        }
+        Ok(())
+    }
+    let f = hdf5_metno::File::with_options()
+        .with_fapl(|p| p.file_locking(false))
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = H5Dump::new();
+    walk(&f, &mut out).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(out)
+}
+
+#[cfg(not(feature = "h5"))]
+fn h5_dump(path: &Path) -> Result<H5Dump, String> {
+    unreachable!(
+        "{}: no HDF5 command runs without the h5 feature",
+        path.display()
+    )
+}
+
+/// One image's features as a features file (npz) or `features.h5` (h5) holds them.
+fn read_image_features(
+    format: Format,
+    out: &Path,
+    name: &str,
+) -> Result<(Vec<Frame>, Descriptors), String> {
+    let f = match format {
+        Format::Npz => descl::io::features::read_features(&out.join(name.replace(".png", ".npz"))),
+        #[cfg(feature = "h5")]
+        Format::H5 => descl::io::hloc::read_features(&out.join("features.h5"), name),
+        #[cfg(not(feature = "h5"))]
+        Format::H5 => unreachable!("no HDF5 command runs without the h5 feature"),
+    };
+    f.map(|f| (f.frames, f.descriptors))
+        .map_err(|e| e.to_string())
+}
+
+/// Runs a command: Ok, or Err(its stderr).
+fn outcome(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
 /// Runs a command that must succeed (a reference run).
 fn must(cmd: &mut Command) {
-    let out = cmd.output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "reference run {cmd:?} failed: {err}");
+    if let Err(e) = outcome(cmd) {
+        panic!("reference run {cmd:?} failed: {e}");
+    }
+}
+
+/// What a fresh extract, match and merge of a set writes: the database's tables and hloc's
+/// two files (`sfm merge --hloc`), or the refusal of one of its steps.
+#[derive(Clone, PartialEq, Debug)]
+struct MergeRef {
+    tables: Vec<Vec<String>>,
+    hloc: Option<(H5Dump, H5Dump)>,
 }
 
 /// From-scratch outputs, cached for the whole test run.
@@ -222,10 +481,13 @@ fn must(cmd: &mut Command) {
 struct Refs {
     dir: PathBuf,
     n: usize,
-    features: HashMap<(u64, Settings), (Vec<Frame>, Descriptors)>,
+    features: HashMap<(u64, Spec, Format), (Vec<Frame>, Descriptors)>,
     /// By features folder hash: the pair files, or the fresh run's refusal.
     matches: HashMap<u64, Result<BTreeMap<String, PairSig>, String>>,
-    merges: HashMap<(Vec<u64>, Settings), Vec<Vec<String>>>,
+    /// By the hash of `features.h5` and its plan: matches.h5, or the refusal.
+    matches_h5: HashMap<u64, Result<H5Dump, String>>,
+    pairs: HashMap<(u64, PairsKind), Result<String, String>>,
+    merges: HashMap<(Vec<u64>, String), Result<MergeRef, String>>,
 }
 
 impl Refs {
@@ -234,83 +496,161 @@ impl Refs {
         self.dir.join(format!("r{}", self.n))
     }
 
-    fn extract(&self, images: &Path, out: &Path, s: Settings) {
-        must(
-            descl()
-                .arg("extract")
+    /// The fresh features of the image with bytes `hash` in `images`.
+    fn features(
+        &mut self,
+        images: &Path,
+        hash: u64,
+        s: Spec,
+        format: Format,
+    ) -> &(Vec<Frame>, Descriptors) {
+        if !self.features.contains_key(&(hash, s, format)) {
+            let out = self.fresh_dir();
+            let mut c = descl();
+            c.arg("extract")
                 .arg(images)
                 .arg("--out")
-                .arg(out)
-                .args(s.args()),
-        );
-    }
-
-    /// The fresh features of the image with bytes `hash` in `images`.
-    fn features(&mut self, images: &Path, hash: u64, s: Settings) -> &(Vec<Frame>, Descriptors) {
-        if !self.features.contains_key(&(hash, s)) {
-            let out = self.fresh_dir();
-            self.extract(images, &out, s);
-            for name in NAMES {
+                .arg(&out)
+                .args(s.args());
+            if format == Format::H5 {
+                c.args(["--format", "h5"]);
+            }
+            must(&mut c);
+            for name in present(images) {
                 let h = hash_bytes(&[&std::fs::read(images.join(name)).unwrap()]);
-                let stem = name.replace(".png", ".npz");
-                let f = descl::io::features::read_features(&out.join(stem)).unwrap();
-                self.features.insert((h, s), (f.frames, f.descriptors));
+                let f = read_image_features(format, &out, name).unwrap();
+                self.features.insert((h, s, format), f);
             }
         }
-        &self.features[&(hash, s)]
+        &self.features[&(hash, s, format)]
     }
 
     /// A fresh match of a copy of the features folder `feats`.
     fn matches(&mut self, feats: &Path) -> Result<BTreeMap<String, PairSig>, String> {
-        let key = hash_dir(feats);
+        let key = hash_files(feats, |_| true);
         if !self.matches.contains_key(&key) {
             let (copy, out) = (self.fresh_dir(), self.fresh_dir());
-            std::fs::create_dir_all(&copy).unwrap();
-            for (n, p) in files(feats) {
-                std::fs::copy(p, copy.join(n)).unwrap();
-            }
-            let o = descl()
-                .args(["match", "--exhaustive", "--images"])
-                .arg(&copy)
-                .arg("--out-dir")
-                .arg(&out)
-                .output()
-                .unwrap();
-            let r = if o.status.success() {
-                Ok(pair_files(&out))
-            } else {
-                Err(String::from_utf8_lossy(&o.stderr).into_owned())
-            };
+            copy_files(feats, &copy, |_| true);
+            let r = outcome(
+                descl()
+                    .args(["match", "--exhaustive", "--images"])
+                    .arg(&copy)
+                    .arg("--out-dir")
+                    .arg(&out),
+            )
+            .map(|()| pair_files(&out));
             self.matches.insert(key, r);
         }
         self.matches[&key].clone()
     }
 
-    /// The database tables of a fresh extract, match and merge of `images` with `s`.
-    fn merge(&mut self, images: &Path, s: Settings) -> Vec<Vec<String>> {
-        let key = (image_hashes(images), s);
+    /// A fresh `--format h5` match of a copy of `h5`'s features and plan.
+    fn matches_h5(&mut self, h5: &Path) -> Result<H5Dump, String> {
+        let key = hash_files(h5, is_h5_input);
+        if !self.matches_h5.contains_key(&key) {
+            let copy = self.fresh_dir();
+            copy_files(h5, &copy, is_h5_input);
+            let r = outcome(
+                descl()
+                    .args(["match", "--exhaustive", "--format", "h5", "--images"])
+                    .arg(copy.join("features.h5"))
+                    .arg("--out-dir")
+                    .arg(&copy),
+            )
+            .and_then(|()| h5_dump(&copy.join("matches.h5")));
+            self.matches_h5.insert(key, r);
+        }
+        self.matches_h5[&key].clone()
+    }
+
+    /// A fresh `descl pairs` over a copy of the features folder `feats`.
+    fn pairs(&mut self, feats: &Path, kind: PairsKind) -> Result<String, String> {
+        let key = (hash_files(feats, |_| true), kind);
+        if !self.pairs.contains_key(&key) {
+            let (copy, out) = (self.fresh_dir(), self.fresh_dir());
+            copy_files(feats, &copy, |_| true);
+            std::fs::create_dir_all(&out).unwrap();
+            let file = out.join("pairs.txt");
+            let r = outcome(
+                descl()
+                    .arg("pairs")
+                    .arg(&copy)
+                    .arg("--out")
+                    .arg(&file)
+                    .args(kind.args()),
+            )
+            .map(|()| std::fs::read_to_string(&file).unwrap());
+            self.pairs.insert(key, r);
+        }
+        self.pairs[&key].clone()
+    }
+
+    /// A fresh extract, match and merge (database and, with HDF5, hloc's files) of `images`
+    /// with the recorded settings `record`.
+    fn merge(&mut self, images: &Path, record: &str) -> Result<MergeRef, String> {
+        let key = (image_hashes(images), record.to_string());
         if !self.merges.contains_key(&key) {
             let out = self.fresh_dir();
-            let (feats, m, db) = (out.join("f"), out.join("m"), out.join("x.db"));
-            self.extract(images, &feats, s);
-            must(
-                descl()
-                    .args(["match", "--exhaustive", "--images"])
-                    .arg(&feats)
-                    .arg("--out-dir")
-                    .arg(&m),
+            let (feats, m, db, hloc) = (
+                out.join("f"),
+                out.join("m"),
+                out.join("x.db"),
+                out.join("h"),
             );
-            must(&mut merge_command(&feats, &m, images, &db));
-            self.merges.insert(key.clone(), db_tables(&db));
+            let r = outcome(
+                descl()
+                    .arg("extract")
+                    .arg(images)
+                    .arg("--out")
+                    .arg(&feats)
+                    .args(record_args(record)),
+            )
+            .and_then(|()| {
+                outcome(
+                    descl()
+                        .args(["match", "--exhaustive", "--images"])
+                        .arg(&feats)
+                        .arg("--out-dir")
+                        .arg(&m),
+                )
+            })
+            .and_then(|()| outcome(&mut merge_command(&feats, &m, images, &db)))
+            .and_then(|()| {
+                if !H5 {
+                    return Ok(None);
+                }
+                outcome(
+                    merge_command(&feats, &m, images, &hloc)
+                        .arg("--hloc")
+                        .arg(&hloc),
+                )?;
+                Ok(Some((
+                    h5_dump(&hloc.join("features.h5"))?,
+                    h5_dump(&hloc.join("matches.h5"))?,
+                )))
+            })
+            .map(|hloc| MergeRef {
+                tables: db_tables(&db),
+                hloc,
+            });
+            self.merges.insert(key.clone(), r);
         }
         self.merges[&key].clone()
     }
 }
 
-fn image_hashes(images: &Path) -> Vec<u64> {
+/// The names of `NAMES` that are in `images`.
+fn present(images: &Path) -> Vec<&'static str> {
     NAMES
+        .into_iter()
+        .filter(|n| images.join(n).is_file())
+        .collect()
+}
+
+fn image_hashes(images: &Path) -> Vec<u64> {
+    present(images)
         .iter()
-        .map(|n| hash_bytes(&[&std::fs::read(images.join(n)).unwrap()]))
+        .map(|n| hash_bytes(&[n.as_bytes(), &std::fs::read(images.join(n)).unwrap()]))
         .collect()
 }
 
@@ -321,6 +661,7 @@ fn db_tables(db: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// `descl sfm merge` into the database `db`; a caller adds `--hloc DIR` for hloc's files.
 fn merge_command(feats: &Path, matches: &Path, images: &Path, db: &Path) -> Command {
     let mut c = descl();
     c.args(["sfm", "merge", "--features"])
@@ -329,21 +670,26 @@ fn merge_command(feats: &Path, matches: &Path, images: &Path, db: &Path) -> Comm
         .arg(matches)
         .arg("--images")
         .arg(images)
-        .arg("--database")
-        .arg(db)
         .arg("--overwrite");
+    if db.extension().is_some_and(|e| e == "db") {
+        c.arg("--database").arg(db);
+    }
     c
 }
 
 /// What a judged command may equal when it ran beside another one.
 #[derive(Default)]
 struct Alternatives {
-    /// (settings, shard) of the extractions whose files may be there.
-    extracts: Vec<(Settings, Option<usize>)>,
-    /// Features folders a match may have read.
+    /// (flags, format, shard) of the extractions whose files may be there.
+    extracts: Vec<(Spec, Format, Option<usize>)>,
+    /// Features folders a match or pairs may have read.
     feats: Vec<PathBuf>,
-    /// Settings a merge may have read.
-    merges: Vec<Settings>,
+    /// Folders holding the `features.h5` and plan an h5 match may have read.
+    h5: Vec<PathBuf>,
+    /// Recorded settings a merge may have read.
+    merges: Vec<String>,
+    /// The kinds of `descl pairs` whose `pairs.txt` may be there.
+    pairs: Vec<PairsKind>,
 }
 
 /// The working folder.
@@ -353,7 +699,11 @@ struct Folder {
     feats: PathBuf,
     matches: PathBuf,
     db: PathBuf,
+    h5: PathBuf,
+    hloc: PathBuf,
+    pairs: PathBuf,
     variants: [u32; 3],
+    present: [bool; 3],
 }
 
 impl Folder {
@@ -366,7 +716,11 @@ impl Folder {
             feats: root.join("feats"),
             matches: root.join("matches"),
             db: root.join("merged.db"),
+            h5: root.join("h5"),
+            hloc: root.join("hloc"),
+            pairs: root.join("pairs.txt"),
             variants: [0; 3],
+            present: [true; 3],
         };
         for (slot, name) in NAMES.iter().enumerate() {
             picture(slot, 0).save(f.images.join(name)).unwrap();
@@ -377,12 +731,25 @@ impl Folder {
     fn command(&self, op: &Op) -> Command {
         let mut c = descl();
         match op {
-            Op::Extract { s, shard, resume } => {
+            Op::Extract {
+                s,
+                format,
+                shard,
+                resume,
+            } => {
+                let out = if *format == Format::H5 {
+                    &self.h5
+                } else {
+                    &self.feats
+                };
                 c.arg("extract")
                     .arg(&self.images)
                     .arg("--out")
-                    .arg(&self.feats)
+                    .arg(out)
                     .args(s.args());
+                if *format == Format::H5 {
+                    c.args(["--format", "h5"]);
+                }
                 if let Some(i) = shard {
                     c.args(["--shard", &format!("{i}/2")]);
                 }
@@ -390,59 +757,95 @@ impl Folder {
                     c.arg("--resume");
                 }
             }
-            Op::Match => {
+            Op::Match {
+                format: Format::Npz,
+            } => {
                 c.args(["match", "--exhaustive", "--images"])
                     .arg(&self.feats)
                     .arg("--out-dir")
                     .arg(&self.matches);
             }
-            Op::Merge => c = merge_command(&self.feats, &self.matches, &self.images, &self.db),
+            Op::Match { format: Format::H5 } => {
+                c.args(["match", "--exhaustive", "--format", "h5", "--images"])
+                    .arg(self.h5.join("features.h5"))
+                    .arg("--out-dir")
+                    .arg(&self.h5);
+            }
+            Op::Pairs { kind } => {
+                c.arg("pairs")
+                    .arg(&self.feats)
+                    .arg("--out")
+                    .arg(&self.pairs)
+                    .args(kind.args());
+            }
+            Op::Merge { hloc: false } => {
+                c = merge_command(&self.feats, &self.matches, &self.images, &self.db)
+            }
+            Op::Merge { hloc: true } => {
+                c = merge_command(&self.feats, &self.matches, &self.images, &self.hloc);
+                c.arg("--hloc").arg(&self.hloc);
+            }
             _ => unreachable!("not a command: {op:?}"),
         }
         c.stdout(Stdio::null()).stderr(Stdio::piped());
         c
     }
 
-    /// The settings the features files record.
-    fn feature_settings(&self) -> Vec<Settings> {
-        let mut v: Vec<Settings> = files(&self.feats)
-            .iter()
-            .filter_map(|(_, p)| Settings::of_file(p))
-            .collect();
+    /// The distinct settings the npz features files record.
+    fn feature_records(&self) -> Vec<String> {
         let mut distinct = Vec::new();
-        for s in v.drain(..) {
-            if !distinct.contains(&s) {
-                distinct.push(s);
+        for (_, p) in files(&self.feats) {
+            if let Some(r) = record_of_file(&p) {
+                if !distinct.contains(&r) {
+                    distinct.push(r);
+                }
             }
         }
         distinct
     }
 
-    fn check_extract(&mut self, refs: &mut Refs, alts: &Alternatives) -> Result<(), String> {
-        for (slot, name) in NAMES.iter().enumerate() {
-            let owners: Vec<Settings> = alts
+    fn check_extract(
+        &mut self,
+        refs: &mut Refs,
+        format: Format,
+        shard: Option<usize>,
+        alts: &Alternatives,
+    ) -> Result<(), String> {
+        let names = present(&self.images);
+        // Image k of the inputs sorted by name is shard k mod N's.
+        let share =
+            |shard: &Option<usize>, position: usize| shard.is_none_or(|i| position % 2 == i);
+        for (position, name) in names.iter().enumerate() {
+            if !share(&shard, position) {
+                continue;
+            }
+            // Any successful extraction of this image may have written it last.
+            let owners: Vec<Spec> = alts
                 .extracts
                 .iter()
-                .filter(|(_, shard)| shard.is_none_or(|i| slot % 2 == i))
-                .map(|(s, _)| *s)
+                .filter(|(_, f, shard)| *f == format && share(shard, position))
+                .map(|(s, _, _)| *s)
                 .collect();
             if owners.is_empty() {
                 continue;
             }
-            let path = self.feats.join(name.replace(".png", ".npz"));
-            let f = descl::io::features::read_features(&path)
+            let out = if format == Format::H5 {
+                &self.h5
+            } else {
+                &self.feats
+            };
+            let got = read_image_features(format, out, name)
                 .map_err(|e| format!("after a successful extract: {e}"))?;
             let hash = hash_bytes(&[&std::fs::read(self.images.join(name)).unwrap()]);
-            let same = owners.iter().any(|s| {
-                let r = refs.features(&self.images, hash, *s);
-                r.0 == f.frames && r.1 == f.descriptors
-            });
+            let same = owners
+                .iter()
+                .any(|s| refs.features(&self.images, hash, *s, format) == &got);
             if !same {
                 return Err(format!(
-                    "{}: not what a fresh extract of the current image with {owners:?} writes \
-                     ({} keypoints)",
-                    path.display(),
-                    f.frames.len()
+                    "{}: {name} not what a fresh extract of the current image with {owners:?} \
+                     writes ({} keypoints)",
+                    out.display(),
+                    got.0.len()
                 ));
             }
         }
@@ -452,13 +855,7 @@ impl Folder {
     fn check_match(&mut self, refs: &mut Refs, alts: &Alternatives) -> Result<(), String> {
         let got = pair_files(&self.matches);
         let fresh: Vec<_> = alts.feats.iter().map(|f| refs.matches(f)).collect();
-        if fresh.iter().all(Result::is_err) {
-            return Err(format!(
-                "match succeeded where a fresh match of the same features refuses: {}",
-                fresh[0].as_ref().unwrap_err().trim()
-            ));
-        }
-        let fresh: Vec<_> = fresh.into_iter().filter_map(Result::ok).collect();
+        let fresh = succeeded(fresh, "match")?;
         for name in fresh.iter().flat_map(|f| f.keys()).chain(got.keys()) {
             let g = got.get(name);
             if !fresh.iter().any(|f| f.get(name) == g) {
@@ -472,25 +869,84 @@ impl Folder {
         Ok(())
     }
 
-    fn check_merge(&mut self, refs: &mut Refs, alts: &Alternatives) -> Result<(), String> {
-        let got = db_tables(&self.db);
+    fn check_match_h5(&mut self, refs: &mut Refs, alts: &Alternatives) -> Result<(), String> {
+        let path = self.h5.join("matches.h5");
+        let got = h5_dump(&path).map_err(|e| format!("after a successful match: {e}"))?;
+        let fresh: Vec<_> = alts.h5.iter().map(|d| refs.matches_h5(d)).collect();
+        let fresh = succeeded(fresh, "match")?;
+        if fresh.contains(&got) {
+            return Ok(());
+        }
+        let (g, f): (Vec<_>, Vec<_>) = (got.keys().collect(), fresh[0].keys().collect());
+        Err(format!(
+            "{}: not what a fresh match of the current features.h5 writes (datasets {g:?}, \
+             fresh {f:?})",
+            path.display()
+        ))
+    }
+
+    fn check_pairs(&mut self, refs: &mut Refs, alts: &Alternatives) -> Result<(), String> {
+        let got = std::fs::read_to_string(&self.pairs)
+            .map_err(|e| format!("{}: after a successful pairs: {e}", self.pairs.display()))?;
+        let fresh: Vec<_> = alts
+            .feats
+            .iter()
+            .flat_map(|f| alts.pairs.iter().map(move |k| (f, *k)))
+            .map(|(f, k)| refs.pairs(f, k))
+            .collect();
+        let fresh = succeeded(fresh, "pairs")?;
+        if fresh.contains(&got) {
+            return Ok(());
+        }
+        Err(format!(
+            "{}: {got:?} is not what a fresh `descl pairs` over the current features writes \
+             ({:?})",
+            self.pairs.display(),
+            fresh[0]
+        ))
+    }
+
+    fn check_merge(
+        &mut self,
+        refs: &mut Refs,
+        hloc: bool,
+        alts: &Alternatives,
+    ) -> Result<(), String> {
         if alts.merges.is_empty() {
             return Err("merge succeeded over no readable features".into());
         }
-        if alts
+        let fresh: Vec<_> = alts
             .merges
             .iter()
-            .any(|s| refs.merge(&self.images, *s) == got)
-        {
+            .map(|r| refs.merge(&self.images, r))
+            .collect();
+        let fresh = succeeded(fresh, "merge")?;
+        if hloc {
+            let got = (
+                h5_dump(&self.hloc.join("features.h5"))?,
+                h5_dump(&self.hloc.join("matches.h5"))?,
+            );
+            if fresh.iter().any(|f| f.hloc.as_ref() == Some(&got)) {
+                return Ok(());
+            }
+            return Err(format!(
+                "{}: hloc's files differ from a fresh extract+match+merge --hloc ({} and {} \
+                 datasets)",
+                self.hloc.display(),
+                got.0.len(),
+                got.1.len()
+            ));
+        }
+        let got = db_tables(&self.db);
+        if fresh.iter().any(|f| f.tables == got) {
             return Ok(());
         }
-        let fresh = refs.merge(&self.images, alts.merges[0]);
+        let fresh = &fresh[0].tables;
         let table = (0..got.len()).find(|&t| got[t] != fresh[t]).unwrap();
         Err(format!(
-            "{}: table {} differs from a fresh extract+match+merge with {:?} ({} rows, fresh {})",
+            "{}: table {} differs from a fresh extract+match+merge ({} rows, fresh {})",
             self.db.display(),
             COLMAP_TABLES[table].0,
-            alts.merges,
             got[table].len(),
             fresh[table].len()
         ))
@@ -511,6 +967,7 @@ impl Folder {
                 stderr.trim().replace('\n', "\n      ")
             );
         }
+        count(op, status);
         if stderr.contains("panicked") {
             return Err(format!("panic: {stderr}"));
         }
@@ -527,9 +984,15 @@ impl Folder {
                 }
             }
             Some(true) => match op {
-                Op::Extract { .. } => self.check_extract(refs, alts),
-                Op::Match => self.check_match(refs, alts),
-                Op::Merge => self.check_merge(refs, alts),
+                Op::Extract { format, shard, .. } => {
+                    self.check_extract(refs, *format, *shard, alts)
+                }
+                Op::Match {
+                    format: Format::Npz,
+                } => self.check_match(refs, alts),
+                Op::Match { format: Format::H5 } => self.check_match_h5(refs, alts),
+                Op::Pairs { .. } => self.check_pairs(refs, alts),
+                Op::Merge { hloc } => self.check_merge(refs, *hloc, alts),
                 _ => unreachable!(),
             },
         }
@@ -538,13 +1001,20 @@ impl Folder {
     /// The alternatives of one command run alone.
     fn alone(&self, op: &Op) -> Alternatives {
         let extracts = match op {
-            Op::Extract { s, shard, .. } => vec![(*s, *shard)],
+            Op::Extract {
+                s, format, shard, ..
+            } => vec![(*s, *format, *shard)],
             _ => vec![],
         };
         Alternatives {
             extracts,
+            pairs: match op {
+                Op::Pairs { kind } => vec![*kind],
+                _ => vec![],
+            },
             feats: vec![self.feats.clone()],
-            merges: self.feature_settings(),
+            h5: vec![self.h5.clone()],
+            merges: self.feature_records(),
         }
     }
 
@@ -573,20 +1043,31 @@ impl Folder {
     /// Applies `op`; Err describes a broken invariant.
     fn step(&mut self, refs: &mut Refs, op: &Op) -> Result<(), String> {
         match op {
-            Op::Extract { .. } | Op::Match | Op::Merge => {
+            Op::Extract { .. } | Op::Match { .. } | Op::Pairs { .. } | Op::Merge { .. } => {
                 let (status, err) = Folder::finish(self.spawn(op), false);
                 let alts = self.alone(op);
                 self.judge(refs, op, status, &err, &alts)
             }
             Op::Replace { slot, variant } => {
                 self.variants[*slot] = *variant;
+                self.present[*slot] = true;
                 picture(*slot, *variant)
                     .save(self.images.join(NAMES[*slot]))
                     .unwrap();
                 Ok(())
             }
+            Op::DeleteImage { slot } => {
+                self.present[*slot] = false;
+                std::fs::remove_file(self.images.join(NAMES[*slot])).unwrap();
+                Ok(())
+            }
             Op::DeleteFeatures { slot } => {
                 let _ = std::fs::remove_file(self.feats.join(NAMES[*slot].replace(".png", ".npz")));
+                Ok(())
+            }
+            Op::CopyFeatures { from, to } => {
+                let stem = |slot: usize| NAMES[slot].replace(".png", ".npz");
+                let _ = std::fs::copy(self.feats.join(stem(*from)), self.feats.join(stem(*to)));
                 Ok(())
             }
             Op::Kill { op, after_ms } => {
@@ -597,24 +1078,32 @@ impl Folder {
                 self.judge(refs, op, status, &err, &alts)
             }
             Op::Both(a, b) => {
-                // The features before the two started, for a reader racing a writer.
-                let before = refs.fresh_dir();
-                std::fs::create_dir_all(&before).unwrap();
-                for (n, p) in files(&self.feats) {
-                    std::fs::copy(p, before.join(n)).unwrap();
-                }
-                let merges_before = self.feature_settings();
+                // The inputs before the two started, for a reader racing a writer.
+                let (before, before_h5) = (refs.fresh_dir(), refs.fresh_dir());
+                copy_files(&self.feats, &before, |_| true);
+                copy_files(&self.h5, &before_h5, is_h5_input);
+                let merges_before = self.feature_records();
                 let children = [self.spawn(a), self.spawn(b)];
                 let results = children.map(|c| Folder::finish(c, false));
                 let mut alts = Alternatives::default();
-                for op in [a, b] {
-                    alts.extracts.extend(self.alone(op).extracts);
+                for (op, (status, _)) in [a, b].into_iter().zip(&results) {
+                    if *status == Some(true) {
+                        let alone = self.alone(op);
+                        alts.extracts.extend(alone.extracts);
+                        alts.pairs.extend(alone.pairs);
+                    }
                 }
                 alts.feats = vec![self.feats.clone()];
-                alts.merges = self.feature_settings();
+                alts.h5 = vec![self.h5.clone()];
+                alts.merges = self.feature_records();
                 if a.is_extract() || b.is_extract() {
                     alts.feats.push(before);
-                    alts.merges.extend(merges_before);
+                    alts.h5.push(before_h5);
+                    for r in merges_before {
+                        if !alts.merges.contains(&r) {
+                            alts.merges.push(r);
+                        }
+                    }
                 }
                 for (op, (status, err)) in [a, b].into_iter().zip(results) {
                     self.judge(refs, op, status, &err, &alts)?;
@@ -625,8 +1114,53 @@ impl Folder {
     }
 }
 
+/// Per command kind: how many exited 0, refused, were killed (the run's coverage).
+static COUNTS: std::sync::Mutex<BTreeMap<&'static str, [usize; 3]>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+fn count(op: &Op, status: Option<bool>) {
+    let kind = match op {
+        Op::Extract {
+            format: Format::Npz,
+            ..
+        } => "extract npz",
+        Op::Extract { .. } => "extract h5",
+        Op::Match {
+            format: Format::Npz,
+        } => "match npz",
+        Op::Match { .. } => "match h5",
+        Op::Pairs { .. } => "pairs",
+        Op::Merge { hloc: false } => "merge database",
+        Op::Merge { .. } => "merge hloc",
+        _ => "other",
+    };
+    let column = match status {
+        Some(true) => 0,
+        Some(false) => 1,
+        None => 2,
+    };
+    if let Ok(mut c) = COUNTS.lock() {
+        c.entry(kind).or_default()[column] += 1;
+    }
+}
+
+/// The fresh runs that succeeded; Err when every one refused (the judged run succeeded where
+/// a fresh run on the same inputs refuses).
+fn succeeded<T>(fresh: Vec<Result<T, String>>, what: &str) -> Result<Vec<T>, String> {
+    if let [Err(e), ..] = fresh.as_slice() {
+        if fresh.iter().all(Result::is_err) {
+            return Err(format!(
+                "{what} succeeded where a fresh {what} of the same inputs refuses: {}",
+                e.trim()
+            ));
+        }
+    }
+    Ok(fresh.into_iter().filter_map(Result::ok).collect())
+}
+
 /// Runs the sequence of `seed`: Err(report) on a broken invariant not in [`KNOWN_ISSUES`].
 fn sequence(refs: &mut Refs, seed: u64) -> Result<usize, String> {
+    let verbose = std::env::var_os("DESCL_STATE_VERBOSE").is_some();
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut folder = Folder::new(dir.path());
@@ -634,27 +1168,28 @@ fn sequence(refs: &mut Refs, seed: u64) -> Result<usize, String> {
         eprintln!("seed {seed}: folder {} kept", dir.keep().display());
     }
     let steps = rng.gen_range(5..=8);
-    let main = Settings::random(&mut rng);
+    let main = Spec::random(&mut rng);
     let mut done: Vec<Op> = Vec::new();
     for i in 0..steps {
         let op = if i == 0 {
             Op::Extract {
                 s: main,
+                format: Format::Npz,
                 shard: None,
                 resume: false,
             }
         } else {
-            Op::random(&mut rng, main, &folder.variants)
+            Op::random(&mut rng, main, &folder)
         };
-        if std::env::var_os("DESCL_STATE_VERBOSE").is_some() {
+        if verbose {
             eprintln!("  step {}: {op:?}", i + 1);
         }
         done.push(op.clone());
         let result = folder.step(refs, &op);
-        if std::env::var_os("DESCL_STATE_VERBOSE").is_some() {
+        if verbose {
             let feats: Vec<_> = files(&folder.feats)
                 .iter()
-                .map(|(n, p)| (n.clone(), Settings::of_file(p)))
+                .map(|(n, p)| (n.clone(), record_of_file(p)))
                 .collect();
             eprintln!("  after step {}: {feats:?}", i + 1);
         }
@@ -708,5 +1243,8 @@ fn random_histories_keep_every_output_equal_to_a_fresh_run() {
         failures.len(),
         started.elapsed().as_secs_f64()
     );
+    for (kind, [ok, refused, killed]) in COUNTS.lock().unwrap().iter() {
+        eprintln!("  {kind}: {ok} exited 0 and were checked, {refused} refused, {killed} killed");
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -193,16 +193,24 @@ impl OutputLock {
         let mut name = target.file_name().unwrap_or_default().to_os_string();
         name.push(LOCK_SUFFIX);
         let path = target.with_file_name(name);
-        let file = open_lock_file(&path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(OutputLock { file, path }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::InvalidInput(format!(
-                "{}: another descl run is writing this file (lock {}); wait for it or {hint}",
-                target.display(),
-                path.display()
-            ))),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
+        for _ in 0..LOCK_TRIES {
+            let file = open_lock_file(&path)?;
+            match file.try_lock() {
+                // The holder removes the file as it leaves: a lock on the removed file, opened
+                // just before, would lock nothing, and the next run would take a new one.
+                Ok(()) if is_current(&file, &path) => return Ok(OutputLock { file, path }),
+                Ok(()) => continue,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: another descl run is writing this file (lock {}); wait for it or {hint}",
+                        target.display(),
+                        path.display()
+                    )))
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+            }
         }
+        Err(lock_replaced(&path))
     }
 }
 
@@ -235,11 +243,20 @@ pub(crate) fn remove_stale_temporaries(target: &Path) {
 /// (npz shards of one folder, [`FolderLock`]).
 pub const FOLDER_LOCK_FILE: &str = ".descl.lock";
 
-/// How often [`FolderLock::share`] opens the lock file again when another run removed it
-/// between the open and the lock (each retry means that a run ended meanwhile; reaching the
-/// limit means something keeps replacing the file).
-#[cfg(feature = "full")]
-const FOLDER_LOCK_TRIES: usize = 100;
+/// How often [`OutputLock::acquire`] and [`FolderLock::share`] open the lock file again when
+/// another run removed it between the open and the lock (each retry means that a run ended
+/// meanwhile; reaching the limit means something keeps replacing the file).
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
+const LOCK_TRIES: usize = 100;
+
+/// The error of a lock file replaced [`LOCK_TRIES`] times while descl took it.
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
+fn lock_replaced(path: &Path) -> Error {
+    Error::InvalidInput(format!(
+        "{}: the lock file was replaced {LOCK_TRIES} times while descl took it; is something else removing it?",
+        path.display()
+    ))
+}
 
 /// A shared lock on an output folder that runs write into side by side (npz shards run in
 /// parallel, each writing its own files), held by each writing run for its whole life.
@@ -264,7 +281,7 @@ impl FolderLock {
     /// run holds it, `clean` runs first, alone (removing what killed runs left).
     pub(crate) fn share(dir: &Path, clean: impl Fn() -> Result<()>) -> Result<FolderLock> {
         let path = dir.join(FOLDER_LOCK_FILE);
-        for _ in 0..FOLDER_LOCK_TRIES {
+        for _ in 0..LOCK_TRIES {
             let file = open_lock_file(&path)?;
             match file.try_lock() {
                 Ok(()) if is_current(&file, &path) => clean()?,
@@ -280,15 +297,12 @@ impl FolderLock {
                 return Ok(FolderLock { file, path });
             }
         }
-        Err(Error::InvalidInput(format!(
-            "{}: the lock file was replaced {FOLDER_LOCK_TRIES} times while descl took it; is something else removing it?",
-            path.display()
-        )))
+        Err(lock_replaced(&path))
     }
 }
 
 /// Whether `file` is still the file at `path` (not removed or replaced since it was opened).
-#[cfg(feature = "full")]
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
 fn is_current(file: &std::fs::File, path: &Path) -> bool {
     #[cfg(unix)]
     {
@@ -359,6 +373,38 @@ pub(crate) fn remove_stale_temporaries_below(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs taking one output's lock over and over never hold it at once: a run that opened
+    /// the lock file just before the holder removed it (its last act) must not count the lock
+    /// on the removed file as the output's.
+    #[test]
+    fn an_output_lock_is_held_by_one_run_at_a_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("x.db");
+        let holders = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..3000 {
+                        if let Ok(lock) = OutputLock::acquire(&target, "wait") {
+                            let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            std::thread::yield_now();
+                            holders.fetch_sub(1, Ordering::SeqCst);
+                            drop(lock);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            1,
+            "two runs held the lock at once"
+        );
+    }
 
     #[cfg(feature = "full")]
     #[test]
