@@ -1,8 +1,9 @@
 /* libdescl_glibc228.so: what the bullseye wheel's ELF files take from glibc 2.29+ and libstdc++
  * GLIBCXX_3.4.26 (gcc 9), rebuilt on what glibc 2.28 and GLIBCXX_3.4.21 have, so that the wheel
- * is manylinux_2_28 (scripts/wheel-glibc228). patch_wheel.py renames each reference to the
- * descl_glibc228_ name below (unversioned) and adds this library as DT_NEEDED, so these are used
- * on every system, old or new: the names are ours, glibc's and libstdc++'s never match them.
+ * is manylinux_2_28 (scripts/wheel-glibc228; the bundle's lib/ too: scripts/bundle-glibc228).
+ * patch.py renames each reference to the descl_glibc228_ name below (unversioned) and adds this
+ * library as DT_NEEDED, so these are used on every system, old or new: the names are ours,
+ * glibc's and libstdc++'s never match them.
  * exp/log/pow/log2@GLIBC_2.29 need nothing here: libm still has them as @GLIBC_2.2.5 (the same
  * code behind an errno wrapper), and the references are re-pointed there. */
 #define _GNU_SOURCE

@@ -1,6 +1,7 @@
 // Checks libdescl_glibc228.so's functions against what they stand in for (glibc >= 2.30's
 // gettid and pthread_cond_clockwait, libstdc++'s default string-stream constructors), run by
-// scripts/wheel-glibc228 on the build system before the library goes into the wheel.
+// scripts/glibc228/polyfill on the build system before the library goes into the wheel or the
+// bundle.
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
