@@ -188,9 +188,24 @@ pub struct MergeArgs {
     json: bool,
 }
 
+/// The plans a merge reads beside the features and the matches.
+const PLAN_FILES: [&str; 2] = [
+    descl::io::plan::EXTRACT_PLAN_FILE,
+    descl::io::plan::MATCH_PLAN_FILE,
+];
+
 fn merge(args: MergeArgs) -> anyhow::Result<()> {
     if let Some(db) = &args.database {
         descl::io::atomic::check_writable(db)?;
+        // --overwrite replaces a database, never a features or matches file the merge reads.
+        let mut read = Vec::new();
+        for dir in [&args.features, &args.matches] {
+            for pairs in [false, true] {
+                read.extend(descl::io::npz_folder::npz_files(dir, pairs).unwrap_or_default());
+            }
+            read.extend(PLAN_FILES.map(|f| dir.join(f)));
+        }
+        descl::io::atomic::check_not_an_input(db, &read)?;
     }
     let inputs = MergeInputs {
         features: args.features,
