@@ -820,3 +820,26 @@ fn a_merge_names_a_single_pairs_matches_file() {
         "{err}"
     );
 }
+
+/// Finding 9: `sfm merge --hloc` took --single-camera and --camera-model and did nothing with
+/// them (hloc's files hold no cameras). Usage errors.
+#[cfg(feature = "h5")]
+#[test]
+fn merge_to_hloc_refuses_camera_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    for flags in [vec!["--single-camera"], vec!["--camera-model", "PINHOLE"]] {
+        let (ok, _, err) = run(descl()
+            .args(["sfm", "merge", "--features"])
+            .arg(dir.path().join("f"))
+            .arg("--matches")
+            .arg(dir.path().join("m"))
+            .arg("--hloc")
+            .arg(dir.path().join("h"))
+            .args(&flags));
+        assert!(
+            !ok && err.contains(flags[0]) && err.contains("--hloc"),
+            "{flags:?}: {err}"
+        );
+        assert!(!dir.path().join("h").exists());
+    }
+}

@@ -195,6 +195,11 @@ const PLAN_FILES: [&str; 2] = [
 ];
 
 fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    let camera_flags =
+        args.single_camera || !matches!(args.camera_model, CameraModelArg::SimpleRadial);
+    if args.hloc.is_some() && camera_flags {
+        bail!("--single-camera and --camera-model set the cameras of a COLMAP database (--database); hloc's files (--hloc) hold no cameras");
+    }
     if let Some(db) = &args.database {
         descl::io::atomic::check_writable(db)?;
         // --overwrite replaces a database, never a features or matches file the merge reads.
