@@ -1374,13 +1374,12 @@ fn store_matches(
             let names = m.meta.side_names();
             let side = |p: &str| {
                 set.find(p).ok_or_else(|| {
-                    crate::Error::format(
-                        file,
-                        format!(
-                            "{p} has no features file in {}",
-                            set.inputs.features.display()
-                        ),
-                    )
+                    let why = match p.is_empty() {
+                        // `descl match A B --out` records paths, not the set's image names.
+                        true => "names no image: a single pair's matches (`descl match A B --out`); merge the matches of a set run (`descl match --images FEATURES --out-dir DIR`)".to_string(),
+                        false => format!("{p} has no features file in {}", set.inputs.features.display()),
+                    };
+                    crate::Error::format(file, why)
                 })
             };
             let (a, b) = (side(&names[0])?, side(&names[1])?);

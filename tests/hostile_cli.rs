@@ -556,3 +556,290 @@ fn a_replaced_image_is_refused_even_when_its_pairs_are_done() {
     let (ok, err) = match_set(&feats, &dir.path().join("m2"), &[]);
     assert!(ok, "{err}");
 }
+
+/// The hostile review of 2026-11-28, finding 1: `descl pairs` over two files that record one
+/// image (a features file copied over another's; two extractions in subfolders) wrote an image
+/// paired with itself and repeated pairs, exit 0. Refused, naming both files, as `match` does.
+#[test]
+fn pairs_refuses_two_files_of_one_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    for sub in ["a", "b"] {
+        let (ok, err) = extract(&imgs, &feats.join(sub), &[]);
+        assert!(ok, "{err}");
+    }
+    let out = dir.path().join("pairs.txt");
+    let pairs = |input: &Path, extra: &[&str]| {
+        run(descl()
+            .arg("pairs")
+            .arg(input)
+            .args(["--exhaustive", "--out"])
+            .arg(&out)
+            .args(extra))
+    };
+    let (ok, _, err) = pairs(&feats, &["--allow-partial"]);
+    assert!(!ok && err.contains("two inputs named"), "{err}");
+    assert!(!out.exists());
+    let one = feats.join("a");
+    std::fs::copy(one.join("0000.npz"), one.join("0001.npz")).unwrap();
+    let (ok, _, err) = pairs(&one, &["--allow-partial"]);
+    assert!(
+        !ok && err.contains("0000.npz") && err.contains("0001.npz"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// Finding 2: `descl pairs --reference` scored the pairs against matches of other images
+/// under the same names (exit 0, a meaningless recall). The matches must index this set's
+/// features; a refused run writes no pairs file.
+#[test]
+fn pairs_reference_must_match_this_sets_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let (fa, fb) = (dir.path().join("fa"), dir.path().join("fb"));
+    let (ok, err) = extract(&imgs, &fa, &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = extract(&imgs, &fb, &["--max-keypoints", "50"]);
+    assert!(ok, "{err}");
+    let (ma, mb) = (dir.path().join("ma"), dir.path().join("mb"));
+    for (f, m) in [(&fa, &ma), (&fb, &mb)] {
+        let (ok, err) = match_set(f, m, &[]);
+        assert!(ok, "{err}");
+    }
+    let out = dir.path().join("pairs.txt");
+    let pairs = |reference: &Path| {
+        run(descl()
+            .arg("pairs")
+            .arg(&fa)
+            .args(["--sequential", "1", "--out"])
+            .arg(&out)
+            .arg("--reference")
+            .arg(reference))
+    };
+    let (ok, _, err) = pairs(&mb);
+    assert!(
+        !ok && err.contains("mb") && err.contains("other features"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a refused run wrote its pairs file");
+    let (ok, _, err) = pairs(&ma);
+    assert!(ok && out.exists(), "{err}");
+}
+
+/// Finding 3: flags of set runs given to a single pair (`--out-dir`, `--format h5`, `--shard`,
+/// …) were ignored, exit 0, no output written. Usage errors.
+#[test]
+fn a_single_pair_refuses_the_flags_of_set_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let (a, b) = (imgs.join(NAMES[0]), imgs.join(NAMES[1]));
+    for flags in [
+        vec!["--out-dir", "m"],
+        vec!["--format", "h5"],
+        vec!["--shard", "0/2"],
+        vec!["--allow-partial"],
+        vec!["--max-resident-images", "5"],
+    ] {
+        let (ok, _, err) = run(descl()
+            .current_dir(dir.path())
+            .arg("match")
+            .arg(&a)
+            .arg(&b)
+            .args(SIFT)
+            .args(&flags));
+        assert!(!ok && err.contains(flags[0]), "{flags:?}: {err}");
+    }
+    assert!(!dir.path().join("m").exists());
+}
+
+/// Finding 4: an output path that is one of the command's inputs destroyed it, exit 0 (a pairs
+/// file over a features file or the plan, matches over a features file, --viz over the
+/// photo, a database over a features file with --overwrite). Refused; the input unchanged.
+#[test]
+fn no_output_overwrites_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let m = dir.path().join("m");
+    let (ok, err) = match_set(&feats, &m, &[]);
+    assert!(ok, "{err}");
+    let victims = [
+        feats.join("0000.npz"),
+        feats.join("descl-extract-plan.json"),
+        imgs.join(NAMES[1]),
+    ];
+    let before: Vec<Vec<u8>> = victims.iter().map(|v| std::fs::read(v).unwrap()).collect();
+    let refused = |cmd: &mut std::process::Command, what: &str| {
+        let (ok, _, err) = run(cmd);
+        assert!(!ok && err.contains("is an input"), "{what}: {err}");
+    };
+    for v in &victims[..2] {
+        refused(
+            descl()
+                .arg("pairs")
+                .arg(&feats)
+                .args(["--exhaustive", "--out"])
+                .arg(v),
+            "pairs --out",
+        );
+    }
+    let (a, b) = (feats.join("0000.npz"), feats.join("0001.npz"));
+    refused(
+        descl().arg("match").arg(&a).arg(&b).arg("--out").arg(&a),
+        "match --out",
+    );
+    refused(
+        descl()
+            .arg("match")
+            .arg(&a)
+            .arg(&b)
+            .arg("--viz")
+            .arg(&victims[2]),
+        "match --viz over the picture",
+    );
+    refused(
+        descl()
+            .args(["sfm", "merge", "--overwrite", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&m)
+            .arg("--database")
+            .arg(&a),
+        "merge --database",
+    );
+    for (v, b) in victims.iter().zip(&before) {
+        assert_eq!(&std::fs::read(v).unwrap(), b, "{} changed", v.display());
+    }
+}
+
+/// Findings 5 and 7: a mistyped input path replaced the set's plan before failing (the good
+/// set was then refused as "not listed"); a hidden file given by name was extracted, and then
+/// never found by the set commands ("run it again with --resume", which cannot help). Both
+/// refused before anything is written.
+#[test]
+fn extract_checks_named_inputs_before_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let plan = feats.join("descl-extract-plan.json");
+    let before = std::fs::read(&plan).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(imgs.join(NAMES[0]))
+        .arg(imgs.join("missing.png"))
+        .arg("--out")
+        .arg(&feats)
+        .args(SIFT));
+    assert!(!ok && err.contains("missing.png"), "{err}");
+    assert_eq!(std::fs::read(&plan).unwrap(), before, "the plan changed");
+    let hidden = imgs.join(".h.png");
+    std::fs::copy(imgs.join(NAMES[2]), &hidden).unwrap();
+    let out = dir.path().join("f2");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(imgs.join(NAMES[0]))
+        .arg(&hidden)
+        .arg("--out")
+        .arg(&out)
+        .args(SIFT));
+    assert!(
+        !ok && err.contains(".h.png") && err.contains("hidden"),
+        "{err}"
+    );
+    assert!(!out.join(".h.npz").exists());
+    let (ok, err) = match_set(&feats, &dir.path().join("m"), &[]);
+    assert!(ok, "the set still matches: {err}");
+}
+
+/// Finding 6: after an image is deleted and the set extracted again into the same
+/// `features.h5`, the deleted image's group stays and `descl match` refuses it, with advice
+/// ("extract the whole set", "delete the file") that cannot help. The refusal now names the
+/// group and how to remove it. Finding 8: a folder holding only a features.h5 is pointed at
+/// the file.
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_group_of_a_removed_image_is_refused_with_a_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let out = dir.path().join("out");
+    let (ok, err) = extract(&imgs, &out, &["--format", "h5"]);
+    assert!(ok, "{err}");
+    std::fs::remove_file(imgs.join(NAMES[2])).unwrap();
+    let (ok, err) = extract(&imgs, &out, &["--format", "h5"]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&out.join("features.h5"), &out, &["--format", "h5"]);
+    assert!(
+        !ok && err.contains("remove the group \"0002.png\"") && err.contains("features.h5"),
+        "{err}"
+    );
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&out)
+        .args(["--exhaustive", "--out"])
+        .arg(dir.path().join("p.txt")));
+    assert!(!ok && err.contains("give the file"), "{err}");
+}
+
+/// Finding 8: a single pair's matches file (`descl match A B --out`) in a set's matches folder
+/// was refused by the merge as "m/x.npz:  has no features file in feats" (an empty name). The
+/// refusal now says what the file is and what to merge instead.
+#[test]
+fn a_merge_names_a_single_pairs_matches_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let m = dir.path().join("m");
+    let (ok, err) = match_set(&feats, &m, &["--planar-check"]);
+    assert!(ok, "{err}");
+    let pair = m.join("0000__0001.npz");
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(feats.join("0001.npz"))
+        .arg(feats.join("0000.npz"))
+        .arg("--planar-check")
+        .arg("--out")
+        .arg(&pair));
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "merge", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&m)
+        .arg("--database")
+        .arg(dir.path().join("x.db")));
+    assert!(
+        !ok && err.contains("0000__0001.npz") && err.contains("single pair"),
+        "{err}"
+    );
+}
+
+/// Finding 9: `sfm merge --hloc` took --single-camera and --camera-model and did nothing with
+/// them (hloc's files hold no cameras). Usage errors.
+#[cfg(feature = "h5")]
+#[test]
+fn merge_to_hloc_refuses_camera_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    for flags in [vec!["--single-camera"], vec!["--camera-model", "PINHOLE"]] {
+        let (ok, _, err) = run(descl()
+            .args(["sfm", "merge", "--features"])
+            .arg(dir.path().join("f"))
+            .arg("--matches")
+            .arg(dir.path().join("m"))
+            .arg("--hloc")
+            .arg(dir.path().join("h"))
+            .args(&flags));
+        assert!(
+            !ok && err.contains(flags[0]) && err.contains("--hloc"),
+            "{flags:?}: {err}"
+        );
+        assert!(!dir.path().join("h").exists());
+    }
+}

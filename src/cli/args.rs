@@ -662,6 +662,17 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
         return h5_set_inputs(dir, allow_partial);
     }
     let npz = descl::io::npz_folder::npz_files(dir, false)?;
+    let h5 = dir.join("features.h5");
+    if npz.is_empty()
+        && h5.is_file()
+        && descl::names::folder_inputs(dir, &descl::image::has_image_extension)?.is_empty()
+    {
+        anyhow::bail!(
+            "{}: holds hloc's features.h5 and no images or .npz features: give the file ({})",
+            dir.display(),
+            h5.display()
+        );
+    }
     if npz.is_empty() {
         let inputs = descl::image::image_inputs(dir)?;
         return Ok(InputSet { inputs, made: None });
@@ -688,6 +699,9 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
         .zip(&npz)
         .map(|(name, p)| SetInput::new(name.as_str(), p.as_path()))
         .collect::<descl::Result<_>>()?;
+    // Two files recording one image (a features file copied over another's, two extractions
+    // in subfolders) would pair an image with itself and repeat its pairs.
+    descl::names::check_unique(&inputs)?;
     // One extraction: the folder's extract plan's settings and images (shards run with
     // another budget or model, two runs' files in one folder, an extraction killed before
     // its plan, or an extract shard not run yet would be matched as the set).

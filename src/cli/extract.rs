@@ -163,9 +163,24 @@ fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<SetInput>> {
     for input in inputs {
         if input.is_dir() {
             images.extend(image_inputs(input)?);
-        } else {
-            images.push(SetInput::file(input)?);
+            continue;
         }
+        // Checked before the plan is written: a mistyped path must not replace a set's plan.
+        anyhow::ensure!(
+            input.exists(),
+            "{}: no such file or folder (nothing was extracted)",
+            input.display()
+        );
+        // The set commands skip hidden files in folders: its features would never be matched.
+        let hidden = input
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+        anyhow::ensure!(
+            !hidden,
+            "{}: a hidden file (its name starts with `.`); descl match, pairs and sfm merge skip hidden files in a folder, so its features would never be used: rename it",
+            input.display()
+        );
+        images.push(SetInput::file(input)?);
     }
     images.sort();
     images.dedup();

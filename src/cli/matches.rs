@@ -116,6 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let [a, b] = &args.inputs[..] else {
         bail!("give two inputs A B (images or .npz features files), or --images DIR with --exhaustive, --sequential W or --pairs FILE");
     };
+    refuse_set_flags(&args)?;
     let cfg = PairConfig {
         planar_check: args.planar_check,
         ..args
@@ -137,11 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let ((fa, (ka, kna)), (fb, (kb, knb))) = (load(a)?, load(b)?);
     let made = features_made(&[(a, &fa.meta), (b, &fb.meta)])?;
     args.describe.refuse_for_features(made.as_ref())?;
-    // The pictures are checked before anything is written.
-    let pictures = match &args.viz {
-        Some(_) => Some([picture_of(a, &fa)?, picture_of(b, &fb)?]),
-        None => None,
-    };
+    let pictures = checked_outputs(&args, [a, b], [&fa, &fb])?;
     let r = match_pair(&fa, &fb, &cfg, ka.as_ref().zip(kb.as_ref()))?;
     if let Some(out) = &args.out {
         let pair = PairRecord {
@@ -164,6 +161,46 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string_pretty(&rep)?);
     } else {
         print_human(&rep);
+    }
+    Ok(())
+}
+
+/// Checks a single pair's outputs before anything is written: none is one of the inputs (the
+/// two files and, with --viz, their pictures, which it returns).
+fn checked_outputs(
+    args: &Args,
+    [a, b]: [&PathBuf; 2],
+    [fa, fb]: [&Features; 2],
+) -> anyhow::Result<Option<[PathBuf; 2]>> {
+    let pictures = match &args.viz {
+        Some(_) => Some([picture_of(a, fa)?, picture_of(b, fb)?]),
+        None => None,
+    };
+    let read: Vec<&PathBuf> = [a, b]
+        .into_iter()
+        .chain(pictures.iter().flatten())
+        .collect();
+    for out in args.out.iter().chain(&args.viz) {
+        descl::io::atomic::check_not_an_input(out, &read)?;
+    }
+    Ok(pictures)
+}
+
+/// Flags of a set run (`--images`) given to a single pair: usage errors, never ignored (the
+/// user would look for outputs that were never written).
+fn refuse_set_flags(args: &Args) -> anyhow::Result<()> {
+    let given = [
+        (args.out_dir.is_some(), "--out-dir (use --out FILE.npz)"),
+        (args.shard.is_some(), "--shard"),
+        (args.allow_partial, "--allow-partial"),
+        (args.format == Format::H5, "--format h5"),
+        (
+            args.max_resident_images != image_set::DEFAULT_MAX_RESIDENT_IMAGES,
+            "--max-resident-images",
+        ),
+    ];
+    if let Some((_, flag)) = given.iter().find(|(on, _)| *on) {
+        bail!("{flag}: a flag of set runs (--images DIR); a single pair A B writes --out and --viz only");
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ use descl::io::matches::read_matches;
 use descl::io::npz_folder::npz_files;
 use descl::matching::pairs::{check_pairs_file_names, find_input, make_pairs, write_pairs_file};
 use descl::progress::Progress;
+use descl::provenance::FeaturesId;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -39,22 +40,47 @@ pub struct Args {
     describe: DescribeArgs,
 }
 
-/// The verified pairs of a reference run, as indices into `names`.
-fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(usize, usize)>)> {
+/// The verified pairs of a reference run, as indices into `names`. Every matches file must
+/// index the features of this set (the identities it records, `id_of` an input's): matches of
+/// other images or other features under the same names would make the recall meaningless.
+fn verified_pairs(
+    dir: &Path,
+    names: &[String],
+    id_of: &dyn Fn(usize) -> anyhow::Result<FeaturesId>,
+) -> anyhow::Result<(usize, Vec<(usize, usize)>)> {
     let files = npz_files(dir, true)?;
-    anyhow::ensure!(!files.is_empty(), "{}: no matches files", dir.display());
+    anyhow::ensure!(
+        !files.is_empty(),
+        "{}: no matches files (.npz of `descl match --out-dir`; a matches.h5 is not read here)",
+        dir.display()
+    );
     let mut verified = Vec::new();
     for f in &files {
         let m = read_matches(f)?;
-        if m.model.is_none() {
-            continue;
-        }
         let index = |side: &str| {
             find_input(names, side)
                 .with_context(|| format!("{}: {side} is not in the set", f.display()))
         };
         let sides = m.meta.side_names();
         let (a, b) = (index(&sides[0])?, index(&sides[1])?);
+        for (i, recorded) in [(a, &m.meta.features_a), (b, &m.meta.features_b)] {
+            let Some(recorded) = recorded else {
+                anyhow::bail!(
+                    "{}: records no identity of the features it matched, so it cannot be told to be of this set's features; match the set again (descl match --exhaustive --images …)",
+                    f.display()
+                );
+            };
+            anyhow::ensure!(
+                *recorded == id_of(i)?,
+                "{}: matches other features of {} than this set's ({} keypoints recorded, the set's file has others or other descriptors): the reference run was made from another extraction; match this set's features for it",
+                f.display(),
+                names[i],
+                recorded.keypoints
+            );
+        }
+        if m.model.is_none() {
+            continue;
+        }
         verified.push((a.min(b), a.max(b)));
     }
     verified.sort_unstable();
@@ -64,13 +90,8 @@ fn verified_pairs(dir: &Path, names: &[String]) -> anyhow::Result<(usize, Vec<(u
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mode = args.pairs.mode(None)?;
-    descl::io::atomic::check_writable(&args.out)?;
-    let set = set_inputs(&args.dir, args.allow_partial)?;
-    args.describe.refuse_for_features(set.made.as_ref())?;
-    let inputs = set.inputs;
+    let inputs = checked_inputs(&args)?;
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
-    // Checked before any work: the file must read back as the same names in descl and hloc.
-    check_pairs_file_names(&names)?;
     let loader = FeatureLoader::new(&args.describe);
     let bar = Bar::new(true);
     // Retrieval reads every image's features twice (codebook sample, then aggregation).
@@ -84,29 +105,53 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let pairs = make_pairs(&mode, &names, Some(&descriptors))?;
     let seconds = started.elapsed().as_secs_f64();
     bar.finish();
+    // The reference is checked before the pairs file is written: a refused run writes nothing.
+    let reference = match &args.reference {
+        Some(dir) => {
+            let id_of = |i: usize| Ok(loader.load(&inputs[i].path)?.id());
+            Some(reference_recall(dir, &names, &pairs, &id_of)?)
+        }
+        None => None,
+    };
     write_pairs_file(&args.out, &names, &pairs)?;
     let n = inputs.len();
-    let all = n * n.saturating_sub(1) / 2;
+    let share = pairs.len() as f64 / (n * n.saturating_sub(1) / 2).max(1) as f64;
     let mut summary = serde_json::json!({
         "pairs_file": args.out,
         "images": n,
         "pairs": pairs.len(),
-        "share_of_exhaustive": pairs.len() as f64 / all.max(1) as f64,
+        "share_of_exhaustive": share,
         "seconds": seconds,
     });
     eprintln!(
         "{}: {} pairs of {n} images ({:.1}% of exhaustive) in {seconds:.1} s",
         args.out.display(),
         pairs.len(),
-        100.0 * pairs.len() as f64 / all.max(1) as f64
+        100.0 * share
     );
-    if let Some(dir) = &args.reference {
-        summary["reference"] = reference_recall(dir, &names, &pairs)?;
+    if let Some(r) = reference {
+        summary["reference"] = r;
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
+}
+
+/// The set's inputs, checked before any work: their settings against the flags, their names
+/// as a pairs file holds them, and the pairs file's path against the files the set is read
+/// from (a features file, the plan).
+fn checked_inputs(args: &Args) -> anyhow::Result<Vec<descl::names::SetInput>> {
+    descl::io::atomic::check_writable(&args.out)?;
+    let set = set_inputs(&args.dir, args.allow_partial)?;
+    let plan = args.dir.join(descl::io::plan::EXTRACT_PLAN_FILE);
+    let read = set.inputs.iter().map(|i| i.path.clone());
+    descl::io::atomic::check_not_an_input(&args.out, read.chain([plan, args.dir.clone()]))?;
+    args.describe.refuse_for_features(set.made.as_ref())?;
+    let names: Vec<String> = set.inputs.iter().map(|i| i.name.clone()).collect();
+    // The file must read back as the same names in descl and hloc.
+    check_pairs_file_names(&names)?;
+    Ok(set.inputs)
 }
 
 /// The recall of `pairs` against the verified pairs of the reference run in `dir`, printed
@@ -115,8 +160,9 @@ fn reference_recall(
     dir: &Path,
     names: &[String],
     pairs: &[(usize, usize)],
+    id_of: &dyn Fn(usize) -> anyhow::Result<FeaturesId>,
 ) -> anyhow::Result<serde_json::Value> {
-    let (matched, verified) = verified_pairs(dir, names)?;
+    let (matched, verified) = verified_pairs(dir, names, id_of)?;
     let recall = descl::retrieval::pair_recall(pairs, &verified);
     eprintln!(
         "recall: {:.1}% of the {} pairs verified among {matched} in {}",

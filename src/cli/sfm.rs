@@ -188,9 +188,29 @@ pub struct MergeArgs {
     json: bool,
 }
 
+/// The plans a merge reads beside the features and the matches.
+const PLAN_FILES: [&str; 2] = [
+    descl::io::plan::EXTRACT_PLAN_FILE,
+    descl::io::plan::MATCH_PLAN_FILE,
+];
+
 fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    let camera_flags =
+        args.single_camera || !matches!(args.camera_model, CameraModelArg::SimpleRadial);
+    if args.hloc.is_some() && camera_flags {
+        bail!("--single-camera and --camera-model set the cameras of a COLMAP database (--database); hloc's files (--hloc) hold no cameras");
+    }
     if let Some(db) = &args.database {
         descl::io::atomic::check_writable(db)?;
+        // --overwrite replaces a database, never a features or matches file the merge reads.
+        let mut read = Vec::new();
+        for dir in [&args.features, &args.matches] {
+            for pairs in [false, true] {
+                read.extend(descl::io::npz_folder::npz_files(dir, pairs).unwrap_or_default());
+            }
+            read.extend(PLAN_FILES.map(|f| dir.join(f)));
+        }
+        descl::io::atomic::check_not_an_input(db, &read)?;
     }
     let inputs = MergeInputs {
         features: args.features,

@@ -71,6 +71,42 @@ pub fn check_writable(path: &Path) -> Result<()> {
     temp_beside(path, "", "").map(drop)
 }
 
+/// Refuses to write `output` when it is one of the command's `inputs` (the same file, by
+/// device and inode, whatever the path): the run would destroy what it reads, and exit 0 over
+/// it. An `output` that does not exist yet is no input.
+pub fn check_not_an_input<P: AsRef<Path>>(
+    output: &Path,
+    inputs: impl IntoIterator<Item = P>,
+) -> Result<()> {
+    let Ok(out) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    for input in inputs {
+        let input = input.as_ref();
+        if std::fs::metadata(input).is_ok_and(|m| same_file(&m, &out)) {
+            return Err(Error::InvalidInput(format!(
+                "{}: is an input of this command ({}); writing it would destroy it, so choose another output path",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        false
+    }
+}
+
 /// A new staging folder inside `dir`, named `prefix` + random characters: a run builds its
 /// outputs there and renames them into place once complete. Errors name `dir`.
 #[cfg(feature = "full")]
@@ -373,6 +409,24 @@ pub(crate) fn remove_stale_temporaries_below(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_that_is_an_input_is_refused_by_any_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("a.npz");
+        std::fs::write(&input, b"features").unwrap();
+        let other = dir.path().join("b.npz");
+        std::fs::write(&other, b"other").unwrap();
+        // The same file by another spelling of its path.
+        let again = dir.path().join(".").join("a.npz");
+        let err = check_not_an_input(&again, [&other, &input])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a.npz") && err.contains("an input"), "{err}");
+        assert!(check_not_an_input(&other, [&input]).is_ok());
+        assert!(check_not_an_input(&dir.path().join("new.npz"), [&input]).is_ok());
+        assert_eq!(std::fs::read(&input).unwrap(), b"features");
+    }
 
     /// Runs taking one output's lock over and over never hold it at once: a run that opened
     /// the lock file just before the holder removed it (its last act) must not count the lock

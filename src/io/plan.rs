@@ -140,11 +140,25 @@ impl ExtractPlan {
 /// `dir` does not list: a file another run left in the folder (the image moved or gone, or a
 /// run of other images into the same folder).
 fn not_in_plan(file: &Path, name: &str, dir: &Path) -> String {
+    // In a features.h5 the features are a group (`FILE.h5/NAME`), which a new extraction of
+    // the set does not remove (another run's groups stay, as another run's files do).
+    let h5 = file
+        .parent()
+        .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("h5")));
+    let remedy = match h5 {
+        Some(h5) => format!(
+            "extract the set into a new folder, or remove the group {name:?} from {} (h5py: \
+             `del f[{name:?}]`)",
+            h5.display()
+        ),
+        None => "extract the whole set in one command (--resume reuses the features already \
+                 there), or delete the file"
+            .to_string(),
+    };
     format!(
         "{}: features of {name}, which {} does not list: another run's (a run of other images \
-         into this folder replaced the plan, or the image was moved or removed). Extract the \
-         whole set in one command (--resume reuses the features already there), or delete the \
-         file",
+         into this folder replaced the plan, or the image was moved or removed). To use this \
+         set, {remedy}",
         file.display(),
         dir.join(EXTRACT_PLAN_FILE).display()
     )
