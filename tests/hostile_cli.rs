@@ -557,6 +557,18 @@ fn a_replaced_image_is_refused_even_when_its_pairs_are_done() {
     assert!(ok, "{err}");
 }
 
+/// Small images in `dir/images`, extracted into `dir/feats` and matched (all pairs, `args`)
+/// into `dir/m`: (images, features, matches).
+fn extracted_and_matched(dir: &Path, args: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
+    let imgs = small_images(dir, &NAMES);
+    let (feats, m) = (dir.join("feats"), dir.join("m"));
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &m, args);
+    assert!(ok, "{err}");
+    (imgs, feats, m)
+}
+
 /// The hostile review of 2026-11-28, finding 1: `descl pairs` over two files that record one
 /// image (a features file copied over another's; two extractions in subfolders) wrote an image
 /// paired with itself and repeated pairs, exit 0. Refused, naming both files, as `match` does.
@@ -660,13 +672,7 @@ fn a_single_pair_refuses_the_flags_of_set_runs() {
 #[test]
 fn no_output_overwrites_an_input() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
-    let m = dir.path().join("m");
-    let (ok, err) = match_set(&feats, &m, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats, m) = extracted_and_matched(dir.path(), &[]);
     let victims = [
         feats.join("0000.npz"),
         feats.join("descl-extract-plan.json"),
@@ -792,13 +798,7 @@ fn an_h5_group_of_a_removed_image_is_refused_with_a_way_out() {
 #[test]
 fn a_merge_names_a_single_pairs_matches_file() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
-    let m = dir.path().join("m");
-    let (ok, err) = match_set(&feats, &m, &["--planar-check"]);
-    assert!(ok, "{err}");
+    let (_, feats, m) = extracted_and_matched(dir.path(), &["--planar-check"]);
     let pair = m.join("0000__0001.npz");
     let (ok, _, err) = run(descl()
         .arg("match")
