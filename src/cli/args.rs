@@ -662,19 +662,15 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
         return h5_set_inputs(dir, allow_partial);
     }
     let npz = descl::io::npz_folder::npz_files(dir, false)?;
-    let h5 = dir.join("features.h5");
-    if npz.is_empty()
-        && h5.is_file()
-        && descl::names::folder_inputs(dir, &descl::image::has_image_extension)?.is_empty()
-    {
-        anyhow::bail!(
-            "{}: holds hloc's features.h5 and no images or .npz features: give the file ({})",
-            dir.display(),
-            h5.display()
-        );
-    }
     if npz.is_empty() {
-        let inputs = descl::image::image_inputs(dir)?;
+        let h5 = dir.join("features.h5");
+        let inputs = match descl::image::image_inputs(dir) {
+            Err(e) if h5.is_file() => anyhow::bail!(
+                "{e}; it holds hloc's features.h5: give the file ({})",
+                h5.display()
+            ),
+            images => images?,
+        };
         return Ok(InputSet { inputs, made: None });
     }
     // A folder of both is ambiguous (features of an earlier run left in a subfolder would

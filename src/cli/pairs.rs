@@ -41,12 +41,12 @@ pub struct Args {
 }
 
 /// The verified pairs of a reference run, as indices into `names`. Every matches file must
-/// index the features of this set (the identities it records, `id_of` an input's): matches of
+/// index the features of this set (the identities it records, `ids` of the inputs): matches of
 /// other images or other features under the same names would make the recall meaningless.
 fn verified_pairs(
     dir: &Path,
     names: &[String],
-    id_of: &dyn Fn(usize) -> anyhow::Result<FeaturesId>,
+    ids: &[FeaturesId],
 ) -> anyhow::Result<(usize, Vec<(usize, usize)>)> {
     let files = npz_files(dir, true)?;
     anyhow::ensure!(
@@ -71,7 +71,7 @@ fn verified_pairs(
                 );
             };
             anyhow::ensure!(
-                *recorded == id_of(i)?,
+                *recorded == ids[i],
                 "{}: matches other features of {} than this set's ({} keypoints recorded, the set's file has others or other descriptors): the reference run was made from another extraction; match this set's features for it",
                 f.display(),
                 names[i],
@@ -108,8 +108,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The reference is checked before the pairs file is written: a refused run writes nothing.
     let reference = match &args.reference {
         Some(dir) => {
-            let id_of = |i: usize| Ok(loader.load(&inputs[i].path)?.id());
-            Some(reference_recall(dir, &names, &pairs, &id_of)?)
+            // Each input's identity once (a reference run has a file per pair).
+            let ids = (0..inputs.len())
+                .map(|i| Ok(loader.load(&inputs[i].path)?.id()))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Some(reference_recall(dir, &names, &pairs, &ids)?)
         }
         None => None,
     };
@@ -160,9 +163,9 @@ fn reference_recall(
     dir: &Path,
     names: &[String],
     pairs: &[(usize, usize)],
-    id_of: &dyn Fn(usize) -> anyhow::Result<FeaturesId>,
+    ids: &[FeaturesId],
 ) -> anyhow::Result<serde_json::Value> {
-    let (matched, verified) = verified_pairs(dir, names, id_of)?;
+    let (matched, verified) = verified_pairs(dir, names, ids)?;
     let recall = descl::retrieval::pair_recall(pairs, &verified);
     eprintln!(
         "recall: {:.1}% of the {} pairs verified among {matched} in {}",

@@ -340,18 +340,9 @@ impl FolderLock {
 /// Whether `file` is still the file at `path` (not removed or replaced since it was opened).
 #[cfg_attr(not(feature = "full"), allow(dead_code))]
 fn is_current(file: &std::fs::File, path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        match (file.metadata(), std::fs::metadata(path)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (file, path);
-        true
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => same_file(&a, &b) || cfg!(not(unix)),
+        _ => false,
     }
 }
 
