@@ -843,3 +843,49 @@ fn merge_to_hloc_refuses_camera_flags() {
         assert!(!dir.path().join("h").exists());
     }
 }
+
+/// The state machine's seed 48453 (issue 44): an image deleted with its features file after
+/// the set was matched, the set extracted again (`--resume`) and matched again (exit 0) left
+/// the deleted image's pair files in the matches folder, where a from-scratch run writes none
+/// (and `sfm merge` then refused the folder). The match removes them; pair files of the set's
+/// own images from another pair list stay.
+#[test]
+fn a_set_match_removes_the_pairs_of_a_deleted_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, feats, m) = extracted_and_matched(dir.path(), &[]);
+    let pair_files = || {
+        let mut f: Vec<String> = common::files_in(&m)
+            .into_iter()
+            .filter(|f| f.contains("__") && f.ends_with(".npz"))
+            .collect();
+        f.sort();
+        f
+    };
+    assert_eq!(
+        pair_files(),
+        ["0000__0001.npz", "0000__0002.npz", "0001__0002.npz"]
+    );
+    // Another pair list over the same images keeps the pairs it does not list.
+    let (ok, _, err) = run(descl()
+        .args(["match", "--sequential", "1", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&m));
+    assert!(ok, "{err}");
+    assert_eq!(pair_files().len(), 3, "{err}");
+    std::fs::remove_file(imgs.join(NAMES[2])).unwrap();
+    std::fs::remove_file(feats.join("0002.npz")).unwrap();
+    let (ok, err) = extract(&imgs, &feats, &["--resume"]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &m, &[]);
+    assert!(ok, "{err}");
+    assert_eq!(pair_files(), ["0000__0001.npz"], "{err}");
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "merge", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&m)
+        .arg("--database")
+        .arg(dir.path().join("db.db")));
+    assert!(ok, "the merge refused the matches folder: {err}");
+}

@@ -128,6 +128,45 @@ impl NpzFolder {
     }
 }
 
+impl NpzFolder {
+    /// Removes the pair files of the folder that index an image the set no longer has (one of
+    /// `plan`'s images neither): an image deleted, or renamed, since an earlier run matched it
+    /// (issue 44, the state machine's seed 48453). A from-scratch run over the set writes no
+    /// such file, and `descl sfm merge` refuses a folder holding one, as `matches.h5` drops
+    /// the pairs of replaced features. Pair files of the set's own images are kept, whatever
+    /// pair list wrote them: earlier runs and other pair lists (sequential, retrieval) leave
+    /// them legitimately, and shards of this run never write a pair outside the plan, so
+    /// removing these while they run loses none of their work. Files that cannot be read are
+    /// left to the readers that report them.
+    fn remove_pairs_outside(&self, plan: &MatchPlan) -> Result<()> {
+        let stems: HashSet<&str> = plan
+            .inputs
+            .iter()
+            .map(|n| crate::names::name_stem(n))
+            .collect();
+        for file in npz_files(&self.dir, true)? {
+            let Ok(meta) = crate::io::matches::read_matches_meta(&file) else {
+                continue;
+            };
+            // Files written before the names were recorded are known by their features
+            // files' names alone, which drop the image's folder: kept.
+            let Some(sides) = &meta.names else { continue };
+            if sides
+                .iter()
+                .any(|s| !stems.contains(crate::names::name_stem(s)))
+            {
+                match std::fs::remove_file(&file) {
+                    Ok(()) => {}
+                    // Another run of the folder removed it first.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(&file, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Writer for NpzFolder {
     /// Features of another model than the folder's are refused for a new image; an image's
     /// existing file may be replaced (a resumed run redoing stale features; `descl sfm merge`
@@ -259,7 +298,8 @@ impl Writer for NpzFolder {
                 )));
             }
         }
-        write_plan(&self.dir, MATCH_PLAN_FILE, plan)
+        write_plan(&self.dir, MATCH_PLAN_FILE, plan)?;
+        self.remove_pairs_outside(plan)
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
