@@ -161,6 +161,14 @@ fn walk(
                 name: relative_name(root, &p)?,
                 path: p,
             });
+        } else if keep(&p) && !p.exists() && p.is_symlink() {
+            // A link to a missing file would otherwise leave its image out without a word.
+            let target = std::fs::read_link(&p).map_err(|e| Error::io(&p, e))?;
+            return Err(Error::InvalidInput(format!(
+                "{}: a link to {}, which does not exist; restore it or remove the link",
+                p.display(),
+                target.display()
+            )));
         }
     }
     Ok(())
@@ -253,6 +261,23 @@ mod tests {
         std::fs::write(bad.join("y.jpg"), b"x").unwrap();
         let e = folder_inputs(root, &images).unwrap_err().to_string();
         assert!(e.contains("not UTF-8") && e.contains("y.jpg"), "{e}");
+    }
+
+    /// The hostile review of 2026-11-28: a link to a missing image left it out of the set,
+    /// exit 0. Refused naming the link and its target; a dangling link of another kind (not
+    /// an input) is still no concern of the set.
+    #[cfg(unix)]
+    #[test]
+    fn a_link_to_a_missing_image_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("x.jpg"), b"x").unwrap();
+        std::os::unix::fs::symlink(root.join("gone.jpg"), root.join("y.jpg")).unwrap();
+        std::os::unix::fs::symlink(root.join("gone.txt"), root.join("notes.txt")).unwrap();
+        let e = folder_inputs(root, &images).unwrap_err().to_string();
+        assert!(e.contains("y.jpg") && e.contains("gone.jpg") && e.contains("does not exist"), "{e}");
+        std::fs::remove_file(root.join("y.jpg")).unwrap();
+        assert_eq!(folder_inputs(root, &images).unwrap().len(), 1);
     }
 
     #[test]

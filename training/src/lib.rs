@@ -5,6 +5,7 @@
 #[cfg(feature = "tracks")]
 pub mod compare;
 pub mod data;
+pub mod distill;
 pub mod lineage;
 pub mod loss;
 pub mod net;

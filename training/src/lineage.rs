@@ -1,5 +1,6 @@
-//! Which photo sets a model has seen, through its whole lineage: its own training sources and
-//! those of every model it was fine-tuned from (`training.init`, followed card to card).
+//! Which photo sets a model has seen, through its whole lineage: its own training sources,
+//! those of every model it was fine-tuned from (`training.init`, followed card to card) and
+//! those of its teacher (`training.distill`, [`crate::distill`]).
 //!
 //! Why: a held-out score means something only for a model that never saw the held-out scenes,
 //! and a card's `training.data.scenes` lists only what its own sources declared. A source that
@@ -172,6 +173,25 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
                 )?),
                 (None, _) => bail!("{name}: the card has no training.config"),
             }
+        }
+        if let Some(teacher) = t.get("distill").map(|d| &d["teacher"]) {
+            // A distilled student learnt what its teacher computes on the student's patches:
+            // it saw every scene the teacher saw.
+            let file = base.join(
+                teacher["file"]
+                    .as_str()
+                    .with_context(|| format!("{name}: training.distill without a teacher file"))?,
+            );
+            let card_path = file.with_extension("json");
+            let teacher_card = ModelCard::load(&card_path)
+                .with_context(|| format!("{name}: the card of its teacher"))?;
+            teacher_card
+                .verify_sha256(&file)
+                .with_context(|| format!("{name}: its teacher"))?;
+            if Some(teacher_card.sha256.as_str()) != teacher["sha256"].as_str() {
+                bail!("{name}: teacher {} changed since it was trained", file.display());
+            }
+            out.extend(trained_scenes(&teacher_card, &card_path, base)?);
         }
         let Some(init) = t.get("init").filter(|i| !i.is_null()) else {
             return Ok(out);

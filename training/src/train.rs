@@ -224,6 +224,10 @@ pub struct RunConfig {
     /// a binary network started from a float model's weights, its head freshly initialised.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub init_trunk_only: bool,
+    /// A teacher the network learns to reproduce, beside (or instead of) `loss`
+    /// ([`crate::distill`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distill: Option<crate::distill::DistillConfig>,
     #[serde(default = "hundred")]
     pub log_every: usize,
     #[serde(default = "thousand")]
@@ -271,6 +275,9 @@ impl RunConfig {
             bail!("every track source is validation_only: nothing to train on");
         }
         self.data.augment.photometric.validate()?;
+        if let Some(d) = &self.distill {
+            d.validate()?;
+        }
         Ok(())
     }
 }
@@ -464,6 +471,10 @@ fn run(
         obj.entry("seed").or_insert(config.seed.into());
     }
     let mut loss_fn = loss::from_config(&loss_config)?;
+    let teacher = match &config.distill {
+        Some(d) => Some(load_teacher(d, &net, &tracks, device)?),
+        None => None,
+    };
     // One epoch = one pass over the training classes (end_epoch drives Alg. 1/2 of active learning).
     let steps_per_epoch = (tracks.classes() / config.batch).max(1);
 
@@ -567,9 +578,24 @@ fn run(
             .f_reshape([n, 1, side, side])?
             .f_to_device(device)?;
         let desc = net.forward_t(&x, true)?;
-        let desc = desc.f_reshape([config.batch as i64, config.views as i64, -1])?;
+        let shape = [config.batch as i64, config.views as i64, -1];
+        let desc = desc.f_reshape(shape)?;
         let progress = step as f64 / config.iterations as f64;
-        let loss = loss_fn.forward(&desc, progress);
+        let mut distill_value = None;
+        let loss = match (&config.distill, &teacher) {
+            (Some(d), Some(teacher)) => {
+                let t = teacher.describe(&x)?.f_reshape(shape)?;
+                let kd = crate::distill::distill_loss(d.target, &desc, &t);
+                distill_value = Some(kd.f_double_value(&[])?);
+                let kd = kd * d.weight;
+                if d.metric_weight > 0.0 {
+                    loss_fn.forward(&desc, progress) * d.metric_weight + kd
+                } else {
+                    kd
+                }
+            }
+            _ => loss_fn.forward(&desc, progress),
+        };
         let value = loss.f_double_value(&[])?;
         if !value.is_finite() {
             bail!("step {step}: loss is {value}; lower lr or check the data");
@@ -600,6 +626,9 @@ fn run(
             });
             for (k, v) in loss_fn.stats() {
                 entry[k] = serde_json::json!(v);
+            }
+            if let Some(v) = distill_value {
+                entry["distill_loss"] = serde_json::json!(v);
             }
             writeln!(log, "{entry}")?;
             log.flush()?;
@@ -725,6 +754,34 @@ const OPERATIONAL_FIELDS: [&str; 8] = [
     "init",
     "init_trunk_only",
 ];
+
+/// The teacher of a distillation run, checked against the student and the tracks: a float
+/// model of the student's descriptor size, cutting patches at the tracks' magnification.
+fn load_teacher(
+    d: &crate::distill::DistillConfig,
+    net: &Net,
+    tracks: &TrackMix,
+    device: Device,
+) -> Result<crate::distill::Teacher> {
+    let teacher = crate::distill::Teacher::load(&d.teacher, device)?;
+    if teacher.output_dim() != net.output_dim() {
+        bail!(
+            "distill: teacher {} gives {} numbers per descriptor, the student {}",
+            teacher.record.name,
+            teacher.output_dim(),
+            net.output_dim()
+        );
+    }
+    let m = tracks.magnification();
+    if (teacher.magnification - m).abs() > 1e-6 * m.abs().max(1.0) {
+        bail!(
+            "distill: teacher {} cuts patches at magnification {}, the tracks at {m}",
+            teacher.record.name,
+            teacher.magnification
+        );
+    }
+    Ok(teacher)
+}
 
 /// What a run computes: its config, and the identity of every training and validation set
 /// ([`TrackSet::identity`]: classes, views, the patches' SHA-256). Two reconstructions of one
@@ -1390,6 +1447,11 @@ fn model_card(
     });
     if run.iterations_completed < config.iterations {
         training["iterations_completed"] = run.iterations_completed.into();
+    }
+    if let Some(d) = &config.distill {
+        let (_, teacher) = crate::distill::teacher_card(&d.teacher)?;
+        training["distill"] = serde_json::json!({"teacher": teacher, "target": d.target,
+            "weight": d.weight, "metric_weight": d.metric_weight});
     }
     let serde_json::Value::Object(training) = training else {
         bail!("training section is not an object")
