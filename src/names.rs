@@ -275,7 +275,10 @@ mod tests {
         std::os::unix::fs::symlink(root.join("gone.jpg"), root.join("y.jpg")).unwrap();
         std::os::unix::fs::symlink(root.join("gone.txt"), root.join("notes.txt")).unwrap();
         let e = folder_inputs(root, &images).unwrap_err().to_string();
-        assert!(e.contains("y.jpg") && e.contains("gone.jpg") && e.contains("does not exist"), "{e}");
+        assert!(
+            e.contains("y.jpg") && e.contains("gone.jpg") && e.contains("does not exist"),
+            "{e}"
+        );
         std::fs::remove_file(root.join("y.jpg")).unwrap();
         assert_eq!(folder_inputs(root, &images).unwrap().len(), 1);
     }

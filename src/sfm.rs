@@ -1100,7 +1100,7 @@ fn merge_images(
 }
 
 /// What differs between `settings` and the extraction `descl sfm` runs
-/// ([`crate::model::SFM_DEFAULT_MODEL`], [`sfm_detector`], COLMAP's
+/// ([`crate::model::DEFAULT_MODEL`], [`sfm_detector`], COLMAP's
 /// [`crate::pipeline::COLMAP_MAX_IMAGE_SIZE`]), one "ours (descl sfm: theirs)" phrase per setting;
 /// empty when the features are made as `descl sfm` makes them. The magnification is not
 /// compared: it is the describer's own.
@@ -1108,11 +1108,11 @@ pub fn differences_from_sfm(settings: &crate::provenance::ExtractSettings) -> Ve
     let sfm = sfm_detector();
     let d = &settings.detector;
     let mut out = Vec::new();
-    if settings.model != crate::model::SFM_DEFAULT_MODEL {
+    if settings.model != crate::model::DEFAULT_MODEL {
         out.push(format!(
             "model {} (descl sfm: {})",
             settings.model,
-            crate::model::SFM_DEFAULT_MODEL
+            crate::model::DEFAULT_MODEL
         ));
     }
     if d.kind != sfm.kind {
@@ -1872,7 +1872,7 @@ mod tests {
         use crate::detect::{DetectorConfig, DEFAULT_MAX_KEYPOINTS};
         use crate::provenance::ExtractSettings;
         let sfm = ExtractSettings {
-            model: crate::model::SFM_DEFAULT_MODEL.into(),
+            model: crate::model::DEFAULT_MODEL.into(),
             model_sha256: None,
             detector: super::sfm_detector(),
             max_image_size: crate::pipeline::COLMAP_MAX_IMAGE_SIZE,
@@ -1882,9 +1882,10 @@ mod tests {
         let mut m = sfm.clone();
         m.detector.magnification *= 2.0;
         assert!(super::differences_from_sfm(&m).is_empty());
-        // `descl extract`'s defaults: another model, 2048 strongest, OpenCV's threshold.
+        // `descl extract`'s defaults with RootSIFT: another describer, 2048 strongest, OpenCV's
+        // threshold.
         let extract = ExtractSettings {
-            model: crate::model::DEFAULT_MODEL.into(),
+            model: "rootsift".into(),
             detector: DetectorConfig {
                 max_keypoints: DEFAULT_MAX_KEYPOINTS,
                 ..DetectorConfig::default()
@@ -1893,7 +1894,9 @@ mod tests {
         };
         let d = super::differences_from_sfm(&extract);
         assert_eq!(d.len(), 3, "{d:?}");
-        assert!(d[0].starts_with(&format!("model {}", crate::model::DEFAULT_MODEL)));
+        assert!(
+            d[0].starts_with("model rootsift (descl sfm: descl-l2net-w0.5-distill-dist-offset)")
+        );
         assert_eq!(
             d[1],
             "2048 keypoints chosen strongest (descl sfm: 8192 chosen colmap)"

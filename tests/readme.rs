@@ -108,7 +108,7 @@ const RECIPES: &[Recipe] = &[
         command: "descl models",
         writes: &[],
         json_keys: None,
-        stdout_has: &[descl::model::DEFAULT_MODEL, descl::model::SFM_DEFAULT_MODEL],
+        stdout_has: &[descl::model::DEFAULT_MODEL],
     },
     recipe(
         "descl extract photos/ --out out/ --format h5 --preset sfm",

@@ -124,7 +124,7 @@ fn fountain_p11_reconstructs_accurately_and_compares_with_colmap_sift() {
     };
     // descl with `descl sfm`'s shipped default model (committed in models/).
     let extractor = descl::pipeline::Extractor::new(descl::pipeline::ExtractorConfig {
-        model: descl::model::SFM_DEFAULT_MODEL.into(),
+        model: descl::model::DEFAULT_MODEL.into(),
         device: descl::model::Device::Cpu,
         detector: DetectorConfig {
             max_keypoints: MAX_KEYPOINTS,

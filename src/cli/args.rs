@@ -14,7 +14,7 @@ use descl::matching::filters::LOWE_RATIO;
 use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUIDED_RADIUS_PX};
 use descl::matching::MatchConfig;
-use descl::model::{Device, DEFAULT_MODEL, SFM_DEFAULT_MODEL};
+use descl::model::{Device, DEFAULT_MODEL};
 use descl::names::SetInput;
 use descl::pipeline::{check_max_image_size, Extractor, COLMAP_MAX_IMAGE_SIZE};
 use descl::progress::Progress;
@@ -158,8 +158,7 @@ impl Preset {
     /// The describer when `-m` is not given.
     pub fn model(self) -> &'static str {
         match self {
-            Preset::Match => DEFAULT_MODEL,
-            Preset::Sfm => SFM_DEFAULT_MODEL,
+            Preset::Match | Preset::Sfm => DEFAULT_MODEL,
         }
     }
 
@@ -178,9 +177,7 @@ impl Preset {
 #[derive(clap::Args, Debug, Clone)]
 pub struct DescribeArgs {
     /// Describer: a model name (see `descl models`), a path to an .onnx file, `sift` or
-    /// `rootsift`. Default: descl sfm and --preset sfm: descl-l2net-w0.5-real25-pj-8k (the
-    /// fast network, about as accurate in reconstruction); descl extract, match and bench:
-    /// descl-hynet-sdgm-real25all-b1024-offset.
+    /// `rootsift`. Default: descl-l2net-w0.5-distill-dist-offset, for every command.
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
     /// Where the model runs.

@@ -12,7 +12,7 @@ use descl::eval::runner::BENCH_MAX_KEYPOINTS;
 use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
 use descl::io::atomic::write_bytes_atomic;
 use descl::model::card::ModelCard;
-use descl::model::{DEFAULT_MODEL, SFM_DEFAULT_MODEL};
+use descl::model::DEFAULT_MODEL;
 use descl::sfm::SFM_MAX_KEYPOINTS;
 use std::path::PathBuf;
 
@@ -228,16 +228,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     args.check_data_folders()?;
     let cfg = args.config();
     let specs = if args.methods.is_empty() {
-        let mut specs = vec![
+        vec![
             SIFT.to_string(),
             ROOTSIFT.to_string(),
             DEFAULT_MODEL.to_string(),
-        ];
-        // The sfm suite benchmarks what `descl sfm` runs by default, its own model included.
-        if cfg.suites.contains(&Suite::Sfm) && SFM_DEFAULT_MODEL != DEFAULT_MODEL {
-            specs.push(SFM_DEFAULT_MODEL.to_string());
-        }
-        specs
+        ]
     } else {
         args.methods.clone()
     };

@@ -1,6 +1,6 @@
 //! `descl models`: the model cards in `models/` (or `$DESCL_MODELS`), default marked.
 
-use descl::model::{list_cards_lenient, models_dir, DEFAULT_MODEL, SFM_DEFAULT_MODEL};
+use descl::model::{list_cards_lenient, models_dir, DEFAULT_MODEL};
 
 /// The card metrics the text listing shows (by key suffix); `--json` lists every number.
 const HEADLINE_METRICS: [&str; 2] = [".mma@3", ".maa@10"];
@@ -62,13 +62,7 @@ fn list(
             .collect();
         outln!(
             "{} {:<name_width$} {:<10} {:>6} {:>4}  trained: {:<method_width$} {}",
-            if c.name == DEFAULT_MODEL {
-                "*"
-            } else if c.name == SFM_DEFAULT_MODEL {
-                "s"
-            } else {
-                " "
-            },
+            if c.name == DEFAULT_MODEL { "*" } else { " " },
             c.name,
             c.architecture,
             c.output.kind.as_str(),

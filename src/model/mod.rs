@@ -12,21 +12,18 @@ pub use metadata::ModelMetadata;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// The model `descl` uses when none is named (the best measured on the dev data: models/README.md):
-/// `descl extract`, `descl match`, `descl bench` and Python's `descl.Extractor`. Named here and
-/// nowhere else.
-pub const DEFAULT_MODEL: &str = "descl-hynet-sdgm-real25all-b1024-offset";
-
-/// The model `descl sfm` (and `--preset sfm`, and `descl bench`'s sfm suite) uses when none is
-/// named: L2-Net at half width, 5–6× faster than [`DEFAULT_MODEL`]'s HyNet on a CPU (1.5–2.3 s
-/// against 9 s per 1536 × 1024 image at `descl sfm`'s ~10 k keypoints, 2 cores) and about as
-/// accurate in reconstruction (better on the dev scenes, worse on castle-P19, both far ahead
-/// of COLMAP's pipeline there). Chosen on the SfM validation scenes (2026-11-27, docs/BENCHMARKS.md,
-/// "SfM validation scenes"): median camera-centre error 0.0454 / 0.0546 / 0.467 % of the
-/// extent on fountain-P11 / Herz-Jesus-P8 / castle-P19 against HyNet's 0.0476 / 0.0578 /
-/// 0.378 % and RootSIFT's 0.0493 / 0.0573 / 0.535 %. An output offset would change nothing
-/// under the ratio test that SfM matching uses.
-pub const SFM_DEFAULT_MODEL: &str = "descl-l2net-w0.5-real25-pj-8k";
+/// The model every command uses when none is named: `descl extract`, `descl match`, `descl sfm`
+/// and `--preset sfm`, `descl bench` and Python's `descl.Extractor`, so that features extracted
+/// once serve matching and reconstruction alike (issue 45). Named here and nowhere else.
+///
+/// L2-Net at half width distilled from the HyNet network (`descl-hynet-sdgm-real25all-b1024`,
+/// training/src/distill.rs), with an output offset (training/src/offset.rs): 4.7× HyNet's CPU
+/// speed (4 208 against 902 patches/s, 2 cores), and, on the dev data (`descl bench`, 2048 DoG
+/// frames), MMA@3 59.2 under mutual NN (HyNet with the offset: 59.6), 80.8 under `descl
+/// match`'s ratio test (82.8), pose AUC@10 97.9 (97.1). Chosen among the students on held-out
+/// validation patches and checked in reconstruction on the SfM validation scenes
+/// (models/README.md, docs/BENCHMARKS.md "One default").
+pub const DEFAULT_MODEL: &str = "descl-l2net-w0.5-distill-dist-offset";
 
 /// Environment variable that overrides [`models_dir`].
 pub const MODELS_ENV: &str = "DESCL_MODELS";

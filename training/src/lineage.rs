@@ -189,7 +189,10 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
                 .verify_sha256(&file)
                 .with_context(|| format!("{name}: its teacher"))?;
             if Some(teacher_card.sha256.as_str()) != teacher["sha256"].as_str() {
-                bail!("{name}: teacher {} changed since it was trained", file.display());
+                bail!(
+                    "{name}: teacher {} changed since it was trained",
+                    file.display()
+                );
             }
             out.extend(trained_scenes(&teacher_card, &card_path, base)?);
         }

@@ -38,7 +38,13 @@ fn a_student_learns_its_teachers_distances_and_names_it() {
     let dir = tempfile::tempdir().unwrap();
     common::toy_tracks(&dir.path().join("tracks.bin"), 200, 0.05);
     // The teacher: a tiny TFeat trained on the toy tracks with HardNet's loss.
-    let teacher_cfg = common::tiny_config(dir.path(), "teacher", "teacher-run", 30, serde_json::json!({}));
+    let teacher_cfg = common::tiny_config(
+        dir.path(),
+        "teacher",
+        "teacher-run",
+        30,
+        serde_json::json!({}),
+    );
     train(&teacher_cfg, false).unwrap();
     let teacher = dir.path().join("models/teacher.onnx");
     assert!(teacher.is_file());
@@ -47,7 +53,10 @@ fn a_student_learns_its_teachers_distances_and_names_it() {
     let losses = distill_losses(&dir.path().join("student-run/log.jsonl"));
     assert!(losses.len() >= 10, "{losses:?}");
     let (first, last) = (losses[0], losses[losses.len() - 1]);
-    assert!(last < 0.5 * first, "the distances did not come closer: {losses:?}");
+    assert!(
+        last < 0.5 * first,
+        "the distances did not come closer: {losses:?}"
+    );
     let card: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&summary.card).unwrap()).unwrap();
     let d = &card["training"]["distill"];
@@ -65,6 +74,9 @@ fn a_student_learns_its_teachers_distances_and_names_it() {
     let mut cfg = student(dir.path(), &teacher, "tfeat", 10);
     cfg.out = dir.path().join("refused-run");
     let err = format!("{:#}", train(&cfg, false).unwrap_err());
-    assert!(err.contains("teacher") && err.contains("teacher.onnx"), "{err}");
+    assert!(
+        err.contains("teacher") && err.contains("teacher.onnx"),
+        "{err}"
+    );
     assert!(!dir.path().join("refused-run/log.jsonl").exists());
 }
