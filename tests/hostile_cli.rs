@@ -35,6 +35,18 @@ fn match_set(input: &Path, out: &Path, args: &[&str]) -> (bool, String) {
     (ok, err)
 }
 
+/// `descl sfm merge --features FEATS --matches M --database DB`: (success, stderr).
+fn merge(feats: &Path, m: &Path, db: &Path) -> (bool, String) {
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "merge", "--features"])
+        .arg(feats)
+        .arg("--matches")
+        .arg(m)
+        .arg("--database")
+        .arg(db));
+    (ok, err)
+}
+
 /// `descl extract` of `n` images of `imgs` into `out`, killed (SIGKILL) as soon as its first
 /// features file is there: true when it was killed before it finished.
 fn killed_extract(imgs: &Path, out: &Path, n: usize) -> bool {
@@ -149,13 +161,7 @@ fn two_sets_of_the_same_names_are_told_apart_by_content() {
     let (ok, err) = match_set(&feats, &dir.path().join("m"), &[]);
     assert!(!ok, "two sets' features matched as one");
     assert!(err.contains("another set's image"), "{err}");
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "merge", "--features"])
-        .arg(&feats)
-        .arg("--matches")
-        .arg(dir.path().join("empty"))
-        .arg("--database")
-        .arg(dir.path().join("x.db")));
+    let (ok, err) = merge(&feats, &dir.path().join("empty"), &dir.path().join("x.db"));
     assert!(!ok, "two sets' features merged");
     assert!(err.contains("another set's image"), "{err}");
 }
@@ -808,13 +814,7 @@ fn a_merge_names_a_single_pairs_matches_file() {
         .arg("--out")
         .arg(&pair));
     assert!(ok, "{err}");
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "merge", "--features"])
-        .arg(&feats)
-        .arg("--matches")
-        .arg(&m)
-        .arg("--database")
-        .arg(dir.path().join("x.db")));
+    let (ok, err) = merge(&feats, &m, &dir.path().join("x.db"));
     assert!(
         !ok && err.contains("0000__0001.npz") && err.contains("single pair"),
         "{err}"
@@ -880,12 +880,6 @@ fn a_set_match_removes_the_pairs_of_a_deleted_image() {
     let (ok, err) = match_set(&feats, &m, &[]);
     assert!(ok, "{err}");
     assert_eq!(pair_files(), ["0000__0001.npz"], "{err}");
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "merge", "--features"])
-        .arg(&feats)
-        .arg("--matches")
-        .arg(&m)
-        .arg("--database")
-        .arg(dir.path().join("db.db")));
+    let (ok, err) = merge(&feats, &m, &dir.path().join("db.db"));
     assert!(ok, "the merge refused the matches folder: {err}");
 }
