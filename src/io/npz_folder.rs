@@ -126,9 +126,7 @@ impl NpzFolder {
             pair_part(stem(b)?)
         )))
     }
-}
 
-impl NpzFolder {
     /// Removes the pair files of the folder that index an image the set no longer has (one of
     /// `plan`'s images neither): an image deleted, or renamed, since an earlier run matched it
     /// (issue 44, the state machine's seed 48453). A from-scratch run over the set writes no

@@ -182,11 +182,7 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
                     .as_str()
                     .with_context(|| format!("{name}: training.distill without a teacher file"))?,
             );
-            let card_path = file.with_extension("json");
-            let teacher_card = ModelCard::load(&card_path)
-                .with_context(|| format!("{name}: the card of its teacher"))?;
-            teacher_card
-                .verify_sha256(&file)
+            let (teacher_card, _) = crate::distill::teacher_card(&file)
                 .with_context(|| format!("{name}: its teacher"))?;
             if Some(teacher_card.sha256.as_str()) != teacher["sha256"].as_str() {
                 bail!(
@@ -194,7 +190,11 @@ pub fn trained_scenes(card: &ModelCard, card_path: &Path, base: &Path) -> Result
                     file.display()
                 );
             }
-            out.extend(trained_scenes(&teacher_card, &card_path, base)?);
+            out.extend(trained_scenes(
+                &teacher_card,
+                &file.with_extension("json"),
+                base,
+            )?);
         }
         let Some(init) = t.get("init").filter(|i| !i.is_null()) else {
             return Ok(out);

@@ -472,7 +472,7 @@ fn run(
     }
     let mut loss_fn = loss::from_config(&loss_config)?;
     let teacher = match &config.distill {
-        Some(d) => Some(load_teacher(d, &net, &tracks, device)?),
+        Some(d) => Some((d, load_teacher(d, &net, &tracks, device)?)),
         None => None,
     };
     // One epoch = one pass over the training classes (end_epoch drives Alg. 1/2 of active learning).
@@ -582,8 +582,8 @@ fn run(
         let desc = desc.f_reshape(shape)?;
         let progress = step as f64 / config.iterations as f64;
         let mut distill_value = None;
-        let loss = match (&config.distill, &teacher) {
-            (Some(d), Some(teacher)) => {
+        let loss = match &teacher {
+            Some((d, teacher)) => {
                 let t = teacher.describe(&x)?.f_reshape(shape)?;
                 let kd = crate::distill::distill_loss(d.target, &desc, &t);
                 distill_value = Some(kd.f_double_value(&[])?);
@@ -594,7 +594,7 @@ fn run(
                     kd
                 }
             }
-            _ => loss_fn.forward(&desc, progress),
+            None => loss_fn.forward(&desc, progress),
         };
         let value = loss.f_double_value(&[])?;
         if !value.is_finite() {
