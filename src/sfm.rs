@@ -100,6 +100,8 @@ const MAP_STAGING_PREFIX: &str = ".descl-tmp-map-";
 /// One `colmap mapper` run of [`map`] and what it made.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MapAttempt {
+    /// The mapper of the run.
+    pub mapper: crate::io::colmap_model::Mapper,
     /// `Mapper.filter_max_reproj_error`, pixels.
     pub filter_max_reproj_error_px: f64,
     /// `Mapper.init_min_tri_angle`, degrees.
@@ -146,6 +148,9 @@ pub fn px_text(px: f64) -> String {
 /// A reconstruction by [`map`] and the mapper settings that made it.
 #[derive(Debug, Clone)]
 pub struct Mapped {
+    /// The mapper that ran, with its version where it reports one: "colmap", "pycolmap
+    /// 4.2.1" ([`crate::io::colmap_model::Mapper::describe`]).
+    pub mapper: String,
     /// The largest model of the kept run, in the output folder.
     pub reconstruction: Reconstruction,
     /// `Mapper.init_min_tri_angle` of the run that made the model, degrees.
@@ -340,6 +345,7 @@ fn map_once(
         ..options.clone()
     };
     let mut attempt = MapAttempt {
+        mapper: options.mapper,
         filter_max_reproj_error_px: filter,
         init_min_tri_angle_deg: angle,
         focal_prior_factor,
@@ -426,6 +432,8 @@ pub fn map(
             crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES
         )));
     }
+    // pycolmap is imported here, so a Python without it is refused before the first run.
+    let mapper = options.mapper.describe()?;
     let angles = match options.init_min_tri_angle_deg {
         Some(a) => vec![a],
         None => vec![
@@ -508,6 +516,7 @@ pub fn map(
     attempts[index].kept = true;
     let kept = &attempts[index];
     Ok(Mapped {
+        mapper,
         refined_at_px,
         refinement_error,
         init_min_tri_angle_deg: kept.init_min_tri_angle_deg,
@@ -517,6 +526,14 @@ pub fn map(
         models: models.into_iter().map(|m| m.outcome).collect(),
         attempts,
     })
+}
+
+/// The mapper's name for a message ("colmap", "pycolmap").
+fn mapper_name(attempts: &[MapAttempt]) -> &'static str {
+    match attempts.first().map(|a| a.mapper) {
+        Some(crate::io::colmap_model::Mapper::Pycolmap) => "pycolmap",
+        _ => "colmap",
+    }
 }
 
 /// [`map`]'s error when no run made a model: every run and why, and why the focal-prior
@@ -539,8 +556,17 @@ fn no_model_error(
     let skipped = focal_fallback_error
         .map(|e| format!("; the focal-prior fallback did not run: {e}"))
         .unwrap_or_default();
+    // COLMAP 3.8's mapper fails where pycolmap's maps (forward motion without EXIF,
+    // crate::io::pycolmap): name the way out.
+    let hint = match mapper_name(attempts) {
+        "colmap" => {
+            "; pycolmap's newer mapper may map it: --mapper pycolmap (pip install pycolmap)"
+        }
+        _ => "",
+    };
     Error::NoModel(format!(
-        "colmap mapper made no model of {}: {}{skipped}",
+        "{} mapper made no model of {}: {}{skipped}{hint}",
+        mapper_name(attempts),
         database.display(),
         why.join("; ")
     ))
@@ -1927,6 +1953,7 @@ mod tests {
     /// A mapping whose runs took `seconds` each, the last one kept.
     fn mapped_of_runs(seconds: &[f64]) -> Mapped {
         let attempt = |s: f64, kept: bool| MapAttempt {
+            mapper: crate::io::colmap_model::Mapper::Colmap,
             filter_max_reproj_error_px: 4.0,
             init_min_tri_angle_deg: 16.0,
             focal_prior_factor: None,
@@ -1937,6 +1964,7 @@ mod tests {
             seconds: s,
         };
         Mapped {
+            mapper: "colmap".into(),
             reconstruction: Reconstruction {
                 path: "sparse/0".into(),
                 images: Vec::new(),

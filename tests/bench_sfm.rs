@@ -55,6 +55,7 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
         max_keypoints: 2048,
         sfm_max_keypoints: KEYPOINTS,
         sfm_runs: RUNS,
+        sfm_mapper: descl::io::colmap_model::Mapper::Colmap,
         sfm_keep: Some(root.path().join("keep")),
         command: "test".into(),
     };

@@ -100,6 +100,11 @@ const RECIPES: &[Recipe] = &[
         &["merged.db"],
     ),
     json(
+        "descl sfm map merged.db --images photos/ --json",
+        &["merged-sparse/"],
+        &["database", "reconstruction"],
+    ),
+    json(
         "descl sfm evaluate p-sparse/ --strecha fountain-P11/ --json",
         &[],
         &["registered", "median_rotation_error_deg"],

@@ -10,6 +10,9 @@
 //! With the full-width HyNet's database no run from COLMAP's 1.2 · max(w, h) focal prior makes
 //! a model, at either angle; `descl sfm` then maps from a wide camera's focal prior
 //! (`sfm::FALLBACK_FOCAL_PRIOR_FACTOR`) on a copy of the database, which registers the street.
+//! Every model must be the street (`assert_a_straight_street`), not only hold its frames: a
+//! folded model registers them too. With the default model's database COLMAP 3.8 makes no
+//! model at all, and `--mapper pycolmap` maps it.
 
 use descl::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
 use descl::sfm::{
@@ -30,9 +33,17 @@ const FRAMES: u64 = 29;
 const MIN_REGISTERED: u64 = 25;
 
 /// `descl sfm LUND --database lund.db -m MODEL --single-camera --reconstruct --json` as a user
-/// runs it: its folder (kept alive), the database, the JSON reconstruction and stderr; None
-/// when the data or colmap are missing.
+/// runs it (and `extra` arguments): its folder (kept alive), the database, the JSON
+/// reconstruction and stderr; None when the data or colmap are missing.
 fn sfm_lund(test: &str, model: &str) -> Option<(tempfile::TempDir, PathBuf, Value, String)> {
+    sfm_lund_with(test, model, &[])
+}
+
+fn sfm_lund_with(
+    test: &str,
+    model: &str,
+    extra: &[&str],
+) -> Option<(tempfile::TempDir, PathBuf, Value, String)> {
     let root = common::data_and_colmap_or_skip(test)?;
     let images = root.join("train").join("opensfm_lund");
     let dir = tempfile::tempdir().unwrap();
@@ -44,11 +55,124 @@ fn sfm_lund(test: &str, model: &str) -> Option<(tempfile::TempDir, PathBuf, Valu
             .arg("--database")
             .arg(&db)
             .args(["-m", model])
-            .args(["--single-camera", "--reconstruct", "--json"]),
+            .args(["--single-camera", "--reconstruct", "--json"])
+            .args(extra),
     );
     assert!(ok, "descl sfm failed:\n{stderr}");
     let out: Value = serde_json::from_str(&stdout).unwrap();
     Some((dir, db, out["reconstruction"].clone(), stderr))
+}
+
+/// The street of frames 01.jpg … 29.jpg is one drive forward: a right model places their
+/// centres in name order along its main direction and its path is nearly straight. A folded
+/// model passes a count of registered images: COLMAP 3.8's 24-frame model of the distilled
+/// student's database (2026-11-28) steps backwards 15 times in 23 and its path is 3.1 times
+/// the distance between its ends; pycolmap's of every database steps back none and its path
+/// is 1.01 times (`docs/bench/sfm-lund-mappers-2026-11-28.json`).
+fn assert_a_straight_street(r: &Value) {
+    let mut images: Vec<(String, [f64; 3])> = r["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let q: Vec<f64> = i["qvec"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            let t: Vec<f64> = i["tvec"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            let (w, x, y, z) = (q[0], q[1], q[2], q[3]);
+            // Rᵀ of the world-to-camera rotation: its columns are R's rows; centre = −Rᵀ t.
+            let r = [
+                [
+                    1.0 - 2.0 * (y * y + z * z),
+                    2.0 * (x * y - w * z),
+                    2.0 * (x * z + w * y),
+                ],
+                [
+                    2.0 * (x * y + w * z),
+                    1.0 - 2.0 * (x * x + z * z),
+                    2.0 * (y * z - w * x),
+                ],
+                [
+                    2.0 * (x * z - w * y),
+                    2.0 * (y * z + w * x),
+                    1.0 - 2.0 * (x * x + y * y),
+                ],
+            ];
+            let c = [0, 1, 2].map(|j| -(0..3).map(|k| r[k][j] * t[k]).sum::<f64>());
+            (i["name"].as_str().unwrap().to_string(), c)
+        })
+        .collect();
+    images.sort_by(|a, b| a.0.cmp(&b.0));
+    let c: Vec<[f64; 3]> = images.iter().map(|i| i.1).collect();
+    let n = c.len() as f64;
+    let mean = [0, 1, 2].map(|k| c.iter().map(|p| p[k]).sum::<f64>() / n);
+    // The main direction: the covariance's leading eigenvector, by power iteration.
+    let mut cov = [[0.0; 3]; 3];
+    for p in &c {
+        for a in 0..3 {
+            for b in 0..3 {
+                cov[a][b] += (p[a] - mean[a]) * (p[b] - mean[b]);
+            }
+        }
+    }
+    let mut u = [1.0, 1.0, 1.0];
+    for _ in 0..200 {
+        let v = [0, 1, 2].map(|a| (0..3).map(|b| cov[a][b] * u[b]).sum::<f64>());
+        let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        u = v.map(|x| x / norm);
+    }
+    let along: Vec<f64> = c
+        .iter()
+        .map(|p| (0..3).map(|k| (p[k] - mean[k]) * u[k]).sum())
+        .collect();
+    let sign = if along[along.len() - 1] >= along[0] {
+        1.0
+    } else {
+        -1.0
+    };
+    let backward = along
+        .windows(2)
+        .filter(|w| sign * (w[1] - w[0]) < 0.0)
+        .count();
+    let dist = |p: [f64; 3], q: [f64; 3]| (0..3).map(|k| (p[k] - q[k]).powi(2)).sum::<f64>().sqrt();
+    let path: f64 = c.windows(2).map(|w| dist(w[0], w[1])).sum();
+    let ratio = path / dist(c[0], c[c.len() - 1]);
+    assert!(
+        backward <= 1 && ratio < 1.2,
+        "not the street: {backward} backward steps in {}, path {ratio:.2} × its ends' distance",
+        c.len() - 1
+    );
+}
+
+/// `descl sfm --mapper pycolmap` with the default model, where COLMAP 3.8's mapper makes no
+/// model from its database (with or without either fallback): pycolmap maps every frame, the
+/// street straight, and the JSON names the mapper.
+#[test]
+fn pycolmap_maps_the_street_colmaps_mapper_does_not() {
+    const TEST: &str = "sfm lund pycolmap";
+    if std::env::var_os(descl::io::pycolmap::PYTHON_ENV).is_none() {
+        eprintln!("{TEST}: skipped, DESCL_PYTHON (a Python with pycolmap) is not set");
+        return;
+    }
+    let Some((_dir, _, r, _)) =
+        sfm_lund_with(TEST, descl::model::DEFAULT_MODEL, &["--mapper", "pycolmap"])
+    else {
+        return;
+    };
+    assert!(
+        r["mapper"].as_str().unwrap().starts_with("pycolmap "),
+        "{r}"
+    );
+    assert_eq!(r["registered_images"].as_u64(), Some(FRAMES), "{r}");
+    assert_a_straight_street(&r);
 }
 
 #[test]
@@ -107,6 +231,7 @@ fn descl_sfm_reconstructs_forward_street_motion_where_colmaps_mapper_defaults_ma
     let registered = r["registered_images"].as_u64().unwrap_or(0);
     assert!(registered >= MIN_REGISTERED, "{registered}/{FRAMES}: {r}");
     assert!(r["num_points"].as_u64() > Some(1000), "{r}");
+    assert_a_straight_street(r);
 }
 
 /// `descl sfm -m descl-hynet-sdgm-real25all-b1024` (the default since 2026-11-26, night) on the
@@ -124,6 +249,7 @@ fn descl_sfm_maps_from_a_wide_focal_prior_when_colmaps_makes_no_model() {
     let r = &r;
     let registered = r["registered_images"].as_u64().unwrap_or(0);
     assert!(registered >= MIN_REGISTERED, "{registered}/{FRAMES}: {r}");
+    assert_a_straight_street(r);
     let runs = r["mapper_runs"].as_array().unwrap();
     let kept: Vec<_> = runs.iter().filter(|a| a["kept"] == true).collect();
     assert_eq!(kept.len(), 1, "{r}");

@@ -38,6 +38,7 @@ fn colmap_sift(images: &Path, work: &Path) -> Reconstruction {
 /// (760.3, 503.4) against the image centre (768, 512), ~0.5° of rotation bias if held fixed.
 fn mapper_options() -> MapperOptions {
     MapperOptions {
+        mapper: Default::default(),
         num_threads: None,
         refine_principal_point: true,
         init_min_tri_angle_deg: None,

@@ -5,7 +5,7 @@
 
 use descl::io::colmap_model::{
     model_folders, run_bundle_adjuster, run_mapper, run_point_filtering, run_point_triangulator,
-    BundleTermination, MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+    BundleTermination, Mapper, MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use descl::sfm::{
     map, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
@@ -703,4 +703,241 @@ fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
         hidden(&sparse)
     );
     assert!(model_folders(&sparse).unwrap().is_empty());
+}
+
+/// The Python with pycolmap that `--mapper pycolmap` runs: `$DESCL_PYTHON` (scripts/test sets
+/// it to .deps/pyenv's, which installs python/requirements-test.txt's pycolmap before the Rust
+/// tests), None with a note when it cannot import pycolmap.
+fn pycolmap_or_skip(test: &str) -> Option<PathBuf> {
+    let python = std::env::var_os(descl::io::pycolmap::PYTHON_ENV).map(PathBuf::from)?;
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import pycolmap"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!(
+            "{test}: skipped, {} cannot import pycolmap",
+            python.display()
+        );
+        return None;
+    }
+    Some(python)
+}
+
+/// Camera centres of `m` by image name.
+fn centres(m: &descl::io::colmap_model::Reconstruction) -> Vec<(String, [f64; 3])> {
+    let mut c: Vec<_> = m
+        .images
+        .iter()
+        .map(|i| (i.name.clone(), i.centre()))
+        .collect();
+    c.sort_by(|a, b| a.0.cmp(&b.0));
+    c
+}
+
+/// `map` with pycolmap's mapper on the fountain quartet: the whole pipeline as with colmap's
+/// (one run at 4 px, kept, refined at 1 px with colmap's tools), the mapper and its version
+/// reported, the cameras those of `colmap mapper`'s model of the same database (the
+/// independent reference: same scene, another implementation) and of the scene's ground truth,
+/// the user's database keeping COLMAP 3.8's schema (pycolmap maps a snapshot: it would add its
+/// own tables) and
+/// no snapshot left. A Python without pycolmap is refused by name before any run.
+#[test]
+fn pycolmap_maps_a_snapshot_and_agrees_with_colmaps_mapper() {
+    const TEST: &str = "sfm map pycolmap";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let Some(_python) = pycolmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (db, images) = small_database(&root, dir.path());
+    let tables = |db: &Path| common::db_rows(db, "sqlite_master", "type, name");
+    let before = tables(&db);
+    let copy = dir.path().join("before.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let options = MapperOptions {
+        mapper: Mapper::Pycolmap,
+        ..Default::default()
+    };
+    let out = dir.path().join("py");
+    let m = map(&db, &images, &out, &options, false).unwrap();
+    assert!(m.mapper.starts_with("pycolmap "), "{}", m.mapper);
+    assert_eq!(m.attempts.len(), 1, "{:?}", m.attempts);
+    assert_eq!(m.attempts[0].mapper, Mapper::Pycolmap);
+    assert_eq!(m.reconstruction.images.len(), 4);
+    assert_eq!(m.refined_at_px, Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX));
+    assert_eq!(m.refinement_error, None);
+    assert!(hidden(&out).is_empty(), "left behind: {:?}", hidden(&out));
+    // pycolmap would have added its rigs and frames tables, which COLMAP 3.8 does not know.
+    assert_eq!(tables(&db), before, "the database's schema changed");
+    common::assert_same_databases(&copy, &db);
+
+    // The same database through colmap mapper: the same four cameras, up to a similarity.
+    let reference = map(
+        &db,
+        &images,
+        &dir.path().join("c"),
+        &MapperOptions::default(),
+        false,
+    )
+    .unwrap();
+    let (a, b) = (
+        centres(&m.reconstruction),
+        centres(&reference.reconstruction),
+    );
+    assert_eq!(
+        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    let pa: Vec<[f64; 3]> = a.iter().map(|x| x.1).collect();
+    let pb: Vec<[f64; 3]> = b.iter().map(|x| x.1).collect();
+    let sim = descl::geometry::umeyama(&pa, &pb).unwrap();
+    let dist = |p: [f64; 3], q: [f64; 3]| (0..3).map(|k| (p[k] - q[k]).powi(2)).sum::<f64>().sqrt();
+    let mut errors: Vec<f64> = pa
+        .iter()
+        .zip(&pb)
+        .map(|(&p, &q)| dist(sim.apply(p), q))
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    let extent = pb
+        .iter()
+        .flat_map(|&p| pb.iter().map(move |&q| dist(p, q)))
+        .fold(0.0, f64::max);
+    assert!(
+        errors[errors.len() / 2] < 0.005 * extent,
+        "{errors:?} of {extent}"
+    );
+    // And the scene's ground truth, as `descl sfm evaluate` scores it.
+    let truth = descl::sfm::read_strecha_scene(&root.join("strecha/fountain-P11")).unwrap();
+    let scored = descl::sfm::evaluate(&m.reconstruction, &truth).unwrap();
+    assert!(scored.median_centre_error_rel < 0.01, "{scored:?}");
+
+    // A Python without pycolmap: refused naming it and pycolmap, before any mapper run.
+    let fake = dir.path().join("python-without-pycolmap");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'No module named pycolmap' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sparse = dir.path().join("nopy-sparse");
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .env(descl::io::pycolmap::PYTHON_ENV, &fake)
+            .arg("sfm")
+            .arg(&images)
+            .arg("--database")
+            .arg(dir.path().join("nopy.db"))
+            .args([
+                "--single-camera",
+                "--max-keypoints",
+                "1024",
+                "--reconstruct",
+            ])
+            .args(["--mapper", "pycolmap", "--sparse-dir"])
+            .arg(&sparse),
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("cannot import pycolmap") && stderr.contains(&fake.display().to_string()),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("nopy.db").exists(),
+        "a database was written"
+    );
+}
+
+/// `descl sfm map DB --images DIR` maps a database as `descl sfm --reconstruct` does (a run at
+/// 4 px, refined at 1 px) and reports it as `--json`'s `reconstruction`, with the mapper named;
+/// a missing database, a file that is not one and a mapping flag without `--reconstruct` are
+/// refused by name before any work.
+#[test]
+fn sfm_map_maps_an_existing_database() {
+    const TEST: &str = "sfm map command";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (db, images) = small_database(&root, dir.path());
+    let sparse = dir.path().join("mapped");
+    let (ok, stdout, stderr) = common::run(
+        common::descl()
+            .args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&images)
+            .arg("--sparse-dir")
+            .arg(&sparse)
+            .arg("--json"),
+    );
+    assert!(ok, "{stderr}");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let r = &out["reconstruction"];
+    assert_eq!(r["mapper"].as_str(), Some("colmap"), "{r}");
+    assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
+    assert_eq!(r["total_images"].as_u64(), Some(4), "{r}");
+    assert_eq!(
+        r["refined_at_filter_px"].as_f64(),
+        Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
+        "{r}"
+    );
+    assert_eq!(model_folders(&sparse).unwrap().len(), 1);
+    // Again into the same folder: refused (its model is an earlier run's).
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&images)
+            .arg("--sparse-dir")
+            .arg(&sparse),
+    );
+    assert!(!ok && stderr.contains("earlier run"), "{stderr}");
+
+    let missing = dir.path().join("missing.db");
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .args(["sfm", "map"])
+            .arg(&missing)
+            .arg("--images")
+            .arg(&images),
+    );
+    assert!(
+        !ok && stderr.contains(&missing.display().to_string()),
+        "{stderr}"
+    );
+    let not_db = dir.path().join("notes.db");
+    std::fs::write(&not_db, b"not a database at all, just some words").unwrap();
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .args(["sfm", "map"])
+            .arg(&not_db)
+            .arg("--images")
+            .arg(&images)
+            .arg("--sparse-dir")
+            .arg(dir.path().join("never")),
+    );
+    assert!(
+        !ok && stderr.contains(&not_db.display().to_string()),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("never").join("0").exists());
+
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .arg("sfm")
+            .arg(&images)
+            .arg("--database")
+            .arg(dir.path().join("flag.db"))
+            .args(["--mapper", "pycolmap"]),
+    );
+    assert!(
+        !ok && stderr.contains("--mapper") && stderr.contains("--reconstruct"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("flag.db").exists());
 }

@@ -61,6 +61,24 @@ impl From<MatcherArg> for Matcher {
     }
 }
 
+/// The incremental mapper of `descl sfm --reconstruct` and `descl bench sfm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MapperArg {
+    /// `colmap mapper` ($DESCL_COLMAP or colmap on PATH).
+    Colmap,
+    /// pycolmap's incremental mapper ($DESCL_PYTHON or python3, importing pycolmap).
+    Pycolmap,
+}
+
+impl From<MapperArg> for descl::io::colmap_model::Mapper {
+    fn from(m: MapperArg) -> Self {
+        match m {
+            MapperArg::Colmap => descl::io::colmap_model::Mapper::Colmap,
+            MapperArg::Pycolmap => descl::io::colmap_model::Mapper::Pycolmap,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum GeometryArg {
     Homography,

@@ -1,7 +1,7 @@
 //! `descl bench`: the benchmarks of docs/BENCHMARKS.md for any number of methods in one run
 //! (the suites themselves are `descl::eval::suite`).
 
-use super::args::DeviceArg;
+use super::args::{DeviceArg, MapperArg};
 use super::progress::Bar;
 use anyhow::Context;
 use clap::builder::TypedValueParser;
@@ -45,8 +45,7 @@ pub struct Args {
     #[arg(value_enum)]
     suites: Vec<SuiteArg>,
     /// Method to compare, repeatable: a shipped model name, an .onnx path, `sift` or `rootsift`
-    /// (default: sift, rootsift and the default model; with the sfm suite also `descl sfm`'s
-    /// default model, benchmarked in every suite of the run).
+    /// (default: sift, rootsift and the default model).
     #[arg(long = "method", short = 'm')]
     methods: Vec<String>,
     /// Data root holding the dataset folders (default: $DESCL_DATA or ../shared/data).
@@ -84,6 +83,10 @@ pub struct Args {
     /// COLMAP's pipeline, whose descriptors and matches vary, runs whole each time).
     #[arg(long, default_value_t = DEFAULT_SFM_RUNS, value_parser = clap::value_parser!(u16).range(1..=100).map(usize::from))]
     sfm_runs: usize,
+    /// The mapper of descl's side of the sfm suite (as `descl sfm --mapper`); COLMAP's own
+    /// pipeline always maps with `colmap mapper`.
+    #[arg(long, value_enum, default_value_t = MapperArg::Colmap)]
+    sfm_mapper: MapperArg,
     /// Keep the sfm suite's databases and models in DIR/SCENE/METHOD (each must not exist
     /// yet), e.g. for `scripts/sfm-stage-errors`; without it they are temporary.
     #[arg(long, value_name = "DIR")]
@@ -210,6 +213,7 @@ impl Args {
             max_keypoints: self.max_keypoints,
             sfm_max_keypoints: self.sfm_max_keypoints,
             sfm_runs: self.sfm_runs,
+            sfm_mapper: self.sfm_mapper.into(),
             sfm_keep: self.sfm_keep.clone(),
             // `descl` rather than argv[0]: the command is for people to re-run.
             command: std::iter::once("descl".to_string())

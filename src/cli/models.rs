@@ -43,7 +43,7 @@ fn list(
         return Ok(());
     }
     outln!(
-        "models in {} (* = default, s = descl sfm's default):",
+        "models in {} (* = the default of every command):",
         models_dir().display()
     );
     // Columns as wide as their longest entry, so long names never push a row out of line.

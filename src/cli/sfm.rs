@@ -2,7 +2,7 @@
 //! descl (any describer, any matcher), write a COLMAP database, and with `--reconstruct` run
 //! `colmap mapper` on it.
 
-use super::args::{CameraModelArg, DescribeArgs, MatchArgs, PairArgs, Preset};
+use super::args::{CameraModelArg, DescribeArgs, MapperArg, MatchArgs, PairArgs, Preset};
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use descl::io::colmap_model::{BundleTermination, MapperOptions};
@@ -38,31 +38,8 @@ pub struct Args {
     /// --overwrite.
     #[arg(long, value_name = "DIR", requires = "reconstruct")]
     sparse_dir: Option<PathBuf>,
-    /// Let the mapper refine the principal point (COLMAP holds it at the image centre).
-    #[arg(long, requires = "reconstruct")]
-    refine_principal_point: bool,
-    /// The mapper's smallest initial-pair triangulation angle, degrees (COLMAP's
-    /// `Mapper.init_min_tri_angle`). Default: COLMAP's 16°, and only if that makes no model at
-    /// all at COLMAP's 4 px filter (see --filter-max-reproj-error), one more mapper run
-    /// starting at 8° with COLMAP's full inlier minimum (a pair of
-    /// settings COLMAP's own relaxation never tries; forward motion needs it; COLMAP relaxes
-    /// further inside that run). Not given, when no run makes a model and some
-    /// image has no known focal length (no EXIF), the angles are tried once more on a copy of
-    /// the database whose cameras of unknown focal length start from 0.85 · max(width, height)
-    /// (OpenSfM's prior, a wide camera's) instead of COLMAP's 1.2 ·; the database keeps its own
-    /// (the model's cameras.bin holds what the mapper refined; the JSON's `focal_prior_factor`
-    /// records the fallback). Given, it is used as is, with neither fallback.
-    #[arg(long, value_name = "DEG", requires = "reconstruct", value_parser = parse_angle)]
-    init_min_tri_angle: Option<f64>,
-    /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
-    /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: COLMAP's
-    /// 4 px, then the model refined: observations past 1 px dropped (for images up to 1536 px;
-    /// scaled with the images' longest side above, 2 px at 3072 px), one more bundle
-    /// adjustment (more accurate cameras), its points triangulated again at 4 px with those
-    /// cameras held fixed. Given, the mapper runs at PX (the fallbacks of
-    /// --init-min-tri-angle included), nothing refined.
-    #[arg(long, value_name = "PX", requires = "reconstruct", value_parser = parse_pixels)]
-    filter_max_reproj_error: Option<f64>,
+    #[command(flatten)]
+    mapping: MappingArgs,
     /// COLMAP camera model.
     #[arg(long, value_enum, default_value_t = CameraModelArg::SimpleRadial)]
     camera_model: CameraModelArg,
@@ -80,6 +57,83 @@ pub struct Args {
     describe: DescribeArgs,
 }
 
+/// How a database is mapped: `descl sfm --reconstruct` (each flag needs it) and `descl sfm map`.
+#[derive(clap::Args, Clone)]
+pub struct MappingArgs {
+    /// The incremental mapper: `colmap mapper`, or pycolmap's (PyPI `pycolmap`, imported by
+    /// $DESCL_PYTHON or python3), which maps forward motion that Debian's COLMAP 3.8 does not
+    /// (docs/BENCHMARKS.md, "Mappers"). Either way the model is refined with colmap's tools.
+    #[arg(long, value_enum, default_value_t = MapperArg::Colmap)]
+    mapper: MapperArg,
+    /// Let the mapper refine the principal point (COLMAP holds it at the image centre).
+    #[arg(long)]
+    refine_principal_point: bool,
+    /// The mapper's smallest initial-pair triangulation angle, degrees (COLMAP's
+    /// `Mapper.init_min_tri_angle`). Default: COLMAP's 16°, and only if that makes no model at
+    /// all at COLMAP's 4 px filter (see --filter-max-reproj-error), one more mapper run
+    /// starting at 8° with COLMAP's full inlier minimum (a pair of
+    /// settings COLMAP's own relaxation never tries; forward motion needs it; COLMAP relaxes
+    /// further inside that run). Not given, when no run makes a model and some
+    /// image has no known focal length (no EXIF), the angles are tried once more on a copy of
+    /// the database whose cameras of unknown focal length start from 0.85 · max(width, height)
+    /// (OpenSfM's prior, a wide camera's) instead of COLMAP's 1.2 ·; the database keeps its own
+    /// (the model's cameras.bin holds what the mapper refined; the JSON's `focal_prior_factor`
+    /// records the fallback). Given, it is used as is, with neither fallback.
+    #[arg(long, value_name = "DEG", value_parser = parse_angle)]
+    init_min_tri_angle: Option<f64>,
+    /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
+    /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: COLMAP's
+    /// 4 px, then the model refined: observations past 1 px dropped (for images up to 1536 px;
+    /// scaled with the images' longest side above, 2 px at 3072 px), one more bundle
+    /// adjustment (more accurate cameras), its points triangulated again at 4 px with those
+    /// cameras held fixed. Given, the mapper runs at PX (the fallbacks of
+    /// --init-min-tri-angle included), nothing refined.
+    #[arg(long, value_name = "PX", value_parser = parse_pixels)]
+    filter_max_reproj_error: Option<f64>,
+    /// The mapper's random seed (COLMAP's `--random_seed`, pycolmap's `random_seed`; 0 when not
+    /// given): another seed, another initial pair and RANSAC samples, to see a scene's spread.
+    #[arg(long, value_name = "N")]
+    random_seed: Option<u64>,
+}
+
+impl MappingArgs {
+    fn options(&self) -> MapperOptions {
+        MapperOptions {
+            mapper: self.mapper.into(),
+            num_threads: None,
+            refine_principal_point: self.refine_principal_point,
+            init_min_tri_angle_deg: self.init_min_tri_angle,
+            filter_max_reproj_error_px: self.filter_max_reproj_error,
+            random_seed: self.random_seed,
+        }
+    }
+
+    /// The first mapping flag given, by name (they mean nothing without a mapping).
+    fn given(&self) -> Option<&'static str> {
+        if self.mapper != MapperArg::Colmap {
+            Some("--mapper")
+        } else if self.refine_principal_point {
+            Some("--refine-principal-point")
+        } else if self.init_min_tri_angle.is_some() {
+            Some("--init-min-tri-angle")
+        } else if self.filter_max_reproj_error.is_some() {
+            Some("--filter-max-reproj-error")
+        } else if self.random_seed.is_some() {
+            Some("--random-seed")
+        } else {
+            None
+        }
+    }
+
+    /// The error context of a mapping.
+    fn context(&self) -> &'static str {
+        match self.mapper {
+            MapperArg::Colmap => "colmap mapper",
+            MapperArg::Pycolmap => "pycolmap mapper",
+        }
+    }
+}
+
 /// The stages of a run spread over many processes.
 #[derive(clap::Subcommand)]
 enum Stage {
@@ -93,6 +147,83 @@ enum Stage {
     /// centre errors, the latter also as a fraction of the largest distance between
     /// ground-truth cameras (what `descl bench sfm` reports).
     Evaluate(EvaluateArgs),
+    /// Map a COLMAP database as `descl sfm --reconstruct` does (its fallbacks, then the model
+    /// refined): a database of `descl sfm merge`, or one `descl sfm` wrote before.
+    Map(MapArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MapArgs {
+    /// The COLMAP database (`descl sfm --database`, `descl sfm merge --database`).
+    database: PathBuf,
+    /// Folder of the database's images.
+    #[arg(long, value_name = "DIR")]
+    images: PathBuf,
+    /// Where the mapper writes its models (default: `<database stem>-sparse` beside it),
+    /// checked before any work: an earlier run's models there are refused, or removed with
+    /// --overwrite.
+    #[arg(long, value_name = "DIR")]
+    sparse_dir: Option<PathBuf>,
+    /// Replace the models of an earlier run in the sparse folder.
+    #[arg(long)]
+    overwrite: bool,
+    #[command(flatten)]
+    mapping: MappingArgs,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn map(args: MapArgs) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    if !args.database.is_file() {
+        bail!("{}: no such database file", args.database.display());
+    }
+    if !args.images.is_dir() {
+        bail!("{}: not a folder of images", args.images.display());
+    }
+    let sparse = args
+        .sparse_dir
+        .clone()
+        .unwrap_or_else(|| descl::sfm::default_sparse_dir(&args.database));
+    // Before any mapping: the folder must take the models and colmap must run (the
+    // refinement is colmap's, whichever mapper maps); pycolmap is imported by `map`.
+    descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
+    if !descl::io::colmap_model::colmap_available() {
+        bail!(
+            "cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
+            descl::io::colmap_model::colmap_exe().display()
+        );
+    }
+    let total_images = descl::io::colmap::count_images(&args.database)?;
+    let mapped = descl::sfm::map(
+        &args.database,
+        &args.images,
+        &sparse,
+        &args.mapping.options(),
+        args.overwrite,
+    )
+    .context(args.mapping.context())?;
+    report_mapper_runs(&mapped);
+    report_model_refinements(&mapped.models);
+    let recon = &mapped.reconstruction;
+    eprintln!(
+        "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
+        recon.path.display(),
+        recon.images.len(),
+        recon.num_points,
+        recon.mean_reprojection_error
+    );
+    if args.json {
+        let runs: Vec<f64> = mapped.attempts.iter().map(|a| a.seconds).collect();
+        let out = serde_json::json!({
+            "database": args.database,
+            "reconstruction": reconstruction_json(&mapped, total_images),
+            "seconds": {"mapper": started.elapsed().as_secs_f64(), "mapper_runs": runs},
+        });
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
 }
 
 #[derive(clap::Args)]
@@ -313,22 +444,13 @@ impl Args {
             )
         })
     }
-
-    fn mapper_options(&self) -> MapperOptions {
-        MapperOptions {
-            num_threads: None,
-            refine_principal_point: self.refine_principal_point,
-            init_min_tri_angle_deg: self.init_min_tri_angle,
-            filter_max_reproj_error_px: self.filter_max_reproj_error,
-            random_seed: None,
-        }
-    }
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<()> {
     match args.stage.take() {
         Some(Stage::Merge(m)) => return merge(m),
         Some(Stage::Evaluate(e)) => return evaluate(e),
+        Some(Stage::Map(m)) => return map(m),
         None => {}
     }
     let (Some(images_dir), Some(database)) = (args.images_dir.clone(), args.database.clone())
@@ -338,6 +460,14 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     // Before any work: a run must not fail at its end for its output or its mapper.
     let sparse = args.reconstruct.then(|| args.sparse_dir());
     descl::sfm::check_outputs(&database, sparse.as_deref(), args.overwrite)?;
+    if args.reconstruct {
+        // pycolmap imported now, not after the extraction.
+        descl::io::colmap_model::Mapper::from(args.mapping.mapper).describe()?;
+    } else if let Some(flag) = args.mapping.given() {
+        bail!(
+            "{flag} sets how the database is mapped: it needs --reconstruct (or `descl sfm map`)"
+        );
+    }
     let started = std::time::Instant::now();
     let cfg = args.config()?;
     let extractor = args.describe.extractor_for(Preset::Sfm)?;
@@ -415,7 +545,7 @@ fn seconds_json(
     seconds
 }
 
-/// Runs `colmap mapper` on the database and reports what it registered.
+/// Runs the mapper on the database and reports what it registered.
 fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<Mapped> {
     let (Some(database), Some(images_dir)) = (&args.database, &args.images_dir) else {
         bail!("--reconstruct needs the image folder and --database");
@@ -426,10 +556,10 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<Mapped> {
         database,
         images_dir,
         &args.sparse_dir(),
-        &args.mapper_options(),
+        &args.mapping.options(),
         args.overwrite,
     )
-    .context("colmap mapper")?;
+    .context(args.mapping.context())?;
     report_mapper_runs(&mapped);
     report_model_refinements(&mapped.models);
     let recon = &mapped.reconstruction;
@@ -458,7 +588,8 @@ fn report_mapper_runs(mapped: &Mapped) {
             })
             .unwrap_or_default();
         eprintln!(
-            "note: colmap mapper ran {} times; kept the run at a {} px filter and an initial-pair angle of {}°{focal} (others: {})",
+            "note: {} mapper ran {} times; kept the run at a {} px filter and an initial-pair angle of {}°{focal} (others: {})",
+            mapped.mapper,
             mapped.attempts.len(),
             descl::sfm::px_text(mapped.filter_max_reproj_error_px),
             mapped.init_min_tri_angle_deg,
@@ -486,6 +617,7 @@ fn reconstruction_json(mapped: &Mapped, total_images: usize) -> serde_json::Valu
     let recon = &mapped.reconstruction;
     serde_json::json!({
         "path": recon.path,
+        "mapper": mapped.mapper,
         "registered_images": recon.images.len(),
         "total_images": total_images,
         "num_points": recon.num_points,

@@ -26,7 +26,7 @@ use crate::describe::Describer;
 use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::eval::pose::PoseScene;
-use crate::io::colmap_model::{run_colmap, run_mapper, MapperOptions, Reconstruction};
+use crate::io::colmap_model::{run_colmap, run_mapper, Mapper, MapperOptions, Reconstruction};
 use crate::io::colmap_model::{COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG};
 use crate::matching::pairs::file_names;
 use crate::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
@@ -245,9 +245,11 @@ fn rusage_seconds(who: libc::c_int) -> Option<f64> {
 }
 
 /// The mapper settings of both pipelines in run `seed`: COLMAP's defaults (principal point
-/// fixed), `--random_seed` the run's index (run 0 is COLMAP's default seed).
-fn mapper_options(seed: u64) -> MapperOptions {
+/// fixed), `--random_seed` the run's index (run 0 is COLMAP's default seed). COLMAP's
+/// pipeline always maps with `colmap mapper`; descl's with `mapper`.
+fn mapper_options(mapper: Mapper, seed: u64) -> MapperOptions {
     MapperOptions {
+        mapper,
         num_threads: None,
         refine_principal_point: false,
         init_min_tri_angle_deg: None,
@@ -307,19 +309,19 @@ fn outcome(
     }
 }
 
-/// How a pipeline maps a database into a folder, with the mapper's seed.
-type MapFn = fn(&Path, &Path, &Path, u64) -> Result<Mapped>;
-
-/// descl's side: `descl sfm --reconstruct`'s mapping, fallback included.
-fn map_as_descl_sfm(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapped> {
-    crate::sfm::map(db, images, out, &mapper_options(seed), false)
+/// descl's side: `descl sfm --reconstruct`'s mapping with `mapper`, fallback included.
+fn map_as_descl_sfm(mapper: Mapper) -> impl Fn(&Path, &Path, &Path, u64) -> Result<Mapped> {
+    move |db, images, out, seed| {
+        crate::sfm::map(db, images, out, &mapper_options(mapper, seed), false)
+    }
 }
 
 /// COLMAP's side: its mapper with its defaults, nothing else.
 fn map_as_colmap(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapped> {
     let started = Instant::now();
-    let reconstruction = run_mapper(db, images, out, &mapper_options(seed))?;
+    let reconstruction = run_mapper(db, images, out, &mapper_options(Mapper::Colmap, seed))?;
     Ok(Mapped {
+        mapper: "colmap".into(),
         init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
         filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
         registrable_images: crate::io::colmap::count_registrable_images(
@@ -330,6 +332,7 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapp
         refinement_error: None,
         models: Vec::new(),
         attempts: vec![crate::sfm::MapAttempt {
+            mapper: Mapper::Colmap,
             filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
             init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
             focal_prior_factor: None,
@@ -388,7 +391,7 @@ fn reconstruct(
     work: &SfmWork,
     runs: usize,
     repeat: Repeat,
-    map: MapFn,
+    map: impl Fn(&Path, &Path, &Path, u64) -> Result<Mapped>,
     mut database: impl FnMut(&Path, &Path) -> Result<PathBuf>,
 ) -> Result<SceneReconstruction> {
     let images = image_dir(scene)?;
@@ -438,14 +441,15 @@ fn reconstruct(
 }
 
 /// Reconstructs `scene` with `describer` on DoG frames (`det`, its `max_keypoints` per image)
-/// through `descl sfm`'s path, in its folder of `work`; its one database is mapped in each of
-/// `runs` runs.
+/// through `descl sfm`'s path, in its folder of `work`; its one database is mapped by
+/// `mapper` in each of `runs` runs.
 pub fn reconstruct_with(
     scene: &PoseScene,
     describer: &Describer,
     det: &DetectorConfig,
     work: &SfmWork,
     runs: usize,
+    mapper: Mapper,
     progress: &dyn Progress,
 ) -> Result<SceneReconstruction> {
     let extractor = Extractor::with_describer(describer.try_clone()?, *det)
@@ -456,7 +460,7 @@ pub fn reconstruct_with(
         work,
         runs,
         Repeat::Mapper,
-        map_as_descl_sfm,
+        map_as_descl_sfm(mapper),
         |images, dir| {
             let db = dir.join("database.db");
             build_database(

@@ -69,6 +69,10 @@ pub struct Settings {
     /// 2026-11-26, whose suite ran each once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sfm_runs: Option<usize>,
+    /// The mapper of descl's side of the reconstruction suite with its version ("colmap",
+    /// "pycolmap 4.2.1"); None in reports written before 2026-11-28, all `colmap mapper`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sfm_mapper: Option<String>,
 }
 
 /// One group of homography sequences for one method.
@@ -515,6 +519,17 @@ impl BenchReport {
                 s,
                 "{cap}, at COLMAP's peak threshold (contrast threshold {}; COLMAP: `max_num_features` {k}) per image, exhaustive pairs, one camera per image.\n",
                 crate::detect::COLMAP_PEAK_CONTRAST_THRESHOLD
+            );
+        }
+        if let Some(m) = self
+            .settings
+            .sfm_mapper
+            .as_deref()
+            .filter(|m| *m != "colmap")
+        {
+            let _ = writeln!(
+                s,
+                "descl's databases mapped by {m} (then refined with colmap's tools, as `descl sfm --mapper pycolmap`); COLMAP's pipeline by `colmap mapper`.\n"
             );
         }
         if let Some(n) = self.settings.sfm_runs.filter(|&n| n > 1) {

@@ -97,6 +97,9 @@ pub struct BenchConfig {
     /// Runs per pipeline and scene in the reconstruction suite (at least 1;
     /// [`reconstruction::DEFAULT_SFM_RUNS`]; what a run repeats: [`reconstruction`]).
     pub sfm_runs: usize,
+    /// The mapper of descl's side of the sfm suite (COLMAP's pipeline maps with `colmap
+    /// mapper` always).
+    pub sfm_mapper: crate::io::colmap_model::Mapper,
     /// Keep the sfm suite's databases and models in `DIR/SCENE/METHOD` (None: temporary
     /// folders, removed).
     pub sfm_keep: Option<PathBuf>,
@@ -200,6 +203,10 @@ pub fn run(
                 .suites
                 .contains(&Suite::Sfm)
                 .then_some(cfg.sfm_runs.max(1)),
+            sfm_mapper: match cfg.suites.contains(&Suite::Sfm) {
+                true => Some(cfg.sfm_mapper.describe()?),
+                false => None,
+            },
         },
         methods: methods.iter().map(|m| m.name().to_string()).collect(),
         sequences: BTreeMap::new(),
@@ -405,7 +412,15 @@ impl Run<'_> {
         for scene in &scenes {
             for m in self.methods {
                 self.sfm_row(scene, m.name(), || {
-                    reconstruction::reconstruct_with(scene, m, &det, &work, runs, progress)
+                    reconstruction::reconstruct_with(
+                        scene,
+                        m,
+                        &det,
+                        &work,
+                        runs,
+                        self.cfg.sfm_mapper,
+                        progress,
+                    )
                 })?;
             }
             self.sfm_row(scene, reconstruction::COLMAP_SIFT_PIPELINE, || {

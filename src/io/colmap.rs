@@ -614,6 +614,17 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
     Ok(images)
 }
 
+/// The rows of a COLMAP database's `images` table (a file that is not such a database is an
+/// error naming it).
+pub fn count_images(path: &Path) -> Result<usize> {
+    let conn = open_read_only(path)?;
+    conn.query_row("SELECT COUNT(*) FROM images", [], |row| {
+        row.get::<_, i64>(0)
+    })
+    .map(|n| n as usize)
+    .map_err(|e| database_error(path, e))
+}
+
 /// The images of a COLMAP database (descl's or COLMAP's own) that have a verified pair of at
 /// least `min_inliers` inliers (`two_view_geometries.rows`): the most a reconstruction of it
 /// can register (COLMAP's mapper builds its correspondence graph from those pairs alone).

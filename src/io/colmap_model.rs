@@ -288,9 +288,34 @@ pub fn run_colmap_stdout(args: &[&std::ffi::OsStr]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Options passed to `colmap mapper`.
+/// Which incremental mapper maps a database: COLMAP's command line (`colmap mapper`,
+/// [`colmap_exe`]) or pycolmap's (`crate::io::pycolmap`), same options, same model folders.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mapper {
+    /// `colmap mapper` ([`colmap_exe`]; Debian's COLMAP 3.8).
+    #[default]
+    Colmap,
+    /// pycolmap's `incremental_mapping`, run by `$DESCL_PYTHON` or `python3`.
+    Pycolmap,
+}
+
+impl Mapper {
+    /// The mapper and its version for a report: "colmap" or "pycolmap 4.2.1". For pycolmap
+    /// this imports it, so a Python without it is refused here, before any work.
+    pub fn describe(self) -> Result<String> {
+        match self {
+            Mapper::Colmap => Ok("colmap".to_string()),
+            Mapper::Pycolmap => Ok(format!("pycolmap {}", crate::io::pycolmap::version()?)),
+        }
+    }
+}
+
+/// Options passed to the mapper (`colmap mapper`, or pycolmap's with the same names).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MapperOptions {
+    /// The mapper that runs.
+    pub mapper: Mapper,
     /// `--Mapper.num_threads` (None: all cores).
     pub num_threads: Option<usize>,
     /// `--Mapper.ba_refine_principal_point 1`: COLMAP keeps the principal point at the image
@@ -347,7 +372,7 @@ impl MapperOptions {
 /// Creates `dir` for a colmap command's models (`what` it does: "map", "triangulate"),
 /// refusing one that holds a model already (itself, or a numbered model folder): the command
 /// would write beside or over it, and the model read back could be the earlier run's.
-fn refuse_earlier_models(dir: &Path, what: &str) -> Result<()> {
+pub(crate) fn refuse_earlier_models(dir: &Path, what: &str) -> Result<()> {
     let old = if dir.join(MODEL_IMAGES_FILE).is_file() {
         Some(dir.to_path_buf())
     } else {
@@ -403,7 +428,7 @@ pub fn model_folders(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(found.into_iter().map(|(_, p)| p).collect())
 }
 
-/// Runs `colmap mapper` and returns the largest model it produced (most registered images).
+/// Runs `colmap mapper` (or pycolmap's, [`MapperOptions::mapper`]) and returns the largest model it produced (most registered images).
 /// `output_dir` must hold no model yet: the mapper numbers its models from 0 and a folder left
 /// by an earlier run would be read as this run's. [`Error::NoModel`] when the mapper made
 /// none.
@@ -413,6 +438,10 @@ pub fn run_mapper(
     output_dir: &Path,
     options: &MapperOptions,
 ) -> Result<Reconstruction> {
+    if options.mapper == Mapper::Pycolmap {
+        return crate::io::pycolmap::run_mapper(database, image_dir, output_dir, options)
+            .map(|(model, _)| model);
+    }
     refuse_earlier_models(output_dir, "map")?;
     let threads = options.threads_arg();
     let refine_pp = options.refine_principal_point_arg();
