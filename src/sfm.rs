@@ -93,11 +93,29 @@ pub fn refine_filter_px(side: u32) -> Option<f64> {
     (px < COLMAP_FILTER_MAX_REPROJ_ERROR_PX).then_some(px)
 }
 
+/// COLMAP's `min_model_size` (`IncrementalMapperController` option): a model of fewer images
+/// is discarded when another was made, unless [`MIN_MODEL_FRACTION`] of the images is fewer.
+pub const COLMAP_MIN_MODEL_SIZE: usize = 10;
+/// The share of the images COLMAP's `min_model_size` rule is capped at (its 0.8).
+pub const MIN_MODEL_FRACTION: f64 = 0.8;
+/// The fewest images any model has: its initial pair.
+const INITIAL_PAIR_IMAGES: usize = 2;
+
+/// The fewest images a mapper run's largest model must hold for [`map`] to keep the run, of a
+/// database of `registrable` images: COLMAP's `min_model_size` rule, which COLMAP applies to a
+/// second model only, applied by descl to the largest. A smaller one is an initial pair that
+/// little else joined: pycolmap 4.2.1 returned 2 of opensfm_lund's 29 frames at two seeds,
+/// which would have stopped the fallbacks and been reported as the reconstruction.
+pub fn min_model_images(registrable: usize) -> usize {
+    let fraction = (MIN_MODEL_FRACTION * registrable as f64).floor() as usize;
+    COLMAP_MIN_MODEL_SIZE.min(fraction).max(INITIAL_PAIR_IMAGES)
+}
+
 /// First characters of [`map`]'s staging folders inside its output folder (hidden, and not a
 /// number, so never read as a model).
 const MAP_STAGING_PREFIX: &str = ".descl-tmp-map-";
 
-/// One `colmap mapper` run of [`map`] and what it made.
+/// One mapper run of [`map`] (`colmap mapper`, or pycolmap's) and what it made.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MapAttempt {
     /// The mapper of the run.
@@ -325,6 +343,28 @@ fn focal_fallback_database(
     Ok(Some((dir, copy)))
 }
 
+/// A run of [`map`] whose largest model holds fewer than [`min_model_images`] of the
+/// `registrable` images counts as one that made no model (its staging folder dropped), so that
+/// the fallbacks run.
+fn large_enough(
+    (mut attempt, model): (MapAttempt, Option<(tempfile::TempDir, Reconstruction)>),
+    registrable: usize,
+) -> (MapAttempt, Option<(tempfile::TempDir, Reconstruction)>) {
+    let least = min_model_images(registrable);
+    match model {
+        Some((_, r)) if r.images.len() < least => {
+            attempt.error = Some(format!(
+                "its largest model holds {} of the {registrable} registrable images, fewer than {least} (COLMAP's min_model_size rule, applied to the largest model)",
+                r.images.len()
+            ));
+            attempt.registered = None;
+            attempt.num_points = None;
+            (attempt, None)
+        }
+        model => (attempt, model),
+    }
+}
+
 /// One `colmap mapper` run of [`map`] from `database` into a fresh staging folder of `out`:
 /// what it made, and its staging folder and largest model when it made one. Only a failed
 /// initialisation ([`Error::NoModel`]) is an attempt without a model; any other error is
@@ -372,8 +412,8 @@ fn map_once(
     }
 }
 
-/// Runs `colmap mapper` on `database` into `out` (`descl sfm --reconstruct`, and descl's side
-/// of `descl bench sfm`). With neither setting in `options`:
+/// Runs the mapper of `options` (`colmap mapper`, or pycolmap's) on `database` into `out`
+/// (`descl sfm --reconstruct`, `descl sfm map`, and descl's side of `descl bench sfm`). With neither setting in `options`:
 ///
 /// 1. at COLMAP's own defaults (4 px filter, 16° initial-pair angle), and when those make no
 ///    model at all, once more at [`FALLBACK_INIT_MIN_TRI_ANGLE_DEG`] (COLMAP's own relaxation
@@ -415,7 +455,23 @@ pub fn map(
     // Checked again under the lock: another run may have mapped here since.
     check_sparse_dir(out, overwrite)?;
     if overwrite {
-        for old in model_folders(out)? {
+        let old_models = model_folders(out)?;
+        // The database or the images inside an earlier model's folder would go with it.
+        for (what, path) in [("database", database), ("image folder", images)] {
+            let Ok(path) = path.canonicalize() else {
+                continue;
+            };
+            for old in &old_models {
+                if old.canonicalize().is_ok_and(|o| path.starts_with(&o)) {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: the {what} {} is inside this earlier model, which --overwrite would remove; move it or map into another folder",
+                        old.display(),
+                        path.display()
+                    )));
+                }
+            }
+        }
+        for old in old_models {
             std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
         }
     }
@@ -452,7 +508,10 @@ pub fn map(
     // (index into attempts, its staging folder, its largest model)
     let mut made: Option<(usize, tempfile::TempDir, Reconstruction)> = None;
     for &angle in &angles {
-        let (attempt, model) = map_once(database, images, out, options, filter, angle, None)?;
+        let (attempt, model) = large_enough(
+            map_once(database, images, out, options, filter, angle, None)?,
+            registrable,
+        );
         attempts.push(attempt);
         if let Some((staging, r)) = model {
             made = Some((attempts.len() - 1, staging, r));
@@ -470,8 +529,10 @@ pub fn map(
                 Ok(Some((dir, copy))) => {
                     let factor = FALLBACK_FOCAL_PRIOR_FACTOR;
                     for &angle in &angles {
-                        let (attempt, model) =
-                            map_once(&copy, images, out, options, filter, angle, Some(factor))?;
+                        let (attempt, model) = large_enough(
+                            map_once(&copy, images, out, options, filter, angle, Some(factor))?,
+                            registrable,
+                        );
                         attempts.push(attempt);
                         if let Some((staging, r)) = model {
                             made = Some((attempts.len() - 1, staging, r));
@@ -1928,6 +1989,15 @@ mod tests {
             "2048 keypoints chosen strongest (descl sfm: 8192 chosen colmap)"
         );
         assert_eq!(d[2], "contrast threshold 0.04 (descl sfm: 0.02)");
+    }
+
+    /// COLMAP's rule by hand: 10 images, or ⌊0.8 · N⌋ of a smaller set, never under a pair.
+    #[test]
+    fn a_model_needs_ten_images_or_four_fifths_of_a_small_set() {
+        assert_eq!(super::min_model_images(29), 10);
+        assert_eq!(super::min_model_images(12), 9);
+        assert_eq!(super::min_model_images(4), 3);
+        assert_eq!(super::min_model_images(2), 2);
     }
 
     #[test]

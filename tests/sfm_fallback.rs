@@ -75,39 +75,15 @@ fn assert_a_straight_street(r: &Value) {
         .unwrap()
         .iter()
         .map(|i| {
-            let q: Vec<f64> = i["qvec"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap())
-                .collect();
-            let t: Vec<f64> = i["tvec"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap())
-                .collect();
-            let (w, x, y, z) = (q[0], q[1], q[2], q[3]);
-            // Rᵀ of the world-to-camera rotation: its columns are R's rows; centre = −Rᵀ t.
-            let r = [
-                [
-                    1.0 - 2.0 * (y * y + z * z),
-                    2.0 * (x * y - w * z),
-                    2.0 * (x * z + w * y),
-                ],
-                [
-                    2.0 * (x * y + w * z),
-                    1.0 - 2.0 * (x * x + z * z),
-                    2.0 * (y * z - w * x),
-                ],
-                [
-                    2.0 * (x * z - w * y),
-                    2.0 * (y * z + w * x),
-                    1.0 - 2.0 * (x * x + y * y),
-                ],
-            ];
-            let c = [0, 1, 2].map(|j| -(0..3).map(|k| r[k][j] * t[k]).sum::<f64>());
-            (i["name"].as_str().unwrap().to_string(), c)
+            let f = |key: &str, k: usize| i[key][k].as_f64().unwrap();
+            let image = descl::io::colmap_model::RegisteredImage {
+                image_id: 0,
+                camera_id: 0,
+                name: i["name"].as_str().unwrap().to_string(),
+                qvec: [0, 1, 2, 3].map(|k| f("qvec", k)),
+                tvec: [0, 1, 2].map(|k| f("tvec", k)),
+            };
+            (image.name.clone(), image.centre())
         })
         .collect();
     images.sort_by(|a, b| a.0.cmp(&b.0));

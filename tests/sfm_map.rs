@@ -851,6 +851,13 @@ fn pycolmap_maps_a_snapshot_and_agrees_with_colmaps_mapper() {
     );
 }
 
+/// `descl sfm map DB --images IMAGES`, for more arguments.
+fn sfm_map(db: &Path, images: &Path) -> std::process::Command {
+    let mut c = common::descl();
+    c.args(["sfm", "map"]).arg(db).arg("--images").arg(images);
+    c
+}
+
 /// `descl sfm map DB --images DIR` maps a database as `descl sfm --reconstruct` does (a run at
 /// 4 px, refined at 1 px) and reports it as `--json`'s `reconstruction`, with the mapper named;
 /// a missing database, a file that is not one and a mapping flag without `--reconstruct` are
@@ -865,11 +872,7 @@ fn sfm_map_maps_an_existing_database() {
     let (db, images) = small_database(&root, dir.path());
     let sparse = dir.path().join("mapped");
     let (ok, stdout, stderr) = common::run(
-        common::descl()
-            .args(["sfm", "map"])
-            .arg(&db)
-            .arg("--images")
-            .arg(&images)
+        sfm_map(&db, &images)
             .arg("--sparse-dir")
             .arg(&sparse)
             .arg("--json"),
@@ -887,25 +890,11 @@ fn sfm_map_maps_an_existing_database() {
     );
     assert_eq!(model_folders(&sparse).unwrap().len(), 1);
     // Again into the same folder: refused (its model is an earlier run's).
-    let (ok, _, stderr) = common::run(
-        common::descl()
-            .args(["sfm", "map"])
-            .arg(&db)
-            .arg("--images")
-            .arg(&images)
-            .arg("--sparse-dir")
-            .arg(&sparse),
-    );
+    let (ok, _, stderr) = common::run(sfm_map(&db, &images).arg("--sparse-dir").arg(&sparse));
     assert!(!ok && stderr.contains("earlier run"), "{stderr}");
 
     let missing = dir.path().join("missing.db");
-    let (ok, _, stderr) = common::run(
-        common::descl()
-            .args(["sfm", "map"])
-            .arg(&missing)
-            .arg("--images")
-            .arg(&images),
-    );
+    let (ok, _, stderr) = common::run(&mut sfm_map(&missing, &images));
     assert!(
         !ok && stderr.contains(&missing.display().to_string()),
         "{stderr}"
@@ -913,11 +902,7 @@ fn sfm_map_maps_an_existing_database() {
     let not_db = dir.path().join("notes.db");
     std::fs::write(&not_db, b"not a database at all, just some words").unwrap();
     let (ok, _, stderr) = common::run(
-        common::descl()
-            .args(["sfm", "map"])
-            .arg(&not_db)
-            .arg("--images")
-            .arg(&images)
+        sfm_map(&not_db, &images)
             .arg("--sparse-dir")
             .arg(dir.path().join("never")),
     );
@@ -927,6 +912,53 @@ fn sfm_map_maps_an_existing_database() {
     );
     assert!(!dir.path().join("never").join("0").exists());
 
+    // An image folder without the database's images (the points would be coloured from
+    // whatever is there, exit 0): refused naming an image, before the sparse folder is made.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let (ok, _, stderr) = common::run(
+        sfm_map(&db, &elsewhere)
+            .arg("--sparse-dir")
+            .arg(dir.path().join("never2")),
+    );
+    assert!(
+        !ok && stderr.contains(".jpg") && stderr.contains(&elsewhere.display().to_string()),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("never2").exists());
+    // A database inside the earlier model --overwrite would remove: refused, both kept (the
+    // model folder and the database in it were removed, then the mapping failed).
+    let inside = sparse.join("0").join("inside.db");
+    std::fs::copy(&db, &inside).unwrap();
+    let (ok, _, stderr) = common::run(
+        sfm_map(&inside, &images)
+            .arg("--sparse-dir")
+            .arg(&sparse)
+            .arg("--overwrite"),
+    );
+    assert!(
+        !ok && stderr.contains("--overwrite would remove"),
+        "{stderr}"
+    );
+    assert!(inside.is_file() && sparse.join("0").join("images.bin").is_file());
+    // A Python that is not there: named with DESCL_PYTHON, nothing made.
+    let (ok, _, stderr) = common::run(
+        sfm_map(&db, &images)
+            .env(
+                descl::io::pycolmap::PYTHON_ENV,
+                dir.path().join("no-python"),
+            )
+            .args(["--mapper", "pycolmap", "--sparse-dir"])
+            .arg(dir.path().join("never3")),
+    );
+    assert!(
+        !ok && stderr.contains("DESCL_PYTHON") && stderr.contains("no-python"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("never3").exists());
+    // A seed neither mapper takes (COLMAP's and pycolmap's are 32-bit signed).
+    let (ok, _, stderr) = common::run(sfm_map(&db, &images).args(["--random-seed", "2147483648"]));
+    assert!(!ok && stderr.contains("--random-seed"), "{stderr}");
     let (ok, _, stderr) = common::run(
         common::descl()
             .arg("sfm")

@@ -1,10 +1,12 @@
 //! `descl sfm IMAGES_DIR --database out.db`: extract, match and verify every chosen pair with
-//! descl (any describer, any matcher), write a COLMAP database, and with `--reconstruct` run
-//! `colmap mapper` on it.
+//! descl (any describer, any matcher), write a COLMAP database, and with `--reconstruct` map
+//! it (`colmap mapper`, or pycolmap's with `--mapper pycolmap`); `descl sfm map` maps a
+//! database that exists.
 
 use super::args::{CameraModelArg, DescribeArgs, MapperArg, MatchArgs, PairArgs, Preset};
 use super::progress::Bar;
 use anyhow::{bail, Context};
+use clap::builder::TypedValueParser;
 use descl::io::colmap_model::{BundleTermination, MapperOptions};
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
@@ -28,7 +30,8 @@ pub struct Args {
     /// the sparse folder).
     #[arg(long)]
     overwrite: bool,
-    /// Run `colmap mapper` afterwards and report registered images and reprojection error.
+    /// Map the database afterwards (`colmap mapper`, or --mapper pycolmap) and report registered
+    /// images and reprojection error.
     /// The executable is `$DESCL_COLMAP` if set, else `colmap` on PATH (checked before any
     /// work).
     #[arg(long)]
@@ -63,8 +66,9 @@ pub struct MappingArgs {
     /// The incremental mapper: `colmap mapper`, or pycolmap's (PyPI `pycolmap`, imported by
     /// $DESCL_PYTHON or python3), which maps forward motion that Debian's COLMAP 3.8 does not
     /// (docs/BENCHMARKS.md, "Mappers"). Either way the model is refined with colmap's tools.
-    #[arg(long, value_enum, default_value_t = MapperArg::Colmap)]
-    mapper: MapperArg,
+    /// [default: colmap]
+    #[arg(long, value_enum)]
+    mapper: Option<MapperArg>,
     /// Let the mapper refine the principal point (COLMAP holds it at the image centre).
     #[arg(long)]
     refine_principal_point: bool,
@@ -92,14 +96,14 @@ pub struct MappingArgs {
     filter_max_reproj_error: Option<f64>,
     /// The mapper's random seed (COLMAP's `--random_seed`, pycolmap's `random_seed`; 0 when not
     /// given): another seed, another initial pair and RANSAC samples, to see a scene's spread.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64).map(u64::from))]
     random_seed: Option<u64>,
 }
 
 impl MappingArgs {
     fn options(&self) -> MapperOptions {
         MapperOptions {
-            mapper: self.mapper.into(),
+            mapper: self.mapper.unwrap_or(MapperArg::Colmap).into(),
             num_threads: None,
             refine_principal_point: self.refine_principal_point,
             init_min_tri_angle_deg: self.init_min_tri_angle,
@@ -110,7 +114,7 @@ impl MappingArgs {
 
     /// The first mapping flag given, by name (they mean nothing without a mapping).
     fn given(&self) -> Option<&'static str> {
-        if self.mapper != MapperArg::Colmap {
+        if self.mapper.is_some() {
             Some("--mapper")
         } else if self.refine_principal_point {
             Some("--refine-principal-point")
@@ -122,14 +126,6 @@ impl MappingArgs {
             Some("--random-seed")
         } else {
             None
-        }
-    }
-
-    /// The error context of a mapping.
-    fn context(&self) -> &'static str {
-        match self.mapper {
-            MapperArg::Colmap => "colmap mapper",
-            MapperArg::Pycolmap => "pycolmap mapper",
         }
     }
 }
@@ -176,6 +172,12 @@ pub struct MapArgs {
 
 fn map(args: MapArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
+    if args.database.is_dir() {
+        bail!(
+            "{}: a folder, not a COLMAP database file",
+            args.database.display()
+        );
+    }
     if !args.database.is_file() {
         bail!("{}: no such database file", args.database.display());
     }
@@ -186,8 +188,10 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
         .sparse_dir
         .clone()
         .unwrap_or_else(|| descl::sfm::default_sparse_dir(&args.database));
-    // Before any mapping: the folder must take the models and colmap must run (the
-    // refinement is colmap's, whichever mapper maps); pycolmap is imported by `map`.
+    // Before any mapping and before the sparse folder is made: the folder must take the
+    // models, colmap must run (the refinement is colmap's, whichever mapper maps), pycolmap
+    // must import, and the image folder must hold the database's images (the mapper reads
+    // their colours from it, and a wrong folder would colour the points silently).
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
     if !descl::io::colmap_model::colmap_available() {
         bail!(
@@ -195,25 +199,25 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
             descl::io::colmap_model::colmap_exe().display()
         );
     }
-    let total_images = descl::io::colmap::count_images(&args.database)?;
-    let mapped = descl::sfm::map(
+    args.mapping.options().mapper.describe()?;
+    let names = descl::io::colmap::image_names(&args.database)?;
+    if let Some(missing) = names.iter().find(|n| !args.images.join(n).is_file()) {
+        bail!(
+            "{}: the database's image {missing} is not in this folder ({} images listed in {})",
+            args.images.display(),
+            names.len(),
+            args.database.display()
+        );
+    }
+    let total_images = names.len();
+    let mapped = map_and_report(
         &args.database,
         &args.images,
         &sparse,
-        &args.mapping.options(),
+        &args.mapping,
         args.overwrite,
-    )
-    .context(args.mapping.context())?;
-    report_mapper_runs(&mapped);
-    report_model_refinements(&mapped.models);
-    let recon = &mapped.reconstruction;
-    eprintln!(
-        "reconstruction {}: {}/{total_images} images registered, {} points, mean reprojection error {:.3} px",
-        recon.path.display(),
-        recon.images.len(),
-        recon.num_points,
-        recon.mean_reprojection_error
-    );
+        total_images,
+    )?;
     if args.json {
         let runs: Vec<f64> = mapped.attempts.iter().map(|a| a.seconds).collect();
         let out = serde_json::json!({
@@ -462,7 +466,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     descl::sfm::check_outputs(&database, sparse.as_deref(), args.overwrite)?;
     if args.reconstruct {
         // pycolmap imported now, not after the extraction.
-        descl::io::colmap_model::Mapper::from(args.mapping.mapper).describe()?;
+        args.mapping.options().mapper.describe()?;
     } else if let Some(flag) = args.mapping.given() {
         bail!(
             "{flag} sets how the database is mapped: it needs --reconstruct (or `descl sfm map`)"
@@ -552,14 +556,29 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<Mapped> {
     };
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
     // database is, inside sfm::map under the folder's lock), else refused.
-    let mapped = descl::sfm::map(
+    let mapped = map_and_report(
         database,
         images_dir,
         &args.sparse_dir(),
-        &args.mapping.options(),
+        &args.mapping,
         args.overwrite,
-    )
-    .context(args.mapping.context())?;
+        total_images,
+    )?;
+    Ok(mapped)
+}
+
+/// `sfm::map` with the mapping flags, then its notes and warnings and a line for people: the
+/// one mapping of `descl sfm --reconstruct` and `descl sfm map`.
+fn map_and_report(
+    database: &Path,
+    images: &Path,
+    sparse: &Path,
+    mapping: &MappingArgs,
+    overwrite: bool,
+    total_images: usize,
+) -> anyhow::Result<Mapped> {
+    // The errors of sfm::map name the mapper and the database already.
+    let mapped = descl::sfm::map(database, images, sparse, &mapping.options(), overwrite)?;
     report_mapper_runs(&mapped);
     report_model_refinements(&mapped.models);
     let recon = &mapped.reconstruction;

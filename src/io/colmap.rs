@@ -614,15 +614,20 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
     Ok(images)
 }
 
-/// The rows of a COLMAP database's `images` table (a file that is not such a database is an
-/// error naming it).
-pub fn count_images(path: &Path) -> Result<usize> {
+/// The image names (paths relative to the image folder) of a COLMAP database's `images`
+/// table, in id order (a file that is not such a database is an error naming it).
+pub fn image_names(path: &Path) -> Result<Vec<String>> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
     let conn = open_read_only(path)?;
-    conn.query_row("SELECT COUNT(*) FROM images", [], |row| {
-        row.get::<_, i64>(0)
-    })
-    .map(|n| n as usize)
-    .map_err(|e| database_error(path, e))
+    let mut stmt = conn
+        .prepare("SELECT name FROM images ORDER BY image_id")
+        .map_err(db_err)?;
+    let names = stmt
+        .query_map([], |row| row.get::<_, String>(0))
+        .map_err(db_err)?;
+    names
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(db_err)
 }
 
 /// The images of a COLMAP database (descl's or COLMAP's own) that have a verified pair of at
