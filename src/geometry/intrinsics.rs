@@ -42,6 +42,12 @@ pub const FILM_35MM_LONG_SIDE_MM: f64 = 36.0;
 /// Prior focal length when nothing better is known: 1.2 · max(width, height), COLMAP's
 /// default (`ImageReaderOptions::default_focal_length_factor`).
 pub const DEFAULT_FOCAL_FACTOR: f64 = 1.2;
+/// Entries of a 3×3 matrix K in an intrinsics file, row by row.
+const K_ENTRIES: usize = 9;
+/// How far from 0 (or 1) K's fixed entries may be, relative to its focal length: what a
+/// file written with 12 significant digits rounds to.
+const K_ZERO_TOLERANCE: f64 = 1e-9;
+
 /// Largest intrinsics file read: one is four numbers as JSON or a 3×3 matrix K with at most a
 /// few more lines (a Strecha `.camera` file is under 300 bytes); 1 MiB is far beyond any real one
 /// while `/dev/zero` or a wrong huge file fails at once.
@@ -85,16 +91,42 @@ impl Intrinsics {
         if let Ok(k) = serde_json::from_str::<Intrinsics>(&text) {
             return Self::checked(k.fx, k.fy, k.cx, k.cy).map_err(|r| Error::format(path, r));
         }
-        let nums: Vec<f64> = text
-            .split_whitespace()
-            .take(9)
-            .filter_map(|t| t.parse().ok())
-            .collect();
-        if nums.len() < 9 {
+        // The first nine tokens, each a number: a token that is not would shift K's entries.
+        let mut nums = Vec::with_capacity(K_ENTRIES);
+        for token in text.split_whitespace().take(K_ENTRIES) {
+            match token.parse::<f64>() {
+                Ok(v) => nums.push(v),
+                Err(_) => {
+                    return Err(Error::format(
+                        path,
+                        format!("expected JSON {{fx,fy,cx,cy}} or a 3×3 matrix K; {token:?} is not a number"),
+                    ))
+                }
+            }
+        }
+        if nums.len() < K_ENTRIES {
             return Err(Error::format(
                 path,
                 "expected JSON {fx,fy,cx,cy} or a 3×3 matrix K",
             ));
+        }
+        // descl's intrinsics are fx, fy, cx, cy: a K with skew, or whose other entries are not
+        // those of [[fx 0 cx] [0 fy cy] [0 0 1]], would be read as another camera.
+        let expected = [
+            (1, 0.0, "skew K[0][1]"),
+            (3, 0.0, "K[1][0]"),
+            (6, 0.0, "K[2][0]"),
+            (7, 0.0, "K[2][1]"),
+            (8, 1.0, "K[2][2]"),
+        ];
+        let scale = nums[0].abs().max(nums[4].abs()).max(1.0);
+        for (i, want, what) in expected {
+            if (nums[i] - want).abs() > K_ZERO_TOLERANCE * scale {
+                return Err(Error::format(
+                    path,
+                    format!("{what} is {}, not {want}: descl's intrinsics are fx, fy, cx, cy of K = [[fx 0 cx] [0 fy cy] [0 0 1]] (no skew)", nums[i]),
+                ));
+            }
         }
         Self::checked(nums[0], nums[4], nums[2], nums[5]).map_err(|r| Error::format(path, r))
     }
@@ -176,6 +208,23 @@ mod tests {
         std::fs::write(&cam, "1379.74 0 760.3\n0 1382.08 503.4\n0 0 1\n0 0 0\n").unwrap();
         let k = Intrinsics::from_file(&cam).unwrap();
         assert_eq!((k.fx, k.fy, k.cx, k.cy), (1379.74, 1382.08, 760.3, 503.4));
+        // A K with skew was read as the camera without it (issue 44's leftover): refused,
+        // naming the entry; so is a bottom row that is not 0 0 1 and a word among the numbers.
+        for (text, says) in [
+            (
+                "1379.74 2.5 760.3\n0 1382.08 503.4\n0 0 1\n",
+                "skew K[0][1] is 2.5",
+            ),
+            ("1379.74 0 760.3\n0 1382.08 503.4\n0 0 2\n", "K[2][2] is 2"),
+            (
+                "1379.74 0 760.3\n0 x 1382.08 503.4\n0 0 1\n",
+                "\"x\" is not a number",
+            ),
+        ] {
+            std::fs::write(&cam, text).unwrap();
+            let e = Intrinsics::from_file(&cam).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("a.camera"), "{e}");
+        }
         // Hand-made little-endian TIFF: IFD0 with one entry (Exif pointer → offset 26),
         // Exif IFD with FocalLengthIn35mmFilm = 28 (SHORT).
         let mut t = b"II*\0".to_vec();
