@@ -71,6 +71,13 @@ const FOCAL_FALLBACK_DATABASE: &str = "focal-prior.db";
 /// from the tight observations only: as accurate on three scenes, it lost castle-P30 by more
 /// (RootSIFT 0.573 against the refinement's 0.382 and the plain 4 px run's 0.295 %) and an
 /// unseen scene by 0.179 against 0.094 %.
+///
+/// Off by default since 2026-11-28 (`MapperOptions::refine`, `descl sfm --refine`): with the
+/// one default model's databases it made the cameras worse on all three validation scenes
+/// (median of seeds 0–2, plain 4 px → refined: castle-P19 0.384 → 0.526, castle-P30 0.351 →
+/// 0.364, Herz-Jesus-P25 0.070 → 0.071) while still helping the two dev scenes it was chosen
+/// on (fountain-P11 0.053 → 0.047, Herz-Jesus-P8 0.075 → 0.056);
+/// `docs/bench/sfm-refinement-2026-11-28.json`.
 pub const SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX: f64 = 1.0;
 
 /// The longest image side at which [`SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX`] was measured:
@@ -423,7 +430,8 @@ fn map_once(
 ///    both angles once more on a copy of the database whose cameras of unknown focal length
 ///    start from [`FALLBACK_FOCAL_PRIOR_FACTOR`] · max(w, h) (the database itself keeps its
 ///    priors; the kept run's [`MapAttempt::focal_prior_factor`] says so);
-/// 3. the first run that made a model is kept, and refined at [`refine_filter_px`] (1 px up to
+/// 3. the first run that made a model is kept, and with [`MapperOptions::refine`] (off by
+///    default: [`SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX`] says why) refined at [`refine_filter_px`] (1 px up to
 ///    1536 px images, scaled above): observations past it dropped, one more global bundle
 ///    adjustment, its points triangulated again at 4 px with the cameras held fixed. Each of
 ///    the run's models is refined on its own: one whose refinement fails is kept as the
@@ -500,9 +508,9 @@ pub fn map(
     let filter = options
         .filter_max_reproj_error_px
         .unwrap_or(COLMAP_FILTER_MAX_REPROJ_ERROR_PX);
-    let refine_px = match options.filter_max_reproj_error_px {
-        Some(_) => None,
-        None => refine_filter_px(crate::io::colmap::median_camera_side(database)?),
+    let refine_px = match (options.refine, options.filter_max_reproj_error_px) {
+        (true, None) => refine_filter_px(crate::io::colmap::median_camera_side(database)?),
+        _ => None,
     };
     let mut attempts: Vec<MapAttempt> = Vec::new();
     // (index into attempts, its staging folder, its largest model)

@@ -101,15 +101,14 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
         );
     }
     // descl's side maps as descl sfm does (sfm::map): each run records its mapper filter,
-    // COLMAP's 4 px, and the refinement's, 1 px (1536 px images).
+    // COLMAP's 4 px, and no refinement (descl sfm's default since 2026-11-28).
     assert_eq!(
         report.sfm[ROOTSIFT]["fountain-small"].filters_px(),
         vec![descl::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX; RUNS]
     );
-    assert_eq!(
-        report.sfm[ROOTSIFT]["fountain-small"].refined_px(),
-        vec![descl::sfm::SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX; RUNS]
-    );
+    assert!(report.sfm[ROOTSIFT]["fountain-small"]
+        .refined_px()
+        .is_empty());
     // The card entry quotes the COLMAP peer of the same run.
     let card = report.card_metrics(ROOTSIFT);
     let entry = &card[CARD_SFM];

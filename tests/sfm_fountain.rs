@@ -39,6 +39,7 @@ fn colmap_sift(images: &Path, work: &Path) -> Reconstruction {
 fn mapper_options() -> MapperOptions {
     MapperOptions {
         mapper: Default::default(),
+        refine: false,
         num_threads: None,
         refine_principal_point: true,
         init_min_tri_angle_deg: None,

@@ -175,7 +175,11 @@ fn map_refines_its_four_pixel_model_and_a_given_filter_is_used_as_is() {
     std::fs::write(stale.join("0").join("images.bin"), b"").unwrap();
     // A file by that prefix too (it stopped the mapping with "Not a directory").
     std::fs::write(out.join(".descl-tmp-map-file"), b"").unwrap();
-    let m = map(&db, &images, &out, &MapperOptions::default(), false).unwrap();
+    let refined = MapperOptions {
+        refine: true,
+        ..Default::default()
+    };
+    let m = map(&db, &images, &out, &refined, false).unwrap();
     assert!(
         !stale.exists(),
         "a killed run's staging folder is still there"
@@ -362,7 +366,7 @@ fn sfm_with(images: &Path, dir: &Path, colmap: &Path) -> (serde_json::Value, Str
             .arg("--database")
             .arg(&db)
             .args(["--single-camera", "--max-keypoints", "1024"])
-            .args(["--reconstruct", "--json"]),
+            .args(["--reconstruct", "--refine", "--json"]),
     );
     assert!(ok, "descl sfm failed:\n{stderr}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -759,6 +763,7 @@ fn pycolmap_maps_a_snapshot_and_agrees_with_colmaps_mapper() {
     std::fs::copy(&db, &copy).unwrap();
     let options = MapperOptions {
         mapper: Mapper::Pycolmap,
+        refine: true,
         ..Default::default()
     };
     let out = dir.path().join("py");
@@ -859,7 +864,7 @@ fn sfm_map(db: &Path, images: &Path) -> std::process::Command {
 }
 
 /// `descl sfm map DB --images DIR` maps a database as `descl sfm --reconstruct` does (a run at
-/// 4 px, refined at 1 px) and reports it as `--json`'s `reconstruction`, with the mapper named;
+/// COLMAP's 4 px) and reports it as `--json`'s `reconstruction`, with the mapper named;
 /// a missing database, a file that is not one and a mapping flag without `--reconstruct` are
 /// refused by name before any work.
 #[test]
@@ -883,11 +888,8 @@ fn sfm_map_maps_an_existing_database() {
     assert_eq!(r["mapper"].as_str(), Some("colmap"), "{r}");
     assert_eq!(r["registered_images"].as_u64(), Some(4), "{r}");
     assert_eq!(r["total_images"].as_u64(), Some(4), "{r}");
-    assert_eq!(
-        r["refined_at_filter_px"].as_f64(),
-        Some(SFM_REFINE_FILTER_MAX_REPROJ_ERROR_PX),
-        "{r}"
-    );
+    // Not refined: the default since 2026-11-28 (`--refine` refines).
+    assert!(r["refined_at_filter_px"].is_null(), "{r}");
     assert_eq!(model_folders(&sparse).unwrap().len(), 1);
     // Again into the same folder: refused (its model is an earlier run's).
     let (ok, _, stderr) = common::run(sfm_map(&db, &images).arg("--sparse-dir").arg(&sparse));

@@ -86,14 +86,17 @@ pub struct MappingArgs {
     #[arg(long, value_name = "DEG", value_parser = parse_angle)]
     init_min_tri_angle: Option<f64>,
     /// The mapper's largest reprojection error an observation keeps after bundle adjustment,
-    /// pixels (COLMAP's `Mapper.filter_max_reproj_error`, 4 px by default). Default: COLMAP's
-    /// 4 px, then the model refined: observations past 1 px dropped (for images up to 1536 px;
-    /// scaled with the images' longest side above, 2 px at 3072 px), one more bundle
-    /// adjustment (more accurate cameras), its points triangulated again at 4 px with those
-    /// cameras held fixed. Given, the mapper runs at PX (the fallbacks of
-    /// --init-min-tri-angle included), nothing refined.
+    /// pixels (COLMAP's `Mapper.filter_max_reproj_error`). Default: COLMAP's 4 px. Given, the
+    /// mapper runs at PX (the fallbacks of --init-min-tri-angle included).
     #[arg(long, value_name = "PX", value_parser = parse_pixels)]
     filter_max_reproj_error: Option<f64>,
+    /// Refine the 4 px model (`descl sfm`'s default until 2026-11-28): observations past 1 px
+    /// dropped (for images up to 1536 px; scaled with the images' longest side above, 2 px at
+    /// 3072 px), one more bundle adjustment, its points triangulated again at 4 px with those
+    /// cameras held fixed. It helped the dev scenes and made the default model's cameras worse
+    /// on the three validation scenes (docs/BENCHMARKS.md, "Mapping policy").
+    #[arg(long, conflicts_with = "filter_max_reproj_error")]
+    refine: bool,
     /// The mapper's random seed (COLMAP's `--random_seed`, pycolmap's `random_seed`; 0 when not
     /// given): another seed, another initial pair and RANSAC samples, to see a scene's spread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64).map(u64::from))]
@@ -105,6 +108,7 @@ impl MappingArgs {
         MapperOptions {
             mapper: self.mapper.unwrap_or(MapperArg::Colmap).into(),
             num_threads: None,
+            refine: self.refine,
             refine_principal_point: self.refine_principal_point,
             init_min_tri_angle_deg: self.init_min_tri_angle,
             filter_max_reproj_error_px: self.filter_max_reproj_error,
@@ -116,6 +120,8 @@ impl MappingArgs {
     fn given(&self) -> Option<&'static str> {
         if self.mapper.is_some() {
             Some("--mapper")
+        } else if self.refine {
+            Some("--refine")
         } else if self.refine_principal_point {
             Some("--refine-principal-point")
         } else if self.init_min_tri_angle.is_some() {

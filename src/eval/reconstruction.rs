@@ -140,19 +140,6 @@ impl SceneReconstruction {
             .collect()
     }
 
-    /// Runs that recorded a mapper filter of COLMAP's 4 px or more and no refinement: descl
-    /// sfm's runs whose model was left as the mapper made it.
-    pub fn unrefined_runs(&self) -> usize {
-        self.runs
-            .iter()
-            .filter(|r| {
-                r.refined_at_px.is_none()
-                    && r.filter_max_reproj_error_px
-                        .is_some_and(|f| f >= COLMAP_FILTER_MAX_REPROJ_ERROR_PX)
-            })
-            .count()
-    }
-
     /// The refinement filter of each run that was refined ([`crate::sfm::map`]), pixels.
     pub fn refined_px(&self) -> Vec<f64> {
         self.runs.iter().filter_map(|r| r.refined_at_px).collect()
@@ -251,6 +238,7 @@ fn mapper_options(mapper: Mapper, seed: u64) -> MapperOptions {
     MapperOptions {
         mapper,
         num_threads: None,
+        refine: false,
         refine_principal_point: false,
         init_min_tri_angle_deg: None,
         filter_max_reproj_error_px: None,

@@ -529,7 +529,7 @@ impl BenchReport {
         {
             let _ = writeln!(
                 s,
-                "descl's databases mapped by {m} (then refined with colmap's tools, as `descl sfm --mapper pycolmap`); COLMAP's pipeline by `colmap mapper`.\n"
+                "descl's databases mapped by {m} (as `descl sfm --mapper pycolmap`); COLMAP's pipeline by `colmap mapper`.\n"
             );
         }
         if let Some(n) = self.settings.sfm_runs.filter(|&n| n > 1) {
@@ -569,19 +569,15 @@ impl BenchReport {
                         focal.len()
                     ));
                 }
-                // And descl sfm's runs left at the mapper's 4 px (COLMAP's pipeline always
-                // is): not refined, or, in reports before 2026-11-28, the tight first try not
-                // kept.
-                if m.as_str() != crate::eval::reconstruction::COLMAP_SIFT_PIPELINE {
-                    let unrefined = r.unrefined_runs();
-                    if unrefined > 0 {
-                        mark.push_str(&format!(
-                            " ({unrefined} run(s) at {} px, not refined)",
-                            crate::sfm::px_text(
-                                crate::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX
-                            )
-                        ));
-                    }
+                // And runs whose model descl refined (descl sfm's default from 2026-11-26 to
+                // 2026-11-28, `--refine` since): marked, the plain 4 px model being the default.
+                let refined = r.refined_px();
+                if let Some(px) = refined.first() {
+                    mark.push_str(&format!(
+                        " ({} run(s) refined at {} px)",
+                        refined.len(),
+                        crate::sfm::px_text(*px)
+                    ));
                 }
                 match &r.accuracy {
                     Some(a) => {

@@ -329,6 +329,11 @@ pub struct MapperOptions {
     /// exceeds it are dropped after each bundle adjustment (None: COLMAP's default,
     /// [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]).
     pub filter_max_reproj_error_px: Option<f64>,
+    /// `descl sfm`'s refinement of the kept 4 px model ([`crate::sfm::map`]): observations past
+    /// 1 px dropped (scaled above 1536 px), one more bundle adjustment, points triangulated
+    /// again. Off by default since 2026-11-28: on the three SfM validation scenes it made the
+    /// default model's cameras worse (docs/BENCHMARKS.md, "Mapping policy").
+    pub refine: bool,
     /// `--random_seed` of `colmap mapper` (None: COLMAP's default, 0). The mapper's sampling
     /// (initial pair, RANSAC) follows it; `descl bench sfm` gives each run its own seed so the
     /// spread over runs is the mapper's.
