@@ -455,6 +455,9 @@ pub fn map(
     overwrite: bool,
 ) -> Result<Mapped> {
     check_sparse_dir(out, overwrite)?;
+    // pycolmap is imported here, so a Python without it is refused before the output folder
+    // is made or any mapper runs.
+    let mapper = options.mapper.describe()?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     // The lock is a file beside the folder: named from its canonical path, so that `.` and
     // the same folder spelt in full take the same lock.
@@ -496,8 +499,6 @@ pub fn map(
             crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES
         )));
     }
-    // pycolmap is imported here, so a Python without it is refused before the first run.
-    let mapper = options.mapper.describe()?;
     let angles = match options.init_min_tri_angle_deg {
         Some(a) => vec![a],
         None => vec![
@@ -799,9 +800,16 @@ pub fn check_outputs(database: &Path, sparse: Option<&Path>, overwrite: bool) ->
         return Ok(());
     };
     check_sparse_dir(sparse, overwrite)?;
+    require_colmap("--reconstruct")
+}
+
+/// That `colmap` ([`crate::io::colmap_model::colmap_exe`]) starts, checked before any work by
+/// the commands that map (`what`: "--reconstruct", "descl sfm map"): the mapping and its
+/// fallbacks need it, whichever mapper maps.
+pub fn require_colmap(what: &str) -> Result<()> {
     if !crate::io::colmap_model::colmap_available() {
         return Err(Error::InvalidInput(format!(
-            "--reconstruct: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
+            "{what}: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
             crate::io::colmap_model::colmap_exe().display()
         )));
     }

@@ -65,7 +65,7 @@ pub struct Args {
 pub struct MappingArgs {
     /// The incremental mapper: `colmap mapper`, or pycolmap's (PyPI `pycolmap`, imported by
     /// $DESCL_PYTHON or python3), which maps forward motion that Debian's COLMAP 3.8 does not
-    /// (docs/BENCHMARKS.md, "Mappers"). Either way the model is refined with colmap's tools.
+    /// (docs/BENCHMARKS.md, "Mappers"). Either way, --refine refines with colmap's tools.
     /// [default: colmap]
     #[arg(long, value_enum)]
     mapper: Option<MapperArg>,
@@ -149,8 +149,8 @@ enum Stage {
     /// centre errors, the latter also as a fraction of the largest distance between
     /// ground-truth cameras (what `descl bench sfm` reports).
     Evaluate(EvaluateArgs),
-    /// Map a COLMAP database as `descl sfm --reconstruct` does (its fallbacks, then the model
-    /// refined): a database of `descl sfm merge`, or one `descl sfm` wrote before.
+    /// Map a COLMAP database as `descl sfm --reconstruct` does (its fallbacks, the same
+    /// mapping flags): a database of `descl sfm merge`, or one `descl sfm` wrote before.
     Map(MapArgs),
 }
 
@@ -195,17 +195,11 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| descl::sfm::default_sparse_dir(&args.database));
     // Before any mapping and before the sparse folder is made: the folder must take the
-    // models, colmap must run (the refinement is colmap's, whichever mapper maps), pycolmap
-    // must import, and the image folder must hold the database's images (the mapper reads
-    // their colours from it, and a wrong folder would colour the points silently).
+    // models, colmap must run, and the image folder must hold the database's images (the
+    // mapper reads their colours from it, and a wrong folder would colour the points
+    // silently). pycolmap is imported by sfm::map before it makes the folder.
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
-    if !descl::io::colmap_model::colmap_available() {
-        bail!(
-            "cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
-            descl::io::colmap_model::colmap_exe().display()
-        );
-    }
-    args.mapping.options().mapper.describe()?;
+    descl::sfm::require_colmap("descl sfm map")?;
     let names = descl::io::colmap::image_names(&args.database)?;
     if let Some(missing) = names.iter().find(|n| !args.images.join(n).is_file()) {
         bail!(
@@ -562,15 +556,14 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<Mapped> {
     };
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
     // database is, inside sfm::map under the folder's lock), else refused.
-    let mapped = map_and_report(
+    map_and_report(
         database,
         images_dir,
         &args.sparse_dir(),
         &args.mapping,
         args.overwrite,
         total_images,
-    )?;
-    Ok(mapped)
+    )
 }
 
 /// `sfm::map` with the mapping flags, then its notes and warnings and a line for people: the

@@ -444,8 +444,7 @@ pub fn run_mapper(
     options: &MapperOptions,
 ) -> Result<Reconstruction> {
     if options.mapper == Mapper::Pycolmap {
-        return crate::io::pycolmap::run_mapper(database, image_dir, output_dir, options)
-            .map(|(model, _)| model);
+        return crate::io::pycolmap::run_mapper(database, image_dir, output_dir, options);
     }
     refuse_earlier_models(output_dir, "map")?;
     let threads = options.threads_arg();

@@ -10,7 +10,7 @@
 //! the models agreeing to 0.02–0.11 % of the extent
 //! (`docs/bench/sfm-lund-mappers-2026-11-28.json`). Its model folders are COLMAP's binary
 //! format, which COLMAP 3.8's tools and [`crate::io::colmap_model::read_model`] read, so
-//! `descl sfm`'s refinement (COLMAP 3.8's bundle adjuster and triangulator) runs unchanged.
+//! `descl sfm --refine` (COLMAP 3.8's bundle adjuster and triangulator) runs unchanged.
 //!
 //! pycolmap migrates a database it opens to its own schema (rigs and frames tables): it maps a
 //! snapshot in a hidden folder of the output folder, removed when the run ends, so the
@@ -41,8 +41,8 @@ const SNAPSHOT_PREFIX: &str = ".descl-tmp-pycolmap-";
 
 /// The mapper, run as `python -c MAPPER_SCRIPT DB IMAGES OUT THREADS REFINE_PP ANGLE FILTER
 /// SEED PREFIX NO_PYCOLMAP` (an empty ANGLE or FILTER: pycolmap's default; SEED:
-/// `random_seed`, 0 as `colmap mapper`'s default when not given). Prints `PREFIX {"version",
-/// "models": {id: images}}` ([`RESULT_PREFIX`]), or exits NO_PYCOLMAP ([`NO_PYCOLMAP_EXIT`]).
+/// `random_seed`, 0 as `colmap mapper`'s default when not given). Prints `PREFIX {"version"}`
+/// ([`RESULT_PREFIX`]) when the mapping ends, or exits NO_PYCOLMAP ([`NO_PYCOLMAP_EXIT`]).
 const MAPPER_SCRIPT: &str = r#"
 import json, sys
 db, images, out, threads, refine_pp, angle, filt, seed, prefix, no_pycolmap = sys.argv[1:11]
@@ -60,11 +60,8 @@ if filt:
     opts.mapper.filter_max_reproj_error = float(filt)
 opts.random_seed = int(seed)
 pycolmap.set_random_seed(int(seed))
-recs = pycolmap.incremental_mapping(db, images, out, options=opts)
-print(prefix + json.dumps({
-    "version": pycolmap.__version__,
-    "models": {str(k): r.num_reg_images() for k, r in recs.items()},
-}))
+pycolmap.incremental_mapping(db, images, out, options=opts)
+print(prefix + json.dumps({"version": pycolmap.__version__}))
 "#;
 
 /// The Python that runs pycolmap: `$DESCL_PYTHON` (when set and not empty) or `python3` on
@@ -128,14 +125,13 @@ fn last_line(bytes: &[u8]) -> String {
 }
 
 /// Runs pycolmap's incremental mapper on a snapshot of `database` into `output_dir` (which
-/// must hold no model) and returns its largest model and pycolmap's version.
-/// [`Error::NoModel`] when it made none.
+/// must hold no model) and returns its largest model. [`Error::NoModel`] when it made none.
 pub fn run_mapper(
     database: &Path,
     image_dir: &Path,
     output_dir: &Path,
     options: &MapperOptions,
-) -> Result<(Reconstruction, String)> {
+) -> Result<Reconstruction> {
     crate::io::colmap_model::refuse_earlier_models(output_dir, "map")?;
     let staging = crate::io::atomic::staging_dir(output_dir, SNAPSHOT_PREFIX)?;
     let copy = staging.path().join("database.db");
@@ -197,13 +193,12 @@ pub fn run_mapper(
                 exe.display()
             ))
         })?;
-    let model = crate::io::colmap_model::largest_model(output_dir)?.ok_or_else(|| {
+    crate::io::colmap_model::largest_model(output_dir)?.ok_or_else(|| {
         Error::NoModel(format!(
             "pycolmap {version} mapper made no model of {}",
             database.display()
         ))
-    })?;
-    Ok((model, version))
+    })
 }
 
 #[cfg(test)]
