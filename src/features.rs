@@ -2,7 +2,7 @@
 
 use crate::describe::Descriptors;
 use crate::frame::Frame;
-use crate::provenance::{FeatureProvenance, FeaturesId};
+use crate::identity::{FeatureProvenance, FeaturesId, SetIdentity};
 use serde::{Deserialize, Serialize};
 
 /// Where a set of features came from; stored as `meta` in features files.
@@ -101,6 +101,25 @@ pub fn check_frames(frames: &[Frame], width: u32, height: u32) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+impl FeaturesId {
+    /// The identity of `f` ([`FeaturesId::of_parts`] of its frames and descriptors).
+    pub fn of(f: &Features) -> FeaturesId {
+        FeaturesId::of_parts(&f.frames, &f.descriptors)
+    }
+}
+
+impl SetIdentity {
+    /// What `meta` records of how its features were made.
+    pub fn of(meta: &FeatureMeta) -> SetIdentity {
+        SetIdentity {
+            model: meta.model.clone(),
+            model_sha256: meta.model_sha256.clone(),
+            detector: meta.detector.clone(),
+            settings: meta.provenance.as_ref().map(|p| p.settings.clone()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub mod features;
 pub mod frame;
 #[cfg(feature = "full")]
 pub mod geometry;
+#[cfg(feature = "full")]
+pub mod identity;
 pub mod image;
 #[cfg(feature = "full")]
 pub mod image_set;

@@ -55,7 +55,7 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
         max_keypoints: 2048,
         sfm_max_keypoints: KEYPOINTS,
         sfm_runs: RUNS,
-        sfm_mapper: descl::io::colmap_model::Mapper::Colmap,
+        sfm_mapper: descl::sfm::mapper::MapperKind::Colmap,
         sfm_keep: Some(root.path().join("keep")),
         command: "test".into(),
     };
@@ -104,7 +104,7 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
     // COLMAP's 4 px, and no refinement (descl sfm's default since 2026-11-28).
     assert_eq!(
         report.sfm[ROOTSIFT]["fountain-small"].filters_px(),
-        vec![descl::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX; RUNS]
+        vec![descl::sfm::mapper::COLMAP_FILTER_MAX_REPROJ_ERROR_PX; RUNS]
     );
     assert!(report.sfm[ROOTSIFT]["fountain-small"]
         .refined_px()

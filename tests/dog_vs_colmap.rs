@@ -57,7 +57,7 @@ fn dog_positions_equal_colmaps_sift_positions() {
         .save(images.join("crop.png"))
         .unwrap();
     let db = dir.path().join("colmap.db");
-    descl::io::colmap_model::run_colmap(&[
+    descl::sfm::mapper::run_colmap(&[
         "feature_extractor".as_ref(),
         "--database_path".as_ref(),
         db.as_os_str(),

@@ -331,7 +331,7 @@ fn a_missing_data_folder_is_an_error_naming_it_and_the_suite() {
             max_keypoints: 100,
             sfm_max_keypoints: 100,
             sfm_runs: 1,
-            sfm_mapper: descl::io::colmap_model::Mapper::Colmap,
+            sfm_mapper: descl::sfm::mapper::MapperKind::Colmap,
             sfm_keep: None,
             command: "test".into(),
         };

@@ -39,7 +39,7 @@ fn jpeg_blur_and_zoom_pairs_of_one_dev_image() {
         max_keypoints: 1024,
         sfm_max_keypoints: 0,
         sfm_runs: 1,
-        sfm_mapper: descl::io::colmap_model::Mapper::Colmap,
+        sfm_mapper: descl::sfm::mapper::MapperKind::Colmap,
         sfm_keep: None,
         command: "test".into(),
     };

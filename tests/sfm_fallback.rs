@@ -14,7 +14,7 @@
 //! folded model registers them too. With the default model's database COLMAP 3.8 makes no
 //! model at all, and `--mapper pycolmap` maps it.
 
-use descl::io::colmap_model::COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
+use descl::sfm::mapper::COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
 use descl::sfm::{FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG};
 
 use serde_json::Value;
@@ -131,7 +131,7 @@ fn assert_a_straight_street(r: &Value) {
 #[test]
 fn pycolmap_maps_the_street_colmaps_mapper_does_not() {
     const TEST: &str = "sfm lund pycolmap";
-    if std::env::var_os(descl::io::pycolmap::PYTHON_ENV).is_none() {
+    if std::env::var_os(descl::sfm::mapper::pycolmap::PYTHON_ENV).is_none() {
         eprintln!("{TEST}: skipped, DESCL_PYTHON (a Python with pycolmap) is not set");
         return;
     }
@@ -278,10 +278,9 @@ fn the_mapper_refuses_a_folder_holding_an_earlier_runs_model() {
     let out = dir.path().join("sparse");
     std::fs::create_dir_all(out.join("0")).unwrap();
     std::fs::write(out.join("0").join("images.bin"), b"").unwrap();
-    let options = descl::io::colmap_model::MapperOptions::default();
-    let err =
-        descl::io::colmap_model::run_mapper(&dir.path().join("p.db"), dir.path(), &out, &options)
-            .unwrap_err();
+    let options = descl::sfm::mapper::MapperOptions::default();
+    let err = descl::sfm::mapper::run_mapper(&dir.path().join("p.db"), dir.path(), &out, &options)
+        .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("earlier run"), "{msg}");
     assert!(msg.contains(&out.join("0").display().to_string()), "{msg}");

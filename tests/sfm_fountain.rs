@@ -3,7 +3,8 @@
 //! pipeline on the same images, printed side by side.
 
 use descl::detect::DetectorConfig;
-use descl::io::colmap_model::{run_colmap, run_mapper, MapperOptions, Reconstruction};
+use descl::io::colmap_model::Reconstruction;
+use descl::sfm::mapper::{run_colmap, run_mapper, MapperOptions};
 use descl::sfm::{
     build_database, evaluate, read_strecha_camera, GroundTruthCamera, SfmAccuracy, SfmConfig,
 };

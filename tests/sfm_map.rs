@@ -3,9 +3,10 @@
 //! at 4 px with its cameras held fixed (`run_point_triangulator`); a filter given is used as
 //! is. On four fountain-P11 images (1024 DoG frames each, a model in seconds).
 
-use descl::io::colmap_model::{
-    model_folders, run_bundle_adjuster, run_mapper, run_point_filtering, run_point_triangulator,
-    BundleTermination, Mapper, MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+use descl::io::colmap_model::model_folders;
+use descl::sfm::mapper::{
+    run_bundle_adjuster, run_mapper, run_point_filtering, run_point_triangulator,
+    BundleTermination, MapperKind as Mapper, MapperOptions, COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
 };
 use descl::sfm::{
     map, FALLBACK_FOCAL_PRIOR_FACTOR, FALLBACK_INIT_MIN_TRI_ANGLE_DEG,
@@ -713,7 +714,7 @@ fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
 /// it to .deps/pyenv's, which installs python/requirements-test.txt's pycolmap before the Rust
 /// tests), None with a note when it cannot import pycolmap.
 fn pycolmap_or_skip(test: &str) -> Option<PathBuf> {
-    let python = std::env::var_os(descl::io::pycolmap::PYTHON_ENV).map(PathBuf::from)?;
+    let python = std::env::var_os(descl::sfm::mapper::pycolmap::PYTHON_ENV).map(PathBuf::from)?;
     let ok = std::process::Command::new(&python)
         .args(["-c", "import pycolmap"])
         .output()
@@ -831,7 +832,7 @@ fn pycolmap_maps_a_snapshot_and_agrees_with_colmaps_mapper() {
     let sparse = dir.path().join("nopy-sparse");
     let (ok, _, stderr) = common::run(
         common::descl()
-            .env(descl::io::pycolmap::PYTHON_ENV, &fake)
+            .env(descl::sfm::mapper::pycolmap::PYTHON_ENV, &fake)
             .arg("sfm")
             .arg(&images)
             .arg("--database")
@@ -947,7 +948,7 @@ fn sfm_map_maps_an_existing_database() {
     let (ok, _, stderr) = common::run(
         sfm_map(&db, &images)
             .env(
-                descl::io::pycolmap::PYTHON_ENV,
+                descl::sfm::mapper::pycolmap::PYTHON_ENV,
                 dir.path().join("no-python"),
             )
             .args(["--mapper", "pycolmap", "--sparse-dir"])

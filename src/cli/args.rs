@@ -70,11 +70,11 @@ pub enum MapperArg {
     Pycolmap,
 }
 
-impl From<MapperArg> for descl::io::colmap_model::Mapper {
+impl From<MapperArg> for descl::sfm::mapper::MapperKind {
     fn from(m: MapperArg) -> Self {
         match m {
-            MapperArg::Colmap => descl::io::colmap_model::Mapper::Colmap,
-            MapperArg::Pycolmap => descl::io::colmap_model::Mapper::Pycolmap,
+            MapperArg::Colmap => descl::sfm::mapper::MapperKind::Colmap,
+            MapperArg::Pycolmap => descl::sfm::mapper::MapperKind::Pycolmap,
         }
     }
 }

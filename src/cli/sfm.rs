@@ -7,9 +7,9 @@ use super::args::{CameraModelArg, DescribeArgs, MapperArg, MatchArgs, PairArgs, 
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use clap::builder::TypedValueParser;
-use descl::io::colmap_model::{BundleTermination, MapperOptions};
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
+use descl::sfm::mapper::{BundleTermination, MapperOptions};
 use descl::sfm::{
     build_database, merge_database, merge_hloc, Mapped, MergeInputs, SfmConfig, SfmStageSeconds,
 };
@@ -461,17 +461,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     else {
         bail!("give an image folder and --database DB (or `descl sfm merge`)");
     };
-    // Before any work: a run must not fail at its end for its output or its mapper.
-    let sparse = args.reconstruct.then(|| args.sparse_dir());
-    descl::sfm::check_outputs(&database, sparse.as_deref(), args.overwrite)?;
-    if args.reconstruct {
-        // pycolmap imported now, not after the extraction.
-        args.mapping.options().mapper.describe()?;
-    } else if let Some(flag) = args.mapping.given() {
-        bail!(
-            "{flag} sets how the database is mapped: it needs --reconstruct (or `descl sfm map`)"
-        );
-    }
+    check_before_work(&args, &database)?;
     let started = std::time::Instant::now();
     let cfg = args.config()?;
     let extractor = args.describe.extractor_for(Preset::Sfm)?;
@@ -513,6 +503,22 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         bail!(
             "{} images or pairs failed (see the warnings)",
             summary.skipped.len()
+        );
+    }
+    Ok(())
+}
+
+/// Before any work: a run must not fail at its end for its output (`database`, the models'
+/// folder) or its mapper (pycolmap imported now, not after the extraction), and mapping flags
+/// need `--reconstruct`.
+fn check_before_work(args: &Args, database: &Path) -> anyhow::Result<()> {
+    let sparse = args.reconstruct.then(|| args.sparse_dir());
+    descl::sfm::check_outputs(database, sparse.as_deref(), args.overwrite)?;
+    if args.reconstruct {
+        args.mapping.options().mapper.describe()?;
+    } else if let Some(flag) = args.mapping.given() {
+        bail!(
+            "{flag} sets how the database is mapped: it needs --reconstruct (or `descl sfm map`)"
         );
     }
     Ok(())

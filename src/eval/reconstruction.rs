@@ -26,11 +26,12 @@ use crate::describe::Describer;
 use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::eval::pose::PoseScene;
-use crate::io::colmap_model::{run_colmap, run_mapper, Mapper, MapperOptions, Reconstruction};
-use crate::io::colmap_model::{COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG};
+use crate::io::colmap_model::Reconstruction;
 use crate::matching::pairs::file_names;
 use crate::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use crate::progress::Progress;
+use crate::sfm::mapper::{run_colmap, run_mapper, MapperKind as Mapper, MapperOptions};
+use crate::sfm::mapper::{COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG};
 use crate::sfm::{build_database, evaluate, GroundTruthCamera, Mapped, SfmAccuracy, SfmConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -314,7 +315,7 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapp
         filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
         registrable_images: crate::io::colmap::count_registrable_images(
             db,
-            crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES,
+            crate::sfm::mapper::COLMAP_MAPPER_MIN_NUM_MATCHES,
         )?,
         refined_at_px: None,
         refinement_error: None,

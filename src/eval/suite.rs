@@ -99,7 +99,7 @@ pub struct BenchConfig {
     pub sfm_runs: usize,
     /// The mapper of descl's side of the sfm suite (COLMAP's pipeline maps with `colmap
     /// mapper` always).
-    pub sfm_mapper: crate::io::colmap_model::Mapper,
+    pub sfm_mapper: crate::sfm::mapper::MapperKind,
     /// Keep the sfm suite's databases and models in `DIR/SCENE/METHOD` (None: temporary
     /// folders, removed).
     pub sfm_keep: Option<PathBuf>,
@@ -383,10 +383,10 @@ impl Run<'_> {
     }
 
     fn sfm(&mut self) -> Result<()> {
-        if !crate::io::colmap_model::colmap_available() {
+        if !crate::sfm::mapper::colmap_available() {
             let why = format!(
                 "sfm: cannot run {} (install COLMAP or set DESCL_COLMAP)",
-                crate::io::colmap_model::colmap_exe().display()
+                crate::sfm::mapper::colmap_exe().display()
             );
             if self.cfg.skip_missing {
                 self.progress.note(&format!("{why}: skipped"));

@@ -23,8 +23,6 @@ pub mod output;
 #[cfg(feature = "full")]
 pub mod plan;
 #[cfg(feature = "full")]
-pub mod pycolmap;
-#[cfg(feature = "full")]
 pub mod strecha;
 #[cfg(feature = "full")]
 pub mod viz;

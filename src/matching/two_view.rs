@@ -9,7 +9,7 @@ use crate::describe::Descriptors;
 use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::geometry::{verify, HomographyCheck, Intrinsics, ModelKind, RansacConfig, Verification};
-use crate::provenance::SetIdentity;
+use crate::identity::SetIdentity;
 use serde::{Deserialize, Serialize};
 
 /// Search radius (pixels) of guided matching around the first model's prediction.

@@ -20,7 +20,7 @@ pub fn data_root_or_skip(test: &str) -> Option<PathBuf> {
 
 /// Whether `colmap` runs (scripts/setup installs it; in CI its absence is a failure).
 pub fn colmap_or_skip(test: &str) -> bool {
-    let ok = descl::io::colmap_model::colmap_available();
+    let ok = descl::sfm::mapper::colmap_available();
     if !ok {
         assert!(
             std::env::var_os("CI").is_none(),

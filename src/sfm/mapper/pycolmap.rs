@@ -18,8 +18,9 @@
 //! database as `colmap mapper` does, which may set its journal mode and `user_version`; its
 //! rows are unchanged.)
 
+use super::{refuse_earlier_models, Mapper, MapperOptions};
 use crate::error::{Error, Result};
-use crate::io::colmap_model::{MapperOptions, Reconstruction};
+use crate::io::colmap_model::{largest_model, Reconstruction};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -124,18 +125,36 @@ fn last_line(bytes: &[u8]) -> String {
         .to_string()
 }
 
-/// Runs pycolmap's incremental mapper on a snapshot of `database` into `output_dir` (which
-/// must hold no model) and returns its largest model. [`Error::NoModel`] when it made none.
-pub fn run_mapper(
-    database: &Path,
-    image_dir: &Path,
-    output_dir: &Path,
-    options: &MapperOptions,
-) -> Result<Reconstruction> {
-    crate::io::colmap_model::refuse_earlier_models(output_dir, "map")?;
-    let staging = crate::io::atomic::staging_dir(output_dir, SNAPSHOT_PREFIX)?;
-    let copy = staging.path().join("database.db");
-    crate::io::colmap::snapshot(database, &copy)?;
+/// pycolmap's incremental mapper (`pycolmap.incremental_mapping`), run by [`python_exe`] on a
+/// snapshot of the database.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PycolmapMapper;
+
+impl Mapper for PycolmapMapper {
+    fn name(&self) -> &'static str {
+        "pycolmap"
+    }
+
+    /// "pycolmap 4.2.1": this imports pycolmap, so a Python without it is refused here.
+    fn describe(&self) -> Result<String> {
+        Ok(format!("pycolmap {}", version()?))
+    }
+
+    /// Maps a snapshot of `database` into `output_dir` (which must hold no model) and returns
+    /// its largest model. [`Error::NoModel`] when it made none.
+    fn run(
+        &self,
+        database: &Path,
+        image_dir: &Path,
+        output_dir: &Path,
+        options: &MapperOptions,
+    ) -> Result<Reconstruction> {
+        run_incremental(database, image_dir, output_dir, options)
+    }
+}
+
+/// THREADS REFINE_PP ANGLE FILTER SEED of [`MAPPER_SCRIPT`]'s command line.
+fn script_options(options: &MapperOptions) -> [String; 5] {
     let threads = options.num_threads.map_or(-1, |n| n as i64).to_string();
     let refine_pp = if options.refine_principal_point {
         "1"
@@ -151,6 +170,20 @@ pub fn run_mapper(
         .map(|f| f.to_string())
         .unwrap_or_default();
     let seed = options.random_seed.unwrap_or(0).to_string();
+    [threads, refine_pp.to_string(), angle, filter, seed]
+}
+
+/// [`PycolmapMapper::run`].
+fn run_incremental(
+    database: &Path,
+    image_dir: &Path,
+    output_dir: &Path,
+    options: &MapperOptions,
+) -> Result<Reconstruction> {
+    refuse_earlier_models(output_dir, "map")?;
+    let staging = crate::io::atomic::staging_dir(output_dir, SNAPSHOT_PREFIX)?;
+    let copy = staging.path().join("database.db");
+    crate::io::colmap::snapshot(database, &copy)?;
     let exe = python_exe();
     let out = Command::new(&exe)
         .arg("-c")
@@ -158,7 +191,7 @@ pub fn run_mapper(
         .arg(&copy)
         .arg(image_dir)
         .arg(output_dir)
-        .args([&threads, refine_pp, &angle, &filter, &seed])
+        .args(script_options(options))
         .arg(RESULT_PREFIX)
         .arg(NO_PYCOLMAP_EXIT.to_string())
         .output()
@@ -193,7 +226,7 @@ pub fn run_mapper(
                 exe.display()
             ))
         })?;
-    crate::io::colmap_model::largest_model(output_dir)?.ok_or_else(|| {
+    largest_model(output_dir)?.ok_or_else(|| {
         Error::NoModel(format!(
             "pycolmap {version} mapper made no model of {}",
             database.display()

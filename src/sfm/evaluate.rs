@@ -1,0 +1,302 @@
+//! A reconstruction scored against ground-truth cameras (Strecha's `.camera` files) after a
+//! Umeyama similarity alignment: `descl sfm evaluate` and the sfm benchmark. Apart from the
+//! mapping because it reads models only, never makes them.
+
+use crate::error::{Error, Result};
+use crate::io::colmap_model::Reconstruction;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// A ground-truth camera: world-to-camera rotation and centre in world coordinates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroundTruthCamera {
+    pub name: String,
+    pub r_world_to_cam: [[f64; 3]; 3],
+    pub centre: [f64; 3],
+}
+
+/// The ground-truth cameras of a Strecha scene folder (`cameras/<image file>.camera`, the
+/// layout of fountain-P11 and Herz-Jesus-P8), named by image file, in name order.
+pub fn read_strecha_scene(scene: &Path) -> Result<Vec<GroundTruthCamera>> {
+    use crate::io::strecha::{CAMERAS_DIR, CAMERA_SUFFIX};
+    let dir = scene.join(CAMERAS_DIR);
+    let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    let mut cameras = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| Error::io(&dir, e))?.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(CAMERA_SUFFIX))
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        cameras.push(read_strecha_camera(&path, &name)?);
+    }
+    if cameras.is_empty() {
+        return Err(Error::format(
+            &dir,
+            format!("no ground-truth cameras (<image file>{CAMERA_SUFFIX} files)"),
+        ));
+    }
+    cameras.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(cameras)
+}
+
+/// The ground truth of one image from its Strecha `.camera` file (read by the one parser,
+/// [`crate::io::strecha::read_camera`]).
+pub fn read_strecha_camera(path: &Path, name: &str) -> Result<GroundTruthCamera> {
+    Ok(GroundTruthCamera::from_strecha(
+        &crate::io::strecha::read_camera(path)?,
+        name,
+    ))
+}
+
+impl GroundTruthCamera {
+    /// The ground truth of image `name` from its parsed Strecha camera.
+    pub fn from_strecha(c: &crate::io::strecha::Camera, name: &str) -> GroundTruthCamera {
+        GroundTruthCamera {
+            name: name.into(),
+            // The file holds camera-to-world R; world to camera is its transpose.
+            r_world_to_cam: [0, 1, 2].map(|i| [0, 1, 2].map(|j| c.r[j][i])),
+            centre: c.c,
+        }
+    }
+}
+
+/// Accuracy of a reconstruction after a similarity alignment of its camera centres to the
+/// ground truth (Umeyama): per-image rotation and centre errors.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SfmAccuracy {
+    pub registered: usize,
+    pub total: usize,
+    pub median_rotation_error_deg: f64,
+    pub median_centre_error: f64,
+    /// Median centre error as a fraction of the largest distance between ground-truth cameras.
+    pub median_centre_error_rel: f64,
+    pub mean_reprojection_error: f64,
+    pub num_points: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Aligns `recon` to `truth` by name and measures its errors.
+pub fn evaluate(recon: &Reconstruction, truth: &[GroundTruthCamera]) -> Result<SfmAccuracy> {
+    let mut est = Vec::new();
+    let mut gt = Vec::new();
+    for img in &recon.images {
+        if let Some(g) = truth.iter().find(|g| g.name == img.name) {
+            est.push(img);
+            gt.push(g);
+        }
+    }
+    if est.len() < 3 {
+        const LISTED: usize = 5;
+        let without: Vec<&str> = recon
+            .images
+            .iter()
+            .filter(|i| !truth.iter().any(|g| g.name == i.name))
+            .map(|i| i.name.as_str())
+            .take(LISTED)
+            .collect();
+        return Err(Error::InvalidInput(format!(
+            "{}: {} of its {} registered images have a ground-truth camera (matched by image name; without one: {without:?}{}); the alignment needs 3",
+            recon.path.display(),
+            est.len(),
+            recon.images.len(),
+            if recon.images.len() - est.len() > LISTED { ", …" } else { "" },
+        )));
+    }
+    let sim = crate::geometry::umeyama(
+        &est.iter().map(|i| i.centre()).collect::<Vec<_>>(),
+        &gt.iter().map(|g| g.centre).collect::<Vec<_>>(),
+    )?;
+    let mut rot = Vec::new();
+    let mut cen = Vec::new();
+    for (e, g) in est.iter().zip(&gt) {
+        // Camera rotation in the ground-truth frame: R_est · R_simᵀ.
+        let re = e.rotation();
+        let aligned = [0, 1, 2]
+            .map(|i| [0, 1, 2].map(|j| (0..3).map(|k| re[i][k] * sim.r[j][k]).sum::<f64>()));
+        rot.push(crate::geometry::rotation_angle_deg(
+            &aligned,
+            &g.r_world_to_cam,
+        ));
+        let c = sim.apply(e.centre());
+        cen.push(
+            (0..3)
+                .map(|k| (c[k] - g.centre[k]).powi(2))
+                .sum::<f64>()
+                .sqrt(),
+        );
+    }
+    let largest = extent(truth);
+    let med_c = median(cen);
+    Ok(SfmAccuracy {
+        registered: est.len(),
+        total: truth.len(),
+        median_rotation_error_deg: median(rot),
+        median_centre_error: med_c,
+        median_centre_error_rel: med_c / largest,
+        mean_reprojection_error: recon.mean_reprojection_error,
+        num_points: recon.num_points,
+    })
+}
+
+/// The scene's extent: the largest distance between two ground-truth centres.
+fn extent(truth: &[GroundTruthCamera]) -> f64 {
+    let mut largest: f64 = 0.0;
+    for a in truth {
+        for b in truth {
+            largest = largest.max(
+                (0..3)
+                    .map(|k| (a.centre[k] - b.centre[k]).powi(2))
+                    .sum::<f64>()
+                    .sqrt(),
+            );
+        }
+    }
+    largest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::colmap_model::RegisteredImage;
+    use std::path::PathBuf;
+
+    /// Quaternion (w, x, y, z) of a rotation by `deg` about unit axis `axis`.
+    fn quat(axis: [f64; 3], deg: f64) -> [f64; 4] {
+        let h = deg.to_radians() / 2.0;
+        [
+            h.cos(),
+            axis[0] * h.sin(),
+            axis[1] * h.sin(),
+            axis[2] * h.sin(),
+        ]
+    }
+
+    /// Hamilton product a ⊗ b (the rotation b, then a).
+    fn qmul(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
+        let [w1, x1, y1, z1] = a;
+        let [w2, x2, y2, z2] = b;
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    }
+
+    /// A camera at centre `c` with world-to-camera rotation `q`: t = −R c.
+    fn image(name: &str, q: [f64; 4], c: [f64; 3]) -> RegisteredImage {
+        let mut img = RegisteredImage {
+            image_id: 1,
+            camera_id: 1,
+            name: name.into(),
+            qvec: q,
+            tvec: [0.0; 3],
+        };
+        let r = img.rotation();
+        img.tvec = [0, 1, 2].map(|i| -(0..3).map(|k| r[i][k] * c[k]).sum::<f64>());
+        img
+    }
+
+    /// The scores of a reconstruction that is the ground truth moved by a known similarity
+    /// (scale 2, 90° about z, a shift), three of its four cameras then turned by 2° about x:
+    /// after the alignment every centre error is 0 and the rotation errors are 0, 2, 2, 2°
+    /// (median 2°), as computed by hand; the extent is the largest distance between
+    /// ground-truth centres, √2.
+    #[test]
+    fn evaluate_undoes_a_known_similarity_and_measures_a_known_rotation_error() {
+        let z = [0.0, 0.0, 1.0];
+        let centres = [
+            [0.0, 0.0, 0.0],
+            [1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.0, 0.0, 1.0],
+        ];
+        let angles = [0.0, 10.0, 20.0, 30.0];
+        let truth: Vec<GroundTruthCamera> = centres
+            .iter()
+            .zip(angles)
+            .enumerate()
+            .map(|(i, (&c, a))| {
+                let g = image(&format!("{i}.jpg"), quat(z, a), c);
+                GroundTruthCamera {
+                    name: g.name.clone(),
+                    r_world_to_cam: g.rotation(),
+                    centre: c,
+                }
+            })
+            .collect();
+        // X' = s·Rs·X + T; a camera's world-to-camera rotation becomes R·Rsᵀ.
+        let (s, shift) = (2.0, [5.0, -3.0, 1.0]);
+        let rs = quat(z, 90.0);
+        let rs_inv = quat(z, -90.0);
+        let rs_m = image("", rs, [0.0; 3]).rotation();
+        let images = centres
+            .iter()
+            .zip(angles)
+            .enumerate()
+            .map(|(i, (c, a))| {
+                let moved = [0, 1, 2]
+                    .map(|r| s * (0..3).map(|k| rs_m[r][k] * c[k]).sum::<f64>() + shift[r]);
+                let mut q = qmul(quat(z, a), rs_inv);
+                if i > 0 {
+                    q = qmul(quat([1.0, 0.0, 0.0], 2.0), q);
+                }
+                image(&format!("{i}.jpg"), q, moved)
+            })
+            .collect();
+        let recon = Reconstruction {
+            path: PathBuf::from("model"),
+            images,
+            num_points: 10,
+            mean_reprojection_error: 0.5,
+            mean_track_length: 3.0,
+        };
+        let a = evaluate(&recon, &truth).unwrap();
+        assert_eq!((a.registered, a.total, a.num_points), (4, 4, 10));
+        assert!(a.median_centre_error < 1e-9, "{a:?}");
+        assert!(a.median_centre_error_rel < 1e-9, "{a:?}");
+        assert!((a.median_rotation_error_deg - 2.0).abs() < 1e-9, "{a:?}");
+        // A camera of the model that the ground truth lacks is not scored.
+        let mut extra = recon.clone();
+        extra
+            .images
+            .push(image("other.jpg", quat(z, 45.0), [9.0, 9.0, 9.0]));
+        let b = evaluate(&extra, &truth).unwrap();
+        assert_eq!(b.registered, 4);
+        assert!(b.median_centre_error < 1e-9, "{b:?}");
+    }
+
+    #[test]
+    fn a_strecha_scene_without_cameras_is_refused_naming_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("cameras")).unwrap();
+        std::fs::write(dir.path().join("cameras").join("notes.txt"), b"x").unwrap();
+        let err = read_strecha_scene(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("cameras") && err.contains("no ground-truth cameras"),
+            "{err}"
+        );
+        let err = read_strecha_scene(&dir.path().join("absent"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("absent"), "{err}");
+    }
+}

@@ -1,0 +1,158 @@
+//! The mappers that turn a COLMAP database into models, behind one interface ([`Mapper`]):
+//! COLMAP 3.8's command line ([`colmap::ColmapMapper`]) and pycolmap's incremental mapper
+//! ([`pycolmap::PycolmapMapper`]). Why one trait: [`crate::sfm::map`]'s policy (fallbacks,
+//! the `min_model_size` rule, refinement), `descl bench sfm` and the command line choose a
+//! mapper once ([`MapperKind::mapper`]) and never match on it again, so another engine is one
+//! more implementation. The processes live here, not in `io/`, which keeps the file formats
+//! ([`crate::io::colmap_model`] reads the models every mapper writes).
+
+pub mod colmap;
+pub mod pycolmap;
+
+use crate::error::{Error, Result};
+use crate::io::colmap_model::{model_folders, Reconstruction, MODEL_IMAGES_FILE};
+use serde::Serialize;
+use std::path::Path;
+
+pub use colmap::{
+    colmap_available, colmap_exe, run_bundle_adjuster, run_colmap, run_colmap_stdout,
+    run_point_filtering, run_point_triangulator, Adjusted, BundleTermination,
+    COLMAP_NO_MODEL_MESSAGE,
+};
+
+/// One way of mapping a database into COLMAP's model folders (`0/`, `1/`, … each holding
+/// `cameras.bin`, `images.bin`, `points3D.bin`), with [`MapperOptions`]' settings.
+pub trait Mapper: Sync {
+    /// The mapper's name in reports and on the command line (`--mapper`): "colmap",
+    /// "pycolmap".
+    fn name(&self) -> &'static str;
+
+    /// The mapper and its version for a report ("colmap", "pycolmap 4.2.1"), checking that it
+    /// can run: called before any work, so a missing mapper is refused first.
+    fn describe(&self) -> Result<String>;
+
+    /// Maps `database` (images under `image_dir`) into `output_dir`, which must hold no model
+    /// yet ([`refuse_earlier_models`]), and returns the largest model it made.
+    /// [`Error::NoModel`] when it made none (a failed initialisation), any other error as it is.
+    fn run(
+        &self,
+        database: &Path,
+        image_dir: &Path,
+        output_dir: &Path,
+        options: &MapperOptions,
+    ) -> Result<Reconstruction>;
+
+    /// What a user whose database this mapper could not map may try instead (appended to
+    /// [`crate::sfm::map`]'s no-model error); empty when there is nothing to say.
+    fn no_model_hint(&self) -> &'static str {
+        ""
+    }
+}
+
+/// Which mapper maps a database, as a value: what `--mapper` chooses, what options and reports
+/// carry (`"mapper": "colmap"` in JSON). [`MapperKind::mapper`] is the one place it becomes a
+/// [`Mapper`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MapperKind {
+    /// `colmap mapper` ([`colmap::colmap_exe`]; Debian's COLMAP 3.8).
+    #[default]
+    Colmap,
+    /// pycolmap's `incremental_mapping`, run by `$DESCL_PYTHON` or `python3`.
+    Pycolmap,
+}
+
+impl MapperKind {
+    /// The mapper this kind names.
+    pub fn mapper(self) -> &'static dyn Mapper {
+        match self {
+            MapperKind::Colmap => &colmap::ColmapMapper,
+            MapperKind::Pycolmap => &pycolmap::PycolmapMapper,
+        }
+    }
+
+    /// [`Mapper::describe`] of [`MapperKind::mapper`].
+    pub fn describe(self) -> Result<String> {
+        self.mapper().describe()
+    }
+
+    /// [`Mapper::name`] of [`MapperKind::mapper`].
+    pub fn name(self) -> &'static str {
+        self.mapper().name()
+    }
+}
+
+/// Options passed to the mapper (`colmap mapper`, or pycolmap's with the same names).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MapperOptions {
+    /// The mapper that runs.
+    pub mapper: MapperKind,
+    /// `--Mapper.num_threads` (None: all cores).
+    pub num_threads: Option<usize>,
+    /// `--Mapper.ba_refine_principal_point 1`: COLMAP keeps the principal point at the image
+    /// centre by default; a real camera's is a few pixels off, which biases rotations by
+    /// about offset / focal radians.
+    pub refine_principal_point: bool,
+    /// `--Mapper.init_min_tri_angle` in degrees (None: COLMAP's default,
+    /// [`COLMAP_INIT_MIN_TRI_ANGLE_DEG`]).
+    pub init_min_tri_angle_deg: Option<f64>,
+    /// `--Mapper.filter_max_reproj_error` in pixels: observations whose reprojection error
+    /// exceeds it are dropped after each bundle adjustment (None: COLMAP's default,
+    /// [`COLMAP_FILTER_MAX_REPROJ_ERROR_PX`]).
+    pub filter_max_reproj_error_px: Option<f64>,
+    /// `descl sfm`'s refinement of the kept 4 px model ([`crate::sfm::map`]): observations past
+    /// 1 px dropped (scaled above 1536 px), one more bundle adjustment, points triangulated
+    /// again. Off by default since 2026-11-28: on the three SfM validation scenes it made the
+    /// default model's cameras worse (docs/BENCHMARKS.md, "Mapping policy").
+    pub refine: bool,
+    /// `--random_seed` of `colmap mapper` (None: COLMAP's default, 0). The mapper's sampling
+    /// (initial pair, RANSAC) follows it; `descl bench sfm` gives each run its own seed so the
+    /// spread over runs is the mapper's.
+    pub random_seed: Option<u64>,
+}
+
+/// COLMAP's `Mapper.min_num_matches` (`IncrementalMapperController::Options`): the fewest
+/// verified matches of an image pair that the mapper's correspondence graph takes in.
+pub const COLMAP_MAPPER_MIN_NUM_MATCHES: usize = 15;
+
+/// COLMAP's `Mapper.filter_max_reproj_error` (`IncrementalMapper::Options`, pixels): the
+/// largest reprojection error an observation keeps after bundle adjustment.
+pub const COLMAP_FILTER_MAX_REPROJ_ERROR_PX: f64 = 4.0;
+
+/// COLMAP's `Mapper.init_min_tri_angle` (`IncrementalMapper::Options`, degrees): the smallest
+/// median triangulation angle of an initial image pair.
+pub const COLMAP_INIT_MIN_TRI_ANGLE_DEG: f64 = 16.0;
+
+/// Runs the mapper of `options` ([`MapperOptions::mapper`]) and returns the largest model it
+/// produced (most registered images). `output_dir` must hold no model yet: the mapper numbers
+/// its models from 0 and a folder left by an earlier run would be read as this run's.
+/// [`Error::NoModel`] when the mapper made none.
+pub fn run_mapper(
+    database: &Path,
+    image_dir: &Path,
+    output_dir: &Path,
+    options: &MapperOptions,
+) -> Result<Reconstruction> {
+    options
+        .mapper
+        .mapper()
+        .run(database, image_dir, output_dir, options)
+}
+
+/// Creates `dir` for a command's models (`what` it does: "map", "triangulate"), refusing one
+/// that holds a model already (itself, or a numbered model folder): the command would write
+/// beside or over it, and the model read back could be the earlier run's.
+pub(crate) fn refuse_earlier_models(dir: &Path, what: &str) -> Result<()> {
+    let old = if dir.join(MODEL_IMAGES_FILE).is_file() {
+        Some(dir.to_path_buf())
+    } else {
+        model_folders(dir)?.into_iter().next()
+    };
+    if let Some(old) = old {
+        return Err(Error::InvalidInput(format!(
+            "{}: holds a model of an earlier run; remove it or {what} into another folder",
+            old.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+}

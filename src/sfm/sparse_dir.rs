@@ -1,0 +1,102 @@
+//! The output folder of a mapping, checked before any work (`descl sfm --reconstruct`, `descl
+//! sfm map`): where the models go by default, what may already be there, and that COLMAP runs.
+//! Apart from [`crate::sfm::map`] because the command line calls these checks before
+//! extracting anything.
+
+use super::mapper::{colmap_available, colmap_exe};
+use crate::error::{Error, Result};
+use crate::io::colmap_model::model_folders;
+use std::path::{Path, PathBuf};
+
+/// The folder of [`map`]'s models when none is given: `<database stem>-sparse` beside the
+/// database (`scene.db` → `scene-sparse`).
+pub fn default_sparse_dir(database: &Path) -> PathBuf {
+    let stem = database
+        .file_stem()
+        .map_or("colmap".into(), |s| s.to_string_lossy());
+    database.with_file_name(format!("{stem}-sparse"))
+}
+
+/// Checks, before any work, what `descl sfm IMAGES` writes: a run must not fail at its end for
+/// its output or its mapper. The database must be new (or `overwrite`) and writable; with a
+/// reconstruction into `sparse`, that folder must take the models ([`check_sparse_dir`]) and
+/// COLMAP must run.
+pub fn check_outputs(database: &Path, sparse: Option<&Path>, overwrite: bool) -> Result<()> {
+    if database.exists() && !overwrite {
+        return Err(Error::InvalidInput(format!(
+            "{}: database already exists (pass --overwrite to replace it)",
+            database.display()
+        )));
+    }
+    crate::io::atomic::check_writable(database)?;
+    let Some(sparse) = sparse else {
+        return Ok(());
+    };
+    check_sparse_dir(sparse, overwrite)?;
+    require_colmap("--reconstruct")
+}
+
+/// That `colmap` ([`crate::sfm::mapper::colmap_exe`]) starts, checked before any work by
+/// the commands that map (`what`: "--reconstruct", "descl sfm map"): the mapping and its
+/// fallbacks need it, whichever mapper maps.
+pub fn require_colmap(what: &str) -> Result<()> {
+    if !colmap_available() {
+        return Err(Error::InvalidInput(format!(
+            "{what}: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
+            colmap_exe().display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `out` can take [`map`]'s models, checked by `descl sfm` before any extraction and
+/// by [`map`] itself: a folder or nothing yet (not a file), holding no entry named as the
+/// mapper names its models (0, 1, …) other than, with `overwrite`, earlier models (numbered
+/// folders with `images.bin`, which [`map`] then removes).
+pub fn check_sparse_dir(out: &Path, overwrite: bool) -> Result<()> {
+    if out.exists() && !out.is_dir() {
+        return Err(Error::InvalidInput(format!(
+            "{}: not a folder (the mapper's models go into a folder)",
+            out.display()
+        )));
+    }
+    if !out.exists() {
+        return Ok(());
+    }
+    let models = model_folders(out)?;
+    for taken in numbered_entries(out)? {
+        let model = models.contains(&taken);
+        if model && overwrite {
+            continue;
+        }
+        return Err(Error::InvalidInput(if model {
+            format!(
+                "{}: holds a model of an earlier run; pass --overwrite to replace it, remove it or map into another folder",
+                taken.display()
+            )
+        } else {
+            format!(
+                "{}: named as the mapper names its models, but not one; remove it or map into another folder",
+                taken.display()
+            )
+        }));
+    }
+    Ok(())
+}
+
+/// Entries of `dir` named as `colmap mapper` names its models (a number), model or not.
+fn numbered_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        {
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
