@@ -1,0 +1,323 @@
+//! Known cameras for `descl sfm`: the intrinsics a calibrated rig, a robot or a car already
+//! has, given as COLMAP takes them, so that the mapper starts from them and holds them fixed.
+//!
+//! Two forms, both in COLMAP's own parameter order and pixel convention (the top-left pixel's
+//! centre at (0.5, 0.5)), so that numbers copied from a COLMAP `cameras.txt` or a calibration
+//! tool that targets COLMAP mean the same here:
+//!
+//! - `--camera-params P1,P2,…` for every image, as COLMAP's `ImageReader.camera_params`, in the
+//!   order of `--camera-model` (SIMPLE_PINHOLE `f,cx,cy`; PINHOLE `fx,fy,cx,cy`; SIMPLE_RADIAL
+//!   `f,cx,cy,k`);
+//! - a per-image file in hloc's `queries_with_intrinsics.txt` layout, one image a line:
+//!   `NAME MODEL WIDTH HEIGHT P1 P2 …` (blank lines and `#` comments skipped).
+//!
+//! A camera that cannot be right for its image is refused before any work: another size than
+//! the image's (the file gives one), a principal point outside the image, a focal length that
+//! is not positive, or a distortion that folds the image.
+
+use crate::error::{Error, Result};
+use crate::geometry::Intrinsics;
+use crate::io::colmap::{CameraModel, COLMAP_PIXEL_OFFSET};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Largest per-image cameras file read: one line of ~100 bytes per image, so 64 MiB holds
+/// several hundred thousand images while `/dev/zero` or a wrong huge file fails at once.
+pub const MAX_CAMERAS_FILE_BYTES: u64 = 64 << 20;
+
+/// The largest |k| of a SIMPLE_RADIAL camera accepted, in COLMAP's units (k · r² with r in
+/// focal lengths). Past it the radial term bends the corners of any real field of view back
+/// towards the centre; real lenses, fisheyes aside, stay well under 1.
+pub const MAX_RADIAL_K: f64 = 1.0;
+
+/// One known camera: its model and COLMAP parameters, and its size when the source gave one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownCamera {
+    pub model: CameraModel,
+    /// COLMAP's parameters in the model's order, COLMAP's pixel convention.
+    pub params: Vec<f64>,
+    /// Width and height in pixels, when given (the per-image file gives them).
+    pub size: Option<(u32, u32)>,
+}
+
+impl KnownCamera {
+    /// From `model` and `"P1,P2,…"` (`--camera-params`).
+    pub fn parse(model: CameraModel, text: &str) -> Result<Self> {
+        let params = parse_numbers(text.split(','), || {
+            format!(
+                "--camera-params {text:?}: expected {} numbers for {} ({})",
+                model.num_params(),
+                model.name(),
+                param_names(model)
+            )
+        })?;
+        let camera = KnownCamera {
+            model,
+            params,
+            size: None,
+        };
+        camera
+            .check_own()
+            .map_err(|why| Error::InvalidInput(format!("--camera-params {text:?}: {why}")))?;
+        Ok(camera)
+    }
+
+    /// Its intrinsics in descl's pixels (OpenCV convention), for verifying pairs.
+    pub fn intrinsics(&self) -> Intrinsics {
+        let offset = f64::from(COLMAP_PIXEL_OFFSET);
+        let p = &self.params;
+        let (fx, fy, cx, cy) = match self.model {
+            CameraModel::Pinhole => (p[0], p[1], p[2], p[3]),
+            CameraModel::SimplePinhole | CameraModel::SimpleRadial => (p[0], p[0], p[1], p[2]),
+        };
+        Intrinsics {
+            fx,
+            fy,
+            cx: cx - offset,
+            cy: cy - offset,
+        }
+    }
+
+    /// The checks that need no image: the count, finite values, positive focal lengths, a
+    /// radial term within [`MAX_RADIAL_K`].
+    fn check_own(&self) -> std::result::Result<(), String> {
+        let model = self.model;
+        if self.params.len() != model.num_params() {
+            return Err(format!(
+                "{} takes {} parameters ({}), got {}",
+                model.name(),
+                model.num_params(),
+                param_names(model),
+                self.params.len()
+            ));
+        }
+        if let Some(v) = self.params.iter().find(|v| !v.is_finite()) {
+            return Err(format!("a parameter is not a finite number: {v}"));
+        }
+        if let Some(f) = self.params[..model.focal_params()]
+            .iter()
+            .find(|&&f| f <= 0.0)
+        {
+            return Err(format!("a focal length must be positive, got {f}"));
+        }
+        if model == CameraModel::SimpleRadial && self.params[3].abs() > MAX_RADIAL_K {
+            return Err(format!(
+                "radial distortion k = {} is beyond ±{MAX_RADIAL_K}, which folds a real lens's image",
+                self.params[3]
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether this camera can be the camera of an image of `width`×`height` pixels: the same
+    /// size when it has one, the principal point inside the image. `Err` says why not.
+    pub fn check_image(&self, width: u32, height: u32) -> std::result::Result<(), String> {
+        if let Some((w, h)) = self.size {
+            if (w, h) != (width, height) {
+                return Err(format!(
+                    "its camera is {w}×{h} pixels but the image is {width}×{height}"
+                ));
+            }
+        }
+        let k = self.intrinsics();
+        let (cx, cy) = (k.cx + 0.5, k.cy + 0.5);
+        if !(0.0..=f64::from(width)).contains(&cx) || !(0.0..=f64::from(height)).contains(&cy) {
+            return Err(format!(
+                "the principal point ({cx}, {cy}) (COLMAP's pixels) is outside the {width}×{height} image"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The cameras `descl sfm` knows before it starts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum KnownCameras {
+    /// None: focal length from EXIF or COLMAP's prior, refined by the mapper.
+    #[default]
+    Unknown,
+    /// One camera's parameters for every image (`--camera-params`).
+    All(KnownCamera),
+    /// A camera per image name, from `file`.
+    PerImage {
+        file: PathBuf,
+        cameras: BTreeMap<String, KnownCamera>,
+    },
+}
+
+impl KnownCameras {
+    /// Reads a per-image file (`NAME MODEL WIDTH HEIGHT P1 P2 …` a line).
+    pub fn read_file(path: &Path) -> Result<Self> {
+        let text = crate::io::bounded::read_text(path, MAX_CAMERAS_FILE_BYTES, "cameras file")?;
+        let mut cameras = BTreeMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let at = |why: String| Error::format(path, format!("line {}: {why}", i + 1));
+            let (name, camera) = parse_line(line).map_err(at)?;
+            if cameras.insert(name.clone(), camera).is_some() {
+                return Err(at(format!("{name} has a camera on an earlier line too")));
+            }
+        }
+        if cameras.is_empty() {
+            return Err(Error::format(
+                path,
+                "no camera in it: a line is NAME MODEL WIDTH HEIGHT PARAMS… (hloc's queries_with_intrinsics.txt)",
+            ));
+        }
+        Ok(KnownCameras::PerImage {
+            file: path.to_path_buf(),
+            cameras,
+        })
+    }
+
+    pub fn is_known(&self) -> bool {
+        !matches!(self, KnownCameras::Unknown)
+    }
+
+    /// The known camera of the image `name` (its name in the set) of `width`×`height` pixels,
+    /// checked against it. An image the per-image file lacks is an error: a set half calibrated
+    /// is a mistake more often than a plan.
+    pub fn camera_of(&self, name: &str, width: u32, height: u32) -> Result<Option<&KnownCamera>> {
+        let (camera, source) = match self {
+            KnownCameras::Unknown => return Ok(None),
+            KnownCameras::All(c) => (c, "--camera-params".to_string()),
+            KnownCameras::PerImage { file, cameras } => match cameras.get(name) {
+                Some(c) => (c, file.display().to_string()),
+                None => {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: no camera for the image {name}; give every image of the set a line \
+                         (NAME MODEL WIDTH HEIGHT PARAMS…)",
+                        file.display()
+                    )))
+                }
+            },
+        };
+        camera.check_image(width, height).map_err(|why| {
+            Error::InvalidInput(format!("{source}: cannot be the camera of {name}: {why}"))
+        })?;
+        Ok(Some(camera))
+    }
+}
+
+/// One line of a per-image file.
+fn parse_line(line: &str) -> std::result::Result<(String, KnownCamera), String> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let [name, model, width, height, params @ ..] = &fields[..] else {
+        return Err(format!(
+            "{line:?}: expected NAME MODEL WIDTH HEIGHT PARAMS…"
+        ));
+    };
+    let model = CameraModel::parse(model).map_err(|e| e.to_string())?;
+    let size = |s: &str| {
+        s.parse::<u32>()
+            .ok()
+            .filter(|&v| v > 0)
+            .ok_or_else(|| format!("{s:?} is not a positive whole number of pixels"))
+    };
+    let size = (size(width)?, size(height)?);
+    let params = parse_numbers(params.iter().copied(), || {
+        format!(
+            "{name}: the parameters of {} are {} numbers ({})",
+            model.name(),
+            model.num_params(),
+            param_names(model)
+        )
+    })
+    .map_err(|e| e.to_string())?;
+    let camera = KnownCamera {
+        model,
+        params,
+        size: Some(size),
+    };
+    camera.check_own().map_err(|why| format!("{name}: {why}"))?;
+    camera
+        .check_image(size.0, size.1)
+        .map_err(|why| format!("{name}: {why}"))?;
+    Ok((name.to_string(), camera))
+}
+
+fn parse_numbers<'a>(
+    parts: impl Iterator<Item = &'a str>,
+    expected: impl Fn() -> String,
+) -> Result<Vec<f64>> {
+    parts
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", expected())))
+}
+
+/// The parameter names of `model`, in COLMAP's order.
+fn param_names(model: CameraModel) -> &'static str {
+    match model {
+        CameraModel::SimplePinhole => "f,cx,cy",
+        CameraModel::Pinhole => "fx,fy,cx,cy",
+        CameraModel::SimpleRadial => "f,cx,cy,k",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_in_colmaps_order_and_pixels() {
+        let c = KnownCamera::parse(CameraModel::SimpleRadial, "718.856, 607.19, 185.22, 0.01")
+            .unwrap();
+        // COLMAP's principal point is half a pixel further from the top-left corner.
+        let k = c.intrinsics();
+        assert_eq!((k.fx, k.fy), (718.856, 718.856));
+        assert!((k.cx - 606.69).abs() < 1e-9 && (k.cy - 184.72).abs() < 1e-9);
+        let p = KnownCamera::parse(CameraModel::Pinhole, "700,710,320,240").unwrap();
+        assert_eq!((p.intrinsics().fx, p.intrinsics().fy), (700.0, 710.0));
+    }
+
+    #[test]
+    fn impossible_cameras_are_refused() {
+        for (model, text) in [
+            (CameraModel::SimpleRadial, "700,320,240"),
+            (CameraModel::SimplePinhole, "-700,320,240"),
+            (CameraModel::Pinhole, "700,0,320,240"),
+            (CameraModel::SimpleRadial, "700,320,240,3"),
+            (CameraModel::SimplePinhole, "700,320,nan"),
+            (CameraModel::SimplePinhole, "700;320;240"),
+        ] {
+            assert!(KnownCamera::parse(model, text).is_err(), "{text}");
+        }
+        let c = KnownCamera::parse(CameraModel::SimplePinhole, "700,1000,240").unwrap();
+        let why = c.check_image(640, 480).unwrap_err();
+        assert!(why.contains("outside the 640×480 image"), "{why}");
+        assert!(c.check_image(1241, 376).is_ok());
+    }
+
+    #[test]
+    fn per_image_file_names_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cams.txt");
+        std::fs::write(
+            &path,
+            "# name model w h params\n000000.png SIMPLE_RADIAL 1241 376 718.8 607.2 185.2 0\n\n\
+             seq/000001.png PINHOLE 1241 376 718.8 718.8 607.2 185.2\n",
+        )
+        .unwrap();
+        let cams = KnownCameras::read_file(&path).unwrap();
+        assert!(cams.camera_of("seq/000001.png", 1241, 376).unwrap().is_some());
+        let e = cams.camera_of("000000.png", 1242, 375).unwrap_err().to_string();
+        assert!(e.contains("1241×376") && e.contains("000000.png"), "{e}");
+        let e = cams.camera_of("000002.png", 1241, 376).unwrap_err().to_string();
+        assert!(e.contains("cams.txt") && e.contains("000002.png"), "{e}");
+        for bad in [
+            "a.png SIMPLE_PINHOLE 640 480 500 320\n",
+            "a.png OPENCV 640 480 500 500 320 240 0 0 0 0\n",
+            "a.png SIMPLE_PINHOLE 640 0 500 320 240\n",
+            "a.png SIMPLE_PINHOLE 640 480 500 320 240\na.png SIMPLE_PINHOLE 640 480 500 320 240\n",
+            "# only a comment\n",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let e = KnownCameras::read_file(&path).unwrap_err().to_string();
+            assert!(e.contains("cams.txt"), "{bad}: {e}");
+        }
+    }
+}
