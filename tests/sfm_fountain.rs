@@ -46,6 +46,7 @@ fn mapper_options() -> MapperOptions {
         init_min_tri_angle_deg: None,
         filter_max_reproj_error_px: None,
         random_seed: None,
+        hold_intrinsics: false,
     }
 }
 

@@ -7,6 +7,7 @@ use super::args::{CameraModelArg, DescribeArgs, MapperArg, MatchArgs, PairArgs, 
 use super::progress::Bar;
 use anyhow::{bail, Context};
 use clap::builder::TypedValueParser;
+use descl::io::cameras::{KnownCamera, KnownCameras};
 use descl::io::output::ColmapOptions;
 use descl::matching::pairs::PairMode;
 use descl::sfm::mapper::{BundleTermination, MapperOptions};
@@ -49,6 +50,12 @@ pub struct Args {
     /// One camera shared by all images (same camera and size).
     #[arg(long)]
     single_camera: bool,
+    #[command(flatten)]
+    cameras: KnownCameraArgs,
+    /// With --camera-params or --cameras-file: let the mapper refine the given focal lengths
+    /// and distortion (by default it holds them as given).
+    #[arg(long)]
+    refine_intrinsics: bool,
     #[command(flatten)]
     pairs: PairArgs,
     /// Print a JSON summary on stdout.
@@ -101,6 +108,52 @@ pub struct MappingArgs {
     /// given): another seed, another initial pair and RANSAC samples, to see a scene's spread.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64).map(u64::from))]
     random_seed: Option<u64>,
+    /// Hold every camera's focal length and distortion as the database gives them (COLMAP's
+    /// `Mapper.ba_refine_focal_length 0`, `ba_refine_extra_params 0`): for a database of
+    /// calibrated cameras (`descl sfm merge --camera-params` or `--cameras-file`). `descl sfm
+    /// --camera-params` holds them without it.
+    #[arg(long)]
+    hold_intrinsics: bool,
+}
+
+/// Cameras the user knows, for `descl sfm` and `descl sfm merge`.
+#[derive(clap::Args, Clone)]
+pub struct KnownCameraArgs {
+    /// Every image's camera, in COLMAP's parameter order for --camera-model and COLMAP's pixels
+    /// (top-left pixel centre at 0.5, 0.5), as COLMAP's `ImageReader.camera_params`:
+    /// SIMPLE_RADIAL `f,cx,cy,k`, SIMPLE_PINHOLE `f,cx,cy`, PINHOLE `fx,fy,cx,cy`. Written into
+    /// the database as a known focal length and held fixed by the mapper (--refine-intrinsics
+    /// refines them). A principal point outside an image is refused.
+    #[arg(long, value_name = "P1,P2,...", conflicts_with = "cameras_file")]
+    camera_params: Option<String>,
+    /// A camera per image: lines `NAME MODEL WIDTH HEIGHT PARAMS...` (hloc's
+    /// queries_with_intrinsics.txt; COLMAP's order and pixels; `#` comments), every image of the
+    /// set listed, each checked against its image's size.
+    #[arg(long, value_name = "FILE")]
+    cameras_file: Option<PathBuf>,
+}
+
+impl KnownCameraArgs {
+    fn known(&self, model: CameraModelArg) -> anyhow::Result<KnownCameras> {
+        Ok(match (&self.camera_params, &self.cameras_file) {
+            (Some(p), _) => KnownCameras::All(KnownCamera::parse(model.into(), p)?),
+            (None, Some(file)) => KnownCameras::read_file(file)?,
+            (None, None) => KnownCameras::Unknown,
+        })
+    }
+
+    fn given(&self) -> bool {
+        self.camera_params.is_some() || self.cameras_file.is_some()
+    }
+
+    /// Where the cameras came from, for `--json`: the parameters, the file, or EXIF / prior.
+    fn source(&self) -> serde_json::Value {
+        match (&self.camera_params, &self.cameras_file) {
+            (Some(p), _) => serde_json::json!({ "camera_params": p }),
+            (None, Some(f)) => serde_json::json!({ "cameras_file": f }),
+            (None, None) => serde_json::json!("exif or prior"),
+        }
+    }
 }
 
 impl MappingArgs {
@@ -113,6 +166,7 @@ impl MappingArgs {
             init_min_tri_angle_deg: self.init_min_tri_angle,
             filter_max_reproj_error_px: self.filter_max_reproj_error,
             random_seed: self.random_seed,
+            hold_intrinsics: self.hold_intrinsics,
         }
     }
 
@@ -130,6 +184,8 @@ impl MappingArgs {
             Some("--filter-max-reproj-error")
         } else if self.random_seed.is_some() {
             Some("--random-seed")
+        } else if self.hold_intrinsics {
+            Some("--hold-intrinsics")
         } else {
             None
         }
@@ -313,6 +369,8 @@ pub struct MergeArgs {
     /// One camera shared by all images (same camera and size).
     #[arg(long)]
     single_camera: bool,
+    #[command(flatten)]
+    cameras: KnownCameraArgs,
     /// Merge what is there when images or pairs that the runs' plans list are missing (a shard
     /// that did not run or failed), or an image file is not found (merged without its EXIF
     /// focal length), reporting them; without it such a merge is refused.
@@ -356,6 +414,7 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let options = ColmapOptions {
         camera_model: args.camera_model.into(),
         single_camera: args.single_camera,
+        known_cameras: args.cameras.known(args.camera_model)?,
     };
     let s = match (&args.database, &args.hloc) {
         (Some(db), _) => merge_database(&inputs, db, args.overwrite, options, &Bar::new(true))?,
@@ -438,6 +497,7 @@ impl Args {
             pairs: self.pairs.mode(Some(PairMode::Exhaustive))?,
             camera_model: self.camera_model.into(),
             single_camera: self.single_camera,
+            known_cameras: self.cameras.known(self.camera_model)?,
         })
     }
 
@@ -486,12 +546,18 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     let mut out = serde_json::json!({
         "database": summary,
         "extract": extractor.settings(),
+        "cameras": args.cameras.source(),
     });
     let mut mapping = None;
     if args.reconstruct {
         let mapping_started = std::time::Instant::now();
         let mapped = reconstruct(&args, summary.images.len())?;
         out["reconstruction"] = reconstruction_json(&mapped, summary.images.len());
+        // Whether the cameras were held as given (--camera-params, --cameras-file,
+        // --hold-intrinsics) or refined by the mapper.
+        out["reconstruction"]["intrinsics_held"] = serde_json::json!(
+            args.mapping.hold_intrinsics || (args.cameras.given() && !args.refine_intrinsics)
+        );
         mapping = Some((mapped, mapping_started.elapsed().as_secs_f64()));
     }
     let mapping = mapping.as_ref().map(|(m, seconds)| (m, *seconds));
@@ -514,6 +580,9 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
 fn check_before_work(args: &Args, database: &Path) -> anyhow::Result<()> {
     let sparse = args.reconstruct.then(|| args.sparse_dir());
     descl::sfm::check_outputs(database, sparse.as_deref(), args.overwrite)?;
+    if args.refine_intrinsics && !args.cameras.given() {
+        bail!("--refine-intrinsics refines the cameras of --camera-params or --cameras-file: give one");
+    }
     if args.reconstruct {
         args.mapping.options().mapper.describe()?;
     } else if let Some(flag) = args.mapping.given() {
@@ -562,11 +631,14 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<Mapped> {
     };
     // The models of an earlier run into the same folder: replaced under --overwrite (as the
     // database is, inside sfm::map under the folder's lock), else refused.
+    // Cameras the user gave stay as given unless asked otherwise.
+    let mut mapping = args.mapping.clone();
+    mapping.hold_intrinsics |= args.cameras.given() && !args.refine_intrinsics;
     map_and_report(
         database,
         images_dir,
         &args.sparse_dir(),
-        &args.mapping,
+        &mapping,
         args.overwrite,
         total_images,
     )

@@ -244,6 +244,7 @@ fn mapper_options(mapper: Mapper, seed: u64) -> MapperOptions {
         init_min_tri_angle_deg: None,
         filter_max_reproj_error_px: None,
         random_seed: Some(seed),
+        hold_intrinsics: false,
     }
 }
 

@@ -264,8 +264,8 @@ mod tests {
 
     #[test]
     fn params_in_colmaps_order_and_pixels() {
-        let c = KnownCamera::parse(CameraModel::SimpleRadial, "718.856, 607.19, 185.22, 0.01")
-            .unwrap();
+        let c =
+            KnownCamera::parse(CameraModel::SimpleRadial, "718.856, 607.19, 185.22, 0.01").unwrap();
         // COLMAP's principal point is half a pixel further from the top-left corner.
         let k = c.intrinsics();
         assert_eq!((k.fx, k.fy), (718.856, 718.856));
@@ -303,10 +303,19 @@ mod tests {
         )
         .unwrap();
         let cams = KnownCameras::read_file(&path).unwrap();
-        assert!(cams.camera_of("seq/000001.png", 1241, 376).unwrap().is_some());
-        let e = cams.camera_of("000000.png", 1242, 375).unwrap_err().to_string();
+        assert!(cams
+            .camera_of("seq/000001.png", 1241, 376)
+            .unwrap()
+            .is_some());
+        let e = cams
+            .camera_of("000000.png", 1242, 375)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("1241×376") && e.contains("000000.png"), "{e}");
-        let e = cams.camera_of("000002.png", 1241, 376).unwrap_err().to_string();
+        let e = cams
+            .camera_of("000002.png", 1241, 376)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cams.txt") && e.contains("000002.png"), "{e}");
         for bad in [
             "a.png SIMPLE_PINHOLE 640 480 500 320\n",

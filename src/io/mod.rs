@@ -4,6 +4,8 @@
 pub mod atomic;
 pub mod bounded;
 #[cfg(feature = "full")]
+pub mod cameras;
+#[cfg(feature = "full")]
 pub mod colmap;
 #[cfg(feature = "full")]
 pub mod colmap_model;

@@ -83,11 +83,14 @@ pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
 }
 
 /// Camera settings of a COLMAP database.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ColmapOptions {
     pub camera_model: CameraModel,
     /// One camera shared by all images (same camera, same size) instead of one per image.
     pub single_camera: bool,
+    /// Cameras the user knows (`--camera-params`, a cameras file): written as given, with
+    /// their own model and distortion, and marked as a known focal length.
+    pub known_cameras: crate::io::cameras::KnownCameras,
 }
 
 /// A COLMAP database being written (in a temporary file until [`Writer::finish`]).
@@ -213,7 +216,20 @@ impl Writer for ColmapWriter {
             .intrinsics
             .copied()
             .unwrap_or_else(|| Intrinsics::default_prior(w, h));
-        let model = self.options.camera_model;
+        let known = self
+            .options
+            .known_cameras
+            .camera_of(image.name, w, h)?
+            .cloned();
+        let model = known
+            .as_ref()
+            .map_or(self.options.camera_model, |c| c.model);
+        // A known camera is what the image's pairs are verified with, and a measured focal
+        // length for the mapper.
+        let (k, focal_known) = match &known {
+            Some(c) => (c.intrinsics(), true),
+            None => (k, image.focal_known),
+        };
         let (camera_id, holds) = match &self.shared_camera {
             // A COLMAP camera has one size (COLMAP's own extractor refuses a single camera
             // over images of different sizes): another size would put this image's keypoints
@@ -232,7 +248,11 @@ impl Writer for ColmapWriter {
             _ => {
                 // Exactly the intrinsics the image's pairs may be verified with: a CALIBRATED
                 // pair beside a camera holding others would be wrong (issue 44).
-                let params = model.params_of(&k).ok_or_else(|| {
+                let params = match &known {
+                    Some(c) => Some(c.params.clone()),
+                    None => model.params_of(&k),
+                };
+                let params = params.ok_or_else(|| {
                     Error::InvalidInput(format!(
                         "{}: intrinsics fx,fy,cx,cy = {},{},{},{}, but the camera model {} has one \
                          focal length: give --camera-model PINHOLE",
@@ -246,8 +266,8 @@ impl Writer for ColmapWriter {
                 })?;
                 let id = self
                     .database
-                    .add_camera(model, w, h, &params, image.focal_known)?;
-                let holds = (k, image.focal_known);
+                    .add_camera(model, w, h, &params, focal_known)?;
+                let holds = (k, focal_known);
                 self.shared_camera = Some(SharedCamera {
                     id,
                     size: (w, h),

@@ -8,6 +8,7 @@ use crate::features::Features;
 use crate::geometry::Intrinsics;
 use crate::image::image_inputs;
 use crate::image_set::{self, SetConfig, SetImage};
+use crate::io::cameras::KnownCameras;
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::matching::two_view::PairConfig;
 use crate::progress::Progress;
@@ -64,6 +65,29 @@ pub fn colmap_camera(path: &Path, f: &Features) -> Result<image_set::CameraInfo>
     ))
 }
 
+/// The camera function of [`build_database`]: an image's known camera (checked against its
+/// size) when `known` has one, else [`colmap_camera`]'s EXIF or prior.
+fn known_or_colmap_camera<'a>(
+    known: &'a KnownCameras,
+    inputs: &'a [crate::names::SetInput],
+) -> impl Fn(&Path, &Features) -> Result<image_set::CameraInfo> + Sync + 'a {
+    move |path: &Path, f: &Features| {
+        let name = inputs
+            .iter()
+            .find(|i| i.path == path)
+            .map(|i| i.name.as_str());
+        let (w, h) = (f.meta.image_width, f.meta.image_height);
+        match name
+            .map(|n| known.camera_of(n, w, h))
+            .transpose()?
+            .flatten()
+        {
+            Some(c) => Ok((Some(c.intrinsics()), true)),
+            None => colmap_camera(path, f),
+        }
+    }
+}
+
 /// Extracts, matches, verifies and writes the COLMAP database for the images of `image_dir`.
 /// `db` must not exist unless `overwrite`; it is checked before any work starts.
 pub fn build_database<E>(
@@ -83,9 +107,11 @@ where
         ColmapOptions {
             camera_model: cfg.camera_model,
             single_camera: cfg.single_camera,
+            known_cameras: cfg.known_cameras.clone(),
         },
     )?;
     let inputs = image_inputs(image_dir)?;
+    let camera = known_or_colmap_camera(&cfg.known_cameras, &inputs);
     // COLMAP labels planar and panoramic pairs from a homography fit (`TwoViewConfig::of`).
     let pair_config = PairConfig {
         planar_check: true,
@@ -101,14 +127,7 @@ where
         // A database of part of the set is no result; the database is written whole or not.
         all_or_nothing: true,
     };
-    let run = image_set::run(
-        &inputs,
-        &set,
-        extract,
-        colmap_camera,
-        Box::new(writer),
-        progress,
-    )?;
+    let run = image_set::run(&inputs, &set, extract, camera, Box::new(writer), progress)?;
     Ok(summary(run, pair_config))
 }
 

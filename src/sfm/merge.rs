@@ -130,8 +130,9 @@ pub fn merge_database(
     options: ColmapOptions,
     progress: &dyn Progress,
 ) -> Result<MergeSummary> {
+    let single_camera = options.single_camera;
     let writer = ColmapWriter::create(db, overwrite, options)?;
-    merge_into(inputs, options.single_camera, Box::new(writer), progress)
+    merge_into(inputs, single_camera, Box::new(writer), progress)
 }
 
 /// Writes hloc's `features.h5` and `matches.h5` into `dir` from the outputs of sharded `descl

@@ -49,6 +49,9 @@ pub struct SfmConfig {
     pub camera_model: CameraModel,
     /// One camera shared by all images (same camera, same size) instead of one per image.
     pub single_camera: bool,
+    /// Cameras the user knows (`--camera-params`, `--cameras-file`); the mapper holds them
+    /// fixed unless asked to refine them ([`mapper::MapperOptions::hold_intrinsics`]).
+    pub known_cameras: crate::io::cameras::KnownCameras,
 }
 
 impl Default for SfmConfig {
@@ -70,6 +73,7 @@ impl Default for SfmConfig {
             pairs: PairMode::Exhaustive,
             camera_model: CameraModel::SimpleRadial,
             single_camera: false,
+            known_cameras: Default::default(),
         }
     }
 }

@@ -124,6 +124,15 @@ impl Mapper for ColmapMapper {
             "--Mapper.ba_refine_principal_point".as_ref(),
             refine_pp.as_ref(),
         ];
+        if options.hold_intrinsics {
+            for flag in [
+                "--Mapper.ba_refine_focal_length",
+                "--Mapper.ba_refine_extra_params",
+            ] {
+                args.push(flag.as_ref());
+                args.push("0".as_ref());
+            }
+        }
         if let Some(a) = &angle {
             args.push("--Mapper.init_min_tri_angle".as_ref());
             args.push(a.as_ref());
@@ -261,7 +270,7 @@ pub fn run_bundle_adjuster(
 ) -> Result<Adjusted> {
     refuse_earlier_models(output, "bundle-adjust")?;
     let refine_pp = options.refine_principal_point_arg();
-    let stdout = run_colmap_stdout(&[
+    let mut args: Vec<&std::ffi::OsStr> = vec![
         "bundle_adjuster".as_ref(),
         "--input_path".as_ref(),
         input.as_os_str(),
@@ -269,7 +278,17 @@ pub fn run_bundle_adjuster(
         output.as_os_str(),
         "--BundleAdjustment.refine_principal_point".as_ref(),
         refine_pp.as_ref(),
-    ])?;
+    ];
+    if options.hold_intrinsics {
+        for flag in [
+            "--BundleAdjustment.refine_focal_length",
+            "--BundleAdjustment.refine_extra_params",
+        ] {
+            args.push(flag.as_ref());
+            args.push("0".as_ref());
+        }
+    }
+    let stdout = run_colmap_stdout(&args)?;
     Ok(Adjusted {
         reconstruction: read_model(output)?,
         termination: BundleTermination::from_report(&stdout),

@@ -109,6 +109,12 @@ pub struct MapperOptions {
     /// (initial pair, RANSAC) follows it; `descl bench sfm` gives each run its own seed so the
     /// spread over runs is the mapper's.
     pub random_seed: Option<u64>,
+    /// Hold every camera's focal length and distortion as the database gives them
+    /// (`--Mapper.ba_refine_focal_length 0 --Mapper.ba_refine_extra_params 0`, and the same
+    /// in the refinement's bundle adjustment; the principal point is held unless
+    /// [`MapperOptions::refine_principal_point`]): cameras the user calibrated
+    /// (`descl sfm --camera-params`, `--cameras-file`, `descl sfm map --hold-intrinsics`).
+    pub hold_intrinsics: bool,
 }
 
 /// COLMAP's `Mapper.min_num_matches` (`IncrementalMapperController::Options`): the fewest

@@ -41,12 +41,12 @@ const STDERR_TAIL_LINES: usize = 15;
 const SNAPSHOT_PREFIX: &str = ".descl-tmp-pycolmap-";
 
 /// The mapper, run as `python -c MAPPER_SCRIPT DB IMAGES OUT THREADS REFINE_PP ANGLE FILTER
-/// SEED PREFIX NO_PYCOLMAP` (an empty ANGLE or FILTER: pycolmap's default; SEED:
+/// SEED HOLD PREFIX NO_PYCOLMAP` (HOLD 1: focal lengths and distortion held) (an empty ANGLE or FILTER: pycolmap's default; SEED:
 /// `random_seed`, 0 as `colmap mapper`'s default when not given). Prints `PREFIX {"version"}`
 /// ([`RESULT_PREFIX`]) when the mapping ends, or exits NO_PYCOLMAP ([`NO_PYCOLMAP_EXIT`]).
 const MAPPER_SCRIPT: &str = r#"
 import json, sys
-db, images, out, threads, refine_pp, angle, filt, seed, prefix, no_pycolmap = sys.argv[1:11]
+db, images, out, threads, refine_pp, angle, filt, seed, hold, prefix, no_pycolmap = sys.argv[1:12]
 try:
     import pycolmap
 except Exception as e:
@@ -55,6 +55,9 @@ except Exception as e:
 opts = pycolmap.IncrementalPipelineOptions()
 opts.num_threads = int(threads)
 opts.ba_refine_principal_point = refine_pp == "1"
+if hold == "1":
+    opts.ba_refine_focal_length = False
+    opts.ba_refine_extra_params = False
 if angle:
     opts.mapper.init_min_tri_angle = float(angle)
 if filt:
@@ -153,8 +156,8 @@ impl Mapper for PycolmapMapper {
     }
 }
 
-/// THREADS REFINE_PP ANGLE FILTER SEED of [`MAPPER_SCRIPT`]'s command line.
-fn script_options(options: &MapperOptions) -> [String; 5] {
+/// THREADS REFINE_PP ANGLE FILTER SEED HOLD of [`MAPPER_SCRIPT`]'s command line.
+fn script_options(options: &MapperOptions) -> [String; 6] {
     let threads = options.num_threads.map_or(-1, |n| n as i64).to_string();
     let refine_pp = if options.refine_principal_point {
         "1"
@@ -170,7 +173,15 @@ fn script_options(options: &MapperOptions) -> [String; 5] {
         .map(|f| f.to_string())
         .unwrap_or_default();
     let seed = options.random_seed.unwrap_or(0).to_string();
-    [threads, refine_pp.to_string(), angle, filter, seed]
+    let hold = if options.hold_intrinsics { "1" } else { "0" };
+    [
+        threads,
+        refine_pp.to_string(),
+        angle,
+        filter,
+        seed,
+        hold.to_string(),
+    ]
 }
 
 /// [`PycolmapMapper::run`].
