@@ -458,6 +458,18 @@ pub fn map(
     // pycolmap is imported here, so a Python without it is refused before the output folder
     // is made or any mapper runs.
     let mapper = options.mapper.describe()?;
+    // Before the folder is made: a database without two registrable images leaves none.
+    let registrable = crate::io::colmap::count_registrable_images(
+        database,
+        crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES,
+    )?;
+    if registrable < 2 {
+        return Err(Error::NoModel(format!(
+            "{}: {registrable} images with a verified pair of at least {} inliers; a model needs two",
+            database.display(),
+            crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES
+        )));
+    }
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     // The lock is a file beside the folder: named from its canonical path, so that `.` and
     // the same folder spelt in full take the same lock.
@@ -488,17 +500,6 @@ pub fn map(
     }
     // Staging folders (or files) of a killed run (no run holds this folder's lock now).
     crate::io::atomic::remove_stale_staging(out, MAP_STAGING_PREFIX)?;
-    let registrable = crate::io::colmap::count_registrable_images(
-        database,
-        crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES,
-    )?;
-    if registrable < 2 {
-        return Err(Error::NoModel(format!(
-            "{}: {registrable} images with a verified pair of at least {} inliers; a model needs two",
-            database.display(),
-            crate::io::colmap_model::COLMAP_MAPPER_MIN_NUM_MATCHES
-        )));
-    }
     let angles = match options.init_min_tri_angle_deg {
         Some(a) => vec![a],
         None => vec![

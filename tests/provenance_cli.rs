@@ -780,6 +780,20 @@ fn mixed_pair_plans_leftover_pairs_and_shared_features_files_are_refused() {
         &fm,
         &["-m", "sift", "--max-keypoints", "300", "--shard", "0/2"],
     );
+    // Issue 55: the second shard of another budget is refused before it replaces the plan,
+    // naming what differs; written anyway (its plan removed), `match` refuses the mix.
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&fm)
+        .args(SIZE)
+        .args(["-m", "sift", "--max-keypoints", "200", "--shard", "1/2"]));
+    assert!(
+        !ok && err.contains("max_keypoints") && err.contains("descl-extract-plan.json"),
+        "{err}"
+    );
+    std::fs::remove_file(fm.join("descl-extract-plan.json")).unwrap();
     extract(
         &imgs,
         &fm,
