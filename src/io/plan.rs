@@ -324,7 +324,9 @@ pub fn refuse_other_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Resu
     let Some(old) = read_plan::<serde_json::Value>(dir, file)? else {
         return Ok(());
     };
-    let new = serde_json::to_value(plan)
+    // Through text, as the old plan was read: an f32 setting compares equal to itself.
+    let new: serde_json::Value = serde_json::to_vec(plan)
+        .and_then(|json| serde_json::from_slice(&json))
         .map_err(|e| Error::format(&path, format!("cannot serialise the plan: {e}")))?;
     let mut differ = Vec::new();
     differing_fields("", &old, &new, &mut differ);
