@@ -207,6 +207,41 @@ pub fn check_output_outside_set(output: &Path, images: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Refuses, before any work, a `path` (the `what`: database, image folder) inside one of the
+/// earlier models in `sparse` that `--overwrite` would remove before mapping (`descl sfm
+/// --reconstruct --overwrite` found it only after extraction and matching). A path that does
+/// not exist yet is placed by its folder.
+pub fn check_not_inside_old_models(path: &Path, what: &str, sparse: &Path) -> Result<()> {
+    if !sparse.is_dir() {
+        return Ok(());
+    }
+    let real = match (path.canonicalize(), path.parent(), path.file_name()) {
+        (Ok(p), _, _) => p,
+        (Err(_), Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            match parent.canonicalize() {
+                Ok(p) => p.join(name),
+                Err(_) => return Ok(()),
+            }
+        }
+        _ => return Ok(()),
+    };
+    for old in crate::io::colmap_model::model_folders(sparse)? {
+        if old.canonicalize().is_ok_and(|o| real.starts_with(&o)) {
+            return Err(Error::InvalidInput(format!(
+                "{}: the {what} {} is inside this earlier model, which --overwrite would remove; move it or map into another folder",
+                old.display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The inputs a resumed extraction (`descl extract --resume`) still has to do: those whose
 /// features `writer` does not hold, or holds made from other image bytes or settings (stale:
 /// each one's reason is returned, in input order). An input that cannot be hashed is kept, so

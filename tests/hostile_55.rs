@@ -512,3 +512,85 @@ fn nan_features_are_refused_naming_the_file() {
         );
     }
 }
+
+/// Low: `--filter-max-reproj-error 0.0001` was reported as "0 px".
+#[test]
+fn a_small_filter_is_printed_with_its_digits() {
+    use descl::sfm::px_text;
+    assert_eq!(px_text(0.0001), "0.0001");
+    assert_eq!(px_text(0.0123), "0.0123");
+    assert_eq!(px_text(0.5), "0.5");
+    assert_eq!(px_text(2.6041666666666665), "2.6");
+    assert_eq!(px_text(4.0), "4");
+}
+
+/// Low: `descl sfm --reconstruct --overwrite` with the database inside an earlier model (which
+/// --overwrite removes before mapping) was refused only after extraction and matching.
+#[test]
+fn a_database_inside_an_earlier_model_is_refused_before_work() {
+    if !common::colmap_or_skip("a_database_inside_an_earlier_model_is_refused_before_work") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let sparse = dir.path().join("sparse");
+    let model = sparse.join("0");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("images.bin"), b"").unwrap();
+    let db = model.join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .arg("--sparse-dir")
+        .arg(&sparse)
+        .args(["--reconstruct", "--overwrite"])
+        .args(SIFT));
+    assert!(!ok && err.contains("inside this earlier model"), "{err}");
+    assert!(!db.exists(), "the database was written before the refusal");
+}
+
+/// Low: an empty `DESCL_COLMAP` was run as an empty command (an empty `DESCL_PYTHON` counts
+/// as unset); `DESCL_COLMAP=/bin/false` failed naming neither the executable nor the database.
+#[test]
+fn descl_colmap_empty_is_unset_and_a_failure_names_it() {
+    if !common::colmap_or_skip("descl_colmap_empty_is_unset_and_a_failure_names_it") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT)
+        .args(["--geometry", "none"]));
+    assert!(ok, "{err}");
+    // Colmap is found (then the database has no verified pair to map).
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&imgs)
+        .arg("--sparse-dir")
+        .arg(dir.path().join("sparse"))
+        .env("DESCL_COLMAP", ""));
+    assert!(
+        !ok && !err.contains("cannot run") && err.contains("a model needs two"),
+        "an empty DESCL_COLMAP: {err}"
+    );
+    let r = descl::io::colmap_model::run_colmap(&[
+        "feature_importer".as_ref(),
+        "--database_path".as_ref(),
+        db.as_os_str(),
+    ]);
+    // The real colmap fails too (no image path), naming the database and executable.
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains(&db.display().to_string()) && e.contains("colmap"),
+        "{e}"
+    );
+}

@@ -459,6 +459,10 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     let sparse = args.reconstruct.then(|| args.sparse_dir());
     descl::image_set::check_output_outside_set(&database, &images_dir)?;
     descl::sfm::check_outputs(&database, sparse.as_deref(), args.overwrite)?;
+    if let (Some(sparse), true) = (&sparse, args.overwrite) {
+        descl::image_set::check_not_inside_old_models(&database, "database", sparse)?;
+        descl::image_set::check_not_inside_old_models(&images_dir, "image folder", sparse)?;
+    }
     if args.reconstruct {
         // pycolmap imported now, not after the extraction.
         args.mapping.options().mapper.describe()?;
