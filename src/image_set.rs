@@ -179,6 +179,69 @@ impl Load for Extractor {
     }
 }
 
+/// Refuses an `output` file (a COLMAP database) that is one of the images of the folder
+/// `images`, by device and inode ([`crate::io::atomic::check_not_an_input`]), or that would be
+/// a new image of it (an image extension inside the folder): `descl sfm IMAGES --database
+/// IMAGES/0000.jpg --overwrite` replaced that photograph with SQLite, and a database named as
+/// an image would be read as one by the next run. A folder that cannot be listed is left to
+/// the command's own error.
+pub fn check_output_outside_set(output: &Path, images: &Path) -> Result<()> {
+    if let Ok(set) = crate::names::folder_inputs(images, &crate::image::has_image_extension) {
+        crate::io::atomic::check_not_an_input(output, set.iter().map(|i| &i.path))?;
+    }
+    let parent = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let inside = match (parent.canonicalize(), images.canonicalize()) {
+        (Ok(p), Ok(dir)) => p.starts_with(dir),
+        _ => false,
+    };
+    if inside && crate::image::has_image_extension(output) {
+        return Err(Error::InvalidInput(format!(
+            "{}: named as an image inside the image folder {}, so it would be read as one of its images; write the output outside the folder or give it another extension",
+            output.display(),
+            images.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses, before any work, a `path` (the `what`: database, image folder) inside one of the
+/// earlier models in `sparse` that `--overwrite` would remove before mapping (`descl sfm
+/// --reconstruct --overwrite` found it only after extraction and matching). A path that does
+/// not exist yet is placed by its folder.
+pub fn check_not_inside_old_models(path: &Path, what: &str, sparse: &Path) -> Result<()> {
+    if !sparse.is_dir() {
+        return Ok(());
+    }
+    let real = match (path.canonicalize(), path.parent(), path.file_name()) {
+        (Ok(p), _, _) => p,
+        (Err(_), Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            match parent.canonicalize() {
+                Ok(p) => p.join(name),
+                Err(_) => return Ok(()),
+            }
+        }
+        _ => return Ok(()),
+    };
+    for old in crate::io::colmap_model::model_folders(sparse)? {
+        if old.canonicalize().is_ok_and(|o| real.starts_with(&o)) {
+            return Err(Error::InvalidInput(format!(
+                "{}: the {what} {} is inside this earlier model, which --overwrite would remove; move it or map into another folder",
+                old.display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The inputs a resumed extraction (`descl extract --resume`) still has to do: those whose
 /// features `writer` does not hold, or holds made from other image bytes or settings (stale:
 /// each one's reason is returned, in input order). An input that cannot be hashed is kept, so

@@ -119,7 +119,28 @@ pub fn folder_inputs(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Result<Vec<Set
     let mut seen = HashSet::new();
     walk(dir, dir, 0, keep, &mut seen, &mut out)?;
     out.sort();
+    check_distinct_files(&out)?;
     Ok(out)
+}
+
+/// Refuses two inputs that are one file (a link to an image of the set, or two links to one
+/// file), naming both: as two images, the picture would be matched with itself, pairs of
+/// identical keypoints whose degenerate geometry passes as a result, and counted twice.
+pub fn check_distinct_files(inputs: &[SetInput]) -> Result<()> {
+    let mut files: std::collections::HashMap<PathBuf, &Path> = std::collections::HashMap::new();
+    for i in inputs {
+        let Ok(real) = std::fs::canonicalize(&i.path) else {
+            continue;
+        };
+        if let Some(first) = files.insert(real, &i.path) {
+            return Err(Error::InvalidInput(format!(
+                "{} and {}: one file (a link), which the set would take as two images and match with itself; remove the link, or copy the file if two images are meant",
+                first.display(),
+                i.path.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn walk(

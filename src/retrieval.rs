@@ -306,9 +306,12 @@ where
 }
 
 /// Each image with its `k` most similar others by dot product (ties to the lower index), as
-/// sorted unique pairs `(i, j)`, i < j.
+/// sorted unique pairs `(i, j)`, i < j. An image without descriptors (an all-zero vector: a
+/// blank or uniform picture) is in no pair: its similarity 0 to every image would beat every
+/// negative similarity and take the real neighbours' places, and it has nothing to match.
 pub fn top_k_pairs(globals: ArrayView2<f32>, k: usize) -> Vec<(usize, usize)> {
     let n = globals.nrows();
+    let empty = images_without_descriptors(globals);
     let mut pairs: Vec<(usize, usize)> = (0..n.div_ceil(SIMILARITY_BLOCK))
         .into_par_iter()
         .flat_map_iter(|blk| {
@@ -316,8 +319,10 @@ pub fn top_k_pairs(globals: ArrayView2<f32>, k: usize) -> Vec<(usize, usize)> {
             let end = (start + SIMILARITY_BLOCK).min(n);
             let sims = globals.slice(s![start..end, ..]).dot(&globals.t());
             (start..end)
+                .filter(|i| !empty.contains(i))
                 .flat_map(|i| {
-                    let mut order: Vec<usize> = (0..n).filter(|&j| j != i).collect();
+                    let mut order: Vec<usize> =
+                        (0..n).filter(|&j| j != i && !empty.contains(&j)).collect();
                     let row = sims.row(i - start);
                     order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
                     order.truncate(k);
@@ -331,7 +336,20 @@ pub fn top_k_pairs(globals: ArrayView2<f32>, k: usize) -> Vec<(usize, usize)> {
     pairs
 }
 
-/// Retrieval pairs of the `n` images whose descriptors `load` gives.
+/// The images (rows of `globals`, sorted) whose global vector is all zeros: no descriptors,
+/// so never a retrieval neighbour ([`top_k_pairs`]).
+pub fn images_without_descriptors(globals: ArrayView2<f32>) -> Vec<usize> {
+    globals
+        .rows()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, r)| r.iter().all(|v| *v == 0.0))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Retrieval pairs of the `n` images whose descriptors `load` gives; an image without
+/// descriptors is in none ([`top_k_pairs`]).
 pub fn retrieval_pairs<F>(n: usize, load: F, cfg: &RetrievalConfig) -> Result<Vec<(usize, usize)>>
 where
     F: Fn(usize) -> Result<Descriptors> + Sync,
@@ -427,5 +445,19 @@ mod tests {
         assert_eq!(pair_recall(&pairs, &[(0, 1), (1, 2)]), 0.5);
         assert_eq!(pair_recall(&pairs, &[]), 1.0);
         assert_eq!(top_k_pairs(g.view(), 3).len(), 6);
+    }
+
+    #[test]
+    fn an_image_without_descriptors_is_no_neighbour() {
+        // Image 1 has no descriptors (VLAD all zeros); 2's best real neighbour is 3 (dot
+        // −0.322). Image 1's similarity 0 used to beat it and take 2's only neighbour.
+        let g = array![[1.0, 0.0], [0.0, 0.0], [-0.6, 0.8], [0.95, 0.31]];
+        assert_eq!(images_without_descriptors(g.view()), vec![1]);
+        let pairs = top_k_pairs(g.view(), 1);
+        assert!(pairs.iter().all(|&(i, j)| i != 1 && j != 1), "{pairs:?}");
+        assert_eq!(pairs, vec![(0, 3), (2, 3)]);
+        assert!(top_k_pairs(g.view(), 3)
+            .iter()
+            .all(|&(i, j)| i != 1 && j != 1));
     }
 }

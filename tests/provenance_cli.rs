@@ -780,6 +780,20 @@ fn mixed_pair_plans_leftover_pairs_and_shared_features_files_are_refused() {
         &fm,
         &["-m", "sift", "--max-keypoints", "300", "--shard", "0/2"],
     );
+    // Issue 55: the second shard of another budget is refused before it replaces the plan,
+    // naming what differs; written anyway (its plan removed), `match` refuses the mix.
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&fm)
+        .args(SIZE)
+        .args(["-m", "sift", "--max-keypoints", "200", "--shard", "1/2"]));
+    assert!(
+        !ok && err.contains("max_keypoints") && err.contains("descl-extract-plan.json"),
+        "{err}"
+    );
+    std::fs::remove_file(fm.join("descl-extract-plan.json")).unwrap();
     extract(
         &imgs,
         &fm,
@@ -836,7 +850,9 @@ fn an_uncarded_model_replaced_at_its_path_is_another_model() {
         "{j}"
     );
 
-    // Shards of one folder described by the two files: matching them is refused.
+    // Shards of one folder described by the two files: the second is refused before it
+    // replaces the plan (issue 55); written anyway (the plan removed), matching them is
+    // refused.
     let shards = dir.path().join("s");
     put("descl-l2net-w0.5-hardnet-mix");
     let mut first = budget.to_vec();
@@ -845,6 +861,15 @@ fn an_uncarded_model_replaced_at_its_path_is_another_model() {
     put("descl-l2net-real25-b1024");
     let mut second = budget.to_vec();
     second.extend(["--shard", "1/2"]);
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&shards)
+        .args(SIZE)
+        .args(&second));
+    assert!(!ok && err.contains("settings.model_sha256"), "{err}");
+    std::fs::remove_file(shards.join(descl::io::plan::EXTRACT_PLAN_FILE)).unwrap();
     extract(&imgs, &shards, &second);
     let (ok, _, err) = run(descl()
         .args(["match", "--exhaustive", "--images"])

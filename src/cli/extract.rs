@@ -82,11 +82,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // it, so that its images without features are known to be missing (`descl match` and
     // `descl sfm merge` refuse the set until they are done).
     warn_replaced_plan(&args.out, &names);
-    let previous = PreviousPlan::replace(
-        &args.out,
-        EXTRACT_PLAN_FILE,
-        &ExtractPlan::of(&all, extractor.settings()),
-    )?;
+    let plan = ExtractPlan::of(&all, extractor.settings());
+    if args.shard.is_some_and(|s| s.count > 1) {
+        descl::io::plan::refuse_other_plan(&args.out, EXTRACT_PLAN_FILE, &plan)?;
+    }
+    let previous = PreviousPlan::replace(&args.out, EXTRACT_PLAN_FILE, &plan)?;
     let total = images.len();
     let (images, redone_stale) = match args.resume {
         true => still_to_extract(images, &extractor, writer.as_ref()),

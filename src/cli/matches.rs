@@ -258,6 +258,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     let inputs = set.inputs;
     let cfg = set_config(args, pairs, &inputs)?;
     let writer = output::open(args.format, out_dir)?;
+    record_extract_plan(args, out_dir, &inputs)?;
     let loader = FeatureLoader::new(&args.describe);
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
@@ -289,6 +290,19 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     if failed > 0 {
         bail!("{failed} of {total} pairs failed");
     }
+    Ok(())
+}
+
+/// hloc's `features.h5` extracted here from images gets its extract plan, as `descl extract
+/// --format h5` writes it: without one, the group of an image deleted since an earlier run
+/// stayed and `descl match --images OUT/features.h5` matched it again (issue 55).
+fn record_extract_plan(args: &Args, out_dir: &Path, inputs: &[SetInput]) -> anyhow::Result<()> {
+    if args.format != Format::H5 || inputs.iter().any(|i| is_features_input(&i.path)) {
+        return Ok(());
+    }
+    let settings = args.describe.extractor()?.settings();
+    let plan = descl::io::plan::ExtractPlan::of(inputs, settings);
+    descl::io::plan::write_plan(out_dir, descl::io::plan::EXTRACT_PLAN_FILE, &plan)?;
     Ok(())
 }
 

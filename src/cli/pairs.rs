@@ -96,8 +96,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bar = Bar::new(true);
     // Retrieval reads every image's features twice (codebook sample, then aggregation).
     bar.start("features", 2 * inputs.len() as u64);
+    // The images without descriptors, which retrieval pairs with none (reported below).
+    let without = std::sync::Mutex::new(std::collections::BTreeSet::new());
     let descriptors = |i: usize| {
         let d = loader.load(&inputs[i].path).map(|f| f.descriptors);
+        if d.as_ref().is_ok_and(|d| d.is_empty()) {
+            without.lock().map(|mut w| w.insert(i)).unwrap_or_default();
+        }
         bar.inc(1);
         d
     };
@@ -118,12 +123,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     write_pairs_file(&args.out, &names, &pairs)?;
     let n = inputs.len();
-    let share = pairs.len() as f64 / (n * n.saturating_sub(1) / 2).max(1) as f64;
+    let exhaustive = n * n.saturating_sub(1) / 2;
+    // All of exhaustive's pairs when it has none (a set of one image).
+    let share = match exhaustive {
+        0 => 1.0,
+        e => pairs.len() as f64 / e as f64,
+    };
+    let without: Vec<&str> = without
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| names[i].as_str())
+        .collect();
+    if mode.needs_features() && !without.is_empty() {
+        eprintln!(
+            "warning: {} images without descriptors (blank or uniform?) are in no retrieval pair: {}",
+            without.len(),
+            descl::io::plan::listing(&without)
+        );
+    }
     let mut summary = serde_json::json!({
         "pairs_file": args.out,
         "images": n,
         "pairs": pairs.len(),
         "share_of_exhaustive": share,
+        "images_without_descriptors": without,
         "seconds": seconds,
     });
     eprintln!(

@@ -256,16 +256,7 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
     // silently). pycolmap is imported by sfm::map before it makes the folder.
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
     descl::sfm::require_colmap("descl sfm map")?;
-    let names = descl::io::colmap::image_names(&args.database)?;
-    if let Some(missing) = names.iter().find(|n| !args.images.join(n).is_file()) {
-        bail!(
-            "{}: the database's image {missing} is not in this folder ({} images listed in {})",
-            args.images.display(),
-            names.len(),
-            args.database.display()
-        );
-    }
-    let total_images = names.len();
+    let total_images = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
     let mapped = map_and_report(
         &args.database,
         &args.images,
@@ -404,6 +395,9 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
             read.extend(PLAN_FILES.map(|f| dir.join(f)));
         }
         descl::io::atomic::check_not_an_input(db, &read)?;
+        if let Some(images) = &args.images {
+            descl::image_set::check_output_outside_set(db, images)?;
+        }
     }
     let inputs = MergeInputs {
         features: args.features,
@@ -521,9 +515,12 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     else {
         bail!("give an image folder and --database DB (or `descl sfm merge`)");
     };
-    check_before_work(&args, &database)?;
+    check_before_work(&args, &database, &images_dir)?;
     let started = std::time::Instant::now();
     let cfg = args.config()?;
+    if args.reconstruct && cfg.pair.geometry.is_none() {
+        bail!("--geometry none --reconstruct: the mapper maps verified pairs only, and none would be verified; leave out --geometry none, or --reconstruct");
+    }
     let extractor = args.describe.extractor_for(Preset::Sfm)?;
     let bar = Bar::new(true);
     let summary = build_database(
@@ -577,9 +574,14 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
 /// Before any work: a run must not fail at its end for its output (`database`, the models'
 /// folder) or its mapper (pycolmap imported now, not after the extraction), and mapping flags
 /// need `--reconstruct`.
-fn check_before_work(args: &Args, database: &Path) -> anyhow::Result<()> {
+fn check_before_work(args: &Args, database: &Path, images_dir: &Path) -> anyhow::Result<()> {
     let sparse = args.reconstruct.then(|| args.sparse_dir());
+    descl::image_set::check_output_outside_set(database, images_dir)?;
     descl::sfm::check_outputs(database, sparse.as_deref(), args.overwrite)?;
+    if let (Some(sparse), true) = (&sparse, args.overwrite) {
+        descl::image_set::check_not_inside_old_models(database, "database", sparse)?;
+        descl::image_set::check_not_inside_old_models(images_dir, "image folder", sparse)?;
+    }
     if args.refine_intrinsics && !args.cameras.given() {
         bail!("--refine-intrinsics refines the cameras of --camera-params or --cameras-file: give one");
     }

@@ -18,6 +18,16 @@ pub struct Intrinsics {
     pub cy: f64,
 }
 
+/// An intrinsics file's JSON object: the four keys and no other.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntrinsicsJson {
+    fx: f64,
+    fy: f64,
+    cx: f64,
+    cy: f64,
+}
+
 /// `fx,fy,cx,cy = …` in pixels, to 1/100 px with trailing zeros dropped (messages name
 /// intrinsics this way; the comparison itself is exact).
 impl std::fmt::Display for Intrinsics {
@@ -37,8 +47,14 @@ impl std::fmt::Display for Intrinsics {
     }
 }
 
-/// The long side of the 35 mm film frame: EXIF `FocalLengthIn35mmFilm` refers to it.
+/// The long side of the 35 mm film frame. COLMAP does not divide by it
+/// ([`EXIF_35MM_FOCAL_DIVISOR_MM`]), so descl does not either.
 pub const FILM_35MM_LONG_SIDE_MM: f64 = 36.0;
+/// What an EXIF `FocalLengthIn35mmFilm` is divided by to give the focal length in units of the
+/// image's long side: 35, COLMAP's choice (`Bitmap::ExifFocalLength`: f = f35 / 35 ·
+/// max(width, height)), so that descl's EXIF prior is the one COLMAP's feature extractor
+/// writes for the same image (f35 = 35 on a 640 px image: 640 px, not 36 mm's 622.2).
+pub const EXIF_35MM_FOCAL_DIVISOR_MM: f64 = 35.0;
 /// Prior focal length when nothing better is known: 1.2 · max(width, height), COLMAP's
 /// default (`ImageReaderOptions::default_focal_length_factor`).
 pub const DEFAULT_FOCAL_FACTOR: f64 = 1.2;
@@ -88,8 +104,15 @@ impl Intrinsics {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text =
             crate::io::bounded::read_text(path, MAX_INTRINSICS_FILE_BYTES, "intrinsics file")?;
-        if let Ok(k) = serde_json::from_str::<Intrinsics>(&text) {
-            return Self::checked(k.fx, k.fy, k.cx, k.cy).map_err(|r| Error::format(path, r));
+        match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(serde_json::Value::Object(_)) => return Self::from_json_object(path, &text),
+            Ok(serde_json::Value::Array(_)) => {
+                return Err(Error::format(
+                    path,
+                    "a JSON array; write an object {\"fx\":..,\"fy\":..,\"cx\":..,\"cy\":..} so that each number is named",
+                ))
+            }
+            _ => {}
         }
         // The first nine tokens, each a number: a token that is not would shift K's entries.
         let mut nums = Vec::with_capacity(K_ENTRIES);
@@ -131,8 +154,22 @@ impl Intrinsics {
         Self::checked(nums[0], nums[4], nums[2], nums[5]).map_err(|r| Error::format(path, r))
     }
 
+    /// A JSON object of exactly `fx`, `fy`, `cx`, `cy`: any other key (`skew`, `k1`, `width`)
+    /// is refused naming it, as K's skew is: descl's pinhole has no place for it, and dropping
+    /// it would describe another camera.
+    fn from_json_object(path: &Path, text: &str) -> Result<Self> {
+        let k: IntrinsicsJson = serde_json::from_str(text).map_err(|e| {
+            Error::format(
+                path,
+                format!("{e}; descl's intrinsics are exactly fx, fy, cx, cy (pinhole, no skew or distortion)"),
+            )
+        })?;
+        Self::checked(k.fx, k.fy, k.cx, k.cy).map_err(|r| Error::format(path, r))
+    }
+
     /// From the EXIF `FocalLengthIn35mmFilm` tag of an image (None when absent):
-    /// f = f35 / 36 mm · max(width, height), principal point at the image centre.
+    /// f = f35 / 35 · max(width, height) as COLMAP computes it ([`EXIF_35MM_FOCAL_DIVISOR_MM`]),
+    /// principal point at the image centre.
     pub fn from_exif(path: &Path, width: u32, height: u32) -> Result<Option<Self>> {
         use image::ImageDecoder;
         let reader = image::ImageReader::open(path)
@@ -149,7 +186,7 @@ impl Intrinsics {
         })?;
         let f35 = exif.as_deref().and_then(exif_focal_35mm);
         Ok(f35.map(|f35| {
-            let f = f35 / FILM_35MM_LONG_SIDE_MM * width.max(height) as f64;
+            let f = f35 / EXIF_35MM_FOCAL_DIVISOR_MM * width.max(height) as f64;
             Intrinsics::centred(f, width, height)
         }))
     }
@@ -240,6 +277,37 @@ mod tests {
         t.extend([28, 0, 0, 0]);
         assert_eq!(exif_focal_35mm(&t), Some(28.0));
         assert_eq!(exif_focal_35mm(b"garbage"), None);
+    }
+
+    #[test]
+    fn a_json_file_of_other_keys_or_an_array_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.json");
+        std::fs::write(&file, r#"{"fx":768,"fy":768,"cx":319.5,"cy":213}"#).unwrap();
+        let k = Intrinsics::from_file(&file).unwrap();
+        assert_eq!((k.fx, k.fy, k.cx, k.cy), (768.0, 768.0, 319.5, 213.0));
+        // Issue 55: the skew (or a distortion, or the size) was dropped silently, and an array
+        // was read as fx, fy, cx, cy.
+        for (text, says) in [
+            (
+                r#"{"fx":768,"fy":768,"cx":319.5,"cy":213,"skew":50}"#,
+                "`skew`",
+            ),
+            (
+                r#"{"fx":768,"fy":768,"cx":319.5,"cy":213,"k1":0.1}"#,
+                "`k1`",
+            ),
+            (
+                r#"{"fx":768,"fy":768,"cx":319.5,"cy":213,"width":640}"#,
+                "`width`",
+            ),
+            (r#"{"fx":768,"fy":768,"cx":319.5}"#, "`cy`"),
+            ("[768, 768, 319.5, 213]", "JSON array"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let e = Intrinsics::from_file(&file).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("k.json"), "{text}: {e}");
+        }
     }
 
     #[test]

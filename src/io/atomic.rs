@@ -68,7 +68,31 @@ pub fn check_writable(path: &Path) -> Result<()> {
             path.display()
         )));
     }
+    check_not_a_plan(path)?;
     temp_beside(path, "", "").map(drop)
+}
+
+/// Refuses an output named as a run plan (`descl-extract-plan.json`, `descl-match-plan.json`):
+/// a pairs file or matches written there would replace the plan of the folder's set, and the
+/// next run would check the set against a file that is no plan.
+fn check_not_a_plan(path: &Path) -> Result<()> {
+    #[cfg(feature = "full")]
+    {
+        use crate::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
+        let name = path.file_name().and_then(|n| n.to_str());
+        if let Some(plan) = [EXTRACT_PLAN_FILE, MATCH_PLAN_FILE]
+            .into_iter()
+            .find(|p| name == Some(*p))
+        {
+            return Err(Error::InvalidInput(format!(
+                "{}: {plan} is the name of the run plan that descl keeps beside a set's outputs; writing there would replace it, so choose another output name",
+                path.display()
+            )));
+        }
+    }
+    #[cfg(not(feature = "full"))]
+    let _ = path;
+    Ok(())
 }
 
 /// Refuses to write `output` when it is one of the command's `inputs` (the same file, by
@@ -353,6 +377,135 @@ impl Drop for FolderLock {
     fn drop(&mut self) {
         if self.file.try_lock().is_ok() {
             // Best effort: a lock file left behind is harmless (the lock is the kernel's).
+            let _ = std::fs::remove_file(&self.path);
+        }
+        let _ = self.file.unlock();
+    }
+}
+
+/// Name of the lock file that serialises, for a moment, the runs joining one output folder
+/// while each checks the others' claims and makes its own ([`RunClaim::join`]).
+pub const CLAIMS_LOCK_FILE: &str = ".descl-claims.lock";
+/// First characters of a run's claim on an output folder: `.descl-run-<plan key>.lock`.
+pub const RUN_CLAIM_PREFIX: &str = ".descl-run-";
+
+/// An exclusive lock held for a moment (waiting for it, unlike [`OutputLock`]): the file is
+/// removed by its holder as it leaves, so a waiter woken on the removed file opens it again.
+#[cfg(feature = "full")]
+struct ShortLock {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+#[cfg(feature = "full")]
+impl ShortLock {
+    fn wait(path: &Path) -> Result<ShortLock> {
+        for _ in 0..LOCK_TRIES {
+            let file = open_lock_file(path)?;
+            file.lock().map_err(|e| Error::io(path, e))?;
+            if is_current(&file, path) {
+                return Ok(ShortLock {
+                    file,
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+        Err(lock_replaced(path))
+    }
+}
+
+#[cfg(feature = "full")]
+impl Drop for ShortLock {
+    fn drop(&mut self) {
+        // Best effort, as for the other locks: a file left behind is harmless.
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
+}
+
+/// A run's claim on an output folder that runs share (npz folders): a lock file named by the
+/// key of the run's plan, held shared by every run of that plan (the shards of one run) for
+/// their whole life. A run of another plan (other settings, other images) joining while one
+/// is held is refused before it writes anything: both would write their files and plans side
+/// by side, and the folder would hold a mix with one run's results gone while both exit 0
+/// (issue 55). Checking the others' claims and making one's own happen under
+/// [`CLAIMS_LOCK_FILE`], so two runs of different plans started together cannot both pass.
+/// The last holder to leave removes the file.
+#[cfg(feature = "full")]
+#[derive(Debug)]
+pub struct RunClaim {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+#[cfg(feature = "full")]
+impl RunClaim {
+    /// Claims `dir` for the run whose plan has the key `key` (hex), described to other runs
+    /// as `what` (its command and settings); refused, naming the folder, the other run and the
+    /// way out, while a run of another key holds a claim there.
+    pub fn join(dir: &Path, key: &str, what: &str) -> Result<RunClaim> {
+        let _serial = ShortLock::wait(&dir.join(CLAIMS_LOCK_FILE))?;
+        let own = format!("{RUN_CLAIM_PREFIX}{key}{LOCK_SUFFIX}");
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let name = entry.map_err(|e| Error::io(dir, e))?.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(RUN_CLAIM_PREFIX) && name.ends_with(LOCK_SUFFIX) && name != own {
+                check_other_claim(dir, &dir.join(name.as_ref()))?;
+            }
+        }
+        let path = dir.join(own);
+        for _ in 0..LOCK_TRIES {
+            let file = open_lock_file(&path)?;
+            file.lock_shared().map_err(|e| Error::io(&path, e))?;
+            if !is_current(&file, &path) {
+                continue;
+            }
+            // Every run of this key writes the same bytes.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::FileExt;
+                file.write_all_at(what.as_bytes(), 0)
+                    .map_err(|e| Error::io(&path, e))?;
+            }
+            return Ok(RunClaim { file, path });
+        }
+        Err(lock_replaced(&path))
+    }
+}
+
+/// The claim `path` of another plan: refused while a live run holds it, removed when its run
+/// is gone (killed). Called under [`CLAIMS_LOCK_FILE`].
+#[cfg(feature = "full")]
+fn check_other_claim(dir: &Path, path: &Path) -> Result<()> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            // No live run holds it: a killed run's, or one that has just left.
+            let _ = std::fs::remove_file(path);
+            let _ = file.unlock();
+            Ok(())
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let what = std::fs::read_to_string(path).unwrap_or_default();
+            Err(Error::InvalidInput(format!(
+                "{}: another descl run with other settings or images is writing into this folder ({}); two runs of different plans in one folder would leave a mix of their files. Wait for it to finish, or write into another folder",
+                dir.display(),
+                what.trim()
+            )))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
+    }
+}
+
+#[cfg(feature = "full")]
+impl Drop for RunClaim {
+    /// The last holder (the one that can take the lock exclusively) removes the claim.
+    fn drop(&mut self) {
+        if self.file.try_lock().is_ok() {
             let _ = std::fs::remove_file(&self.path);
         }
         let _ = self.file.unlock();

@@ -630,6 +630,76 @@ pub fn image_names(path: &Path) -> Result<Vec<String>> {
         .map_err(db_err)
 }
 
+/// Each image of a COLMAP database's `images` table with its camera's width and height, in id
+/// order (a file that is not such a database is an error naming it).
+pub fn image_sizes(path: &Path) -> Result<Vec<(String, u32, u32)>> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT images.name, cameras.width, cameras.height FROM images \
+             JOIN cameras ON images.camera_id = cameras.camera_id ORDER BY images.image_id",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(db_err)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (name, w, h) = row.map_err(db_err)?;
+        let size = |v: i64| {
+            u32::try_from(v).map_err(|_| {
+                Error::format(
+                    path,
+                    format!("image {name}: camera size {w}×{h} is not a size"),
+                )
+            })
+        };
+        out.push((name.clone(), size(w)?, size(h)?));
+    }
+    Ok(out)
+}
+
+/// Checks, before mapping, that the folder `images` holds the database's images as they were
+/// extracted: each image file there, at its camera's width and height (read from the file's
+/// header only). The mapper colours the points from these files, and other pictures under the
+/// same names, or the same pictures resized, would colour them wrongly with exit 0. Returns
+/// the number of images.
+pub fn check_image_folder(path: &Path, images: &Path) -> Result<usize> {
+    let sizes = image_sizes(path)?;
+    for (name, w, h) in &sizes {
+        let file = images.join(name);
+        if !file.is_file() {
+            return Err(Error::InvalidInput(format!(
+                "{}: the database's image {name} is not in this folder ({} images listed in {}); give the folder the database was made from",
+                images.display(),
+                sizes.len(),
+                path.display()
+            )));
+        }
+        let got = ::image::image_dimensions(&file).map_err(|e| Error::Image {
+            path: file.clone(),
+            reason: e.to_string(),
+        })?;
+        if got != (*w, *h) {
+            return Err(Error::InvalidInput(format!(
+                "{}: {}×{} pixels, but the database {} records {name} at {w}×{h}: not the image its features were extracted from; give the folder the database was made from",
+                file.display(),
+                got.0,
+                got.1,
+                path.display()
+            )));
+        }
+    }
+    Ok(sizes.len())
+}
+
 /// The images of a COLMAP database (descl's or COLMAP's own) that have a verified pair of at
 /// least `min_inliers` inliers (`two_view_geometries.rows`): the most a reconstruction of it
 /// can register (COLMAP's mapper builds its correspondence graph from those pairs alone).

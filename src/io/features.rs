@@ -168,6 +168,7 @@ pub fn read_features(path: &Path) -> Result<Features> {
     };
     let meta = parse_meta(meta, path)?;
     crate::features::check_frames(&frames, meta.image_width, meta.image_height).map_err(bad)?;
+    check_finite(&scores, &descriptors).map_err(bad)?;
     let mut f = Features {
         frames,
         scores,
@@ -185,6 +186,31 @@ pub fn read_features(path: &Path) -> Result<Features> {
     }
     f.meta.content = Some(id);
     Ok(f)
+}
+
+/// Scores and float descriptors must be finite: a NaN score was taken as any other (and sorts
+/// nowhere), and a NaN descriptor was refused only at matching, by a message that did not name
+/// the file. Checked where every features file is read (`.npz` and `features.h5`), so the
+/// error names the file; the reason names the row.
+pub(crate) fn check_finite(
+    scores: &[f32],
+    descriptors: &Descriptors,
+) -> std::result::Result<(), String> {
+    if let Some(k) = scores.iter().position(|s| !s.is_finite()) {
+        return Err(format!("score {k} is not finite ({})", scores[k]));
+    }
+    if let Descriptors::Float(d) = descriptors {
+        if let Some(k) = d
+            .rows()
+            .into_iter()
+            .position(|r| r.iter().any(|v| !v.is_finite()))
+        {
+            return Err(format!(
+                "descriptor {k} holds a value that is not finite (NaN or infinite); extract the features again"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn unpack_bytes(b: &[u8]) -> BinaryDescriptor {

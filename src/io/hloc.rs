@@ -729,6 +729,8 @@ pub fn read_features(path: &Path, name: &str) -> Result<Features> {
     if scores.len() != n {
         return Err(bad(format!("{} scores for {n} keypoints", scores.len())));
     }
+    let scores = scores.to_vec();
+    crate::io::features::check_finite(&scores, &descriptors).map_err(bad)?;
     let frames = kp
         .rows()
         .into_iter()
@@ -740,7 +742,7 @@ pub fn read_features(path: &Path, name: &str) -> Result<Features> {
         .collect();
     let mut f = Features {
         frames,
-        scores: scores.to_vec(),
+        scores,
         descriptors,
         meta,
     };

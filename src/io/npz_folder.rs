@@ -33,7 +33,13 @@ pub struct NpzFolder {
     /// Shared with the other runs writing into the folder (shards); the first run alone in it
     /// removes what killed runs left ([`remove_killed_runs_temporaries`]).
     _lock: FolderLock,
+    /// The match run's claim on the folder ([`crate::io::plan::claim_folder`]), taken with
+    /// its plan: a run of another plan is refused while this one writes.
+    _claim: Option<crate::io::atomic::RunClaim>,
 }
+
+/// The longest file name Linux file systems take (ext4, XFS, btrfs: `NAME_MAX`).
+pub const MAX_FILE_NAME_BYTES: usize = 255;
 
 /// The stem of an image name, folders kept (`a/0000.jpg` → `a/0000`), checked to stay inside
 /// the folder.
@@ -74,6 +80,7 @@ impl NpzFolder {
             run_stems: None,
             allowed_model: None,
             _lock: lock,
+            _claim: None,
         })
     }
 
@@ -287,6 +294,7 @@ impl Writer for NpzFolder {
         }
         for [a, b] in &plan.pairs {
             let file = self.pair_path(a, b)?;
+            check_name_length(&file, a, b)?;
             let this = format!("the matches of {a} and {b}");
             if let Some(other) = meaning.insert(file.clone(), this.clone()) {
                 return Err(Error::InvalidInput(format!(
@@ -296,6 +304,11 @@ impl Writer for NpzFolder {
                 )));
             }
         }
+        self._claim = Some(crate::io::plan::claim_folder(
+            &self.dir,
+            MATCH_PLAN_FILE,
+            plan,
+        )?);
         write_plan(&self.dir, MATCH_PLAN_FILE, plan)?;
         self.remove_pairs_outside(plan)
     }
@@ -309,6 +322,20 @@ impl Writer for NpzFolder {
     fn finish(self: Box<Self>) -> Result<PathBuf> {
         Ok(self.dir)
     }
+}
+
+/// Refuses, before any matching, a pair file whose name the file system cannot hold (longer
+/// than [`MAX_FILE_NAME_BYTES`]: two long image names), naming the pair and the way out;
+/// otherwise each such pair failed after its matching work was done.
+fn check_name_length(file: &Path, a: &str, b: &str) -> Result<()> {
+    let len = file.file_name().map_or(0, |n| n.len());
+    if len > MAX_FILE_NAME_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "{}: the pair file of {a} and {b} would have a name of {len} bytes, more than the {MAX_FILE_NAME_BYTES} a file name may have; shorten those image names or use --format h5",
+            file.parent().unwrap_or(file).display()
+        )));
+    }
+    Ok(())
 }
 
 /// Removes the temporaries that killed runs left in the folder `dir` and below it: those of

@@ -12,7 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::features::FeatureMeta;
-use crate::io::atomic::write_bytes_atomic;
+use crate::io::atomic::{write_bytes_atomic, RunClaim};
 use crate::matching::two_view::PairConfig;
 use crate::names::SetInput;
 use crate::provenance::{set_identity, ExtractSettings, SetIdentity};
@@ -280,12 +280,17 @@ fn derived_set(
 pub struct PreviousPlan {
     path: std::path::PathBuf,
     bytes: Option<Vec<u8>>,
+    /// The run's claim on the folder, held as long as this value ([`claim_folder`]).
+    _claim: RunClaim,
 }
 
 impl PreviousPlan {
-    /// Writes `plan` as `dir/file` (before any work, so that a killed run leaves its plan and
-    /// the images it did not reach are known to be missing); returns what was there.
+    /// Claims `dir` for `plan`'s run ([`claim_folder`]: refused while a run of another plan
+    /// writes there), then writes `plan` as `dir/file` (before any work, so that a killed run
+    /// leaves its plan and the images it did not reach are known to be missing); returns what
+    /// was there, holding the claim.
     pub fn replace<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Result<PreviousPlan> {
+        let claim = claim_folder(dir, file, plan)?;
         let path = dir.join(file);
         let bytes = match std::fs::read(&path) {
             Ok(b) => Some(b),
@@ -293,7 +298,11 @@ impl PreviousPlan {
             Err(e) => return Err(Error::io(&path, e)),
         };
         write_plan(dir, file, plan)?;
-        Ok(PreviousPlan { path, bytes })
+        Ok(PreviousPlan {
+            path,
+            bytes,
+            _claim: claim,
+        })
     }
 
     /// Puts the earlier plan back (or removes the new one when there was none).
@@ -303,6 +312,103 @@ impl PreviousPlan {
             None => std::fs::remove_file(&self.path).map_err(|e| Error::io(&self.path, e)),
         }
     }
+}
+
+/// Refuses, before a shard writes its plan, a plan of another run already in `dir/file`
+/// (other settings or images, named): the shard would replace it, and the mix of the two runs'
+/// files would be found only at match or merge time, blaming the first run's files. Shards of
+/// one run compute the same plan, so they pass; a new run over an old one's folder removes the
+/// old plan first (or writes elsewhere).
+pub fn refuse_other_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Result<()> {
+    let path = dir.join(file);
+    let Some(old) = read_plan::<serde_json::Value>(dir, file)? else {
+        return Ok(());
+    };
+    // Through text, as the old plan was read: an f32 setting compares equal to itself.
+    let new: serde_json::Value = serde_json::to_vec(plan)
+        .and_then(|json| serde_json::from_slice(&json))
+        .map_err(|e| Error::format(&path, format!("cannot serialise the plan: {e}")))?;
+    let mut differ = Vec::new();
+    differing_fields("", &old, &new, &mut differ);
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidInput(format!(
+        "{}: the plan of another run ({} differ from this shard's): a shard writing here would mix its files with that run's. Run every shard with the same images and settings, or write into another folder (or remove that run's outputs and plan first)",
+        path.display(),
+        listing(&differ)
+    )))
+}
+
+/// The dotted paths of the object fields where `old` and `new` differ (a list or a value
+/// that differs is named as a whole).
+fn differing_fields(
+    at: &str,
+    old: &serde_json::Value,
+    new: &serde_json::Value,
+    out: &mut Vec<String>,
+) {
+    if old == new {
+        return;
+    }
+    match (old.as_object(), new.as_object()) {
+        (Some(o), Some(n)) => {
+            for (k, v) in n {
+                let path = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                differing_fields(&path, o.get(k).unwrap_or(&serde_json::Value::Null), v, out);
+            }
+        }
+        _ => out.push(at.to_string()),
+    }
+}
+
+/// Hex digits of a plan's SHA-256 that name its claim file: 64 bits, so that two different
+/// plans in one folder do not share a claim by chance.
+const CLAIM_KEY_HEX_DIGITS: usize = 16;
+
+/// Claims the output folder `dir` for the run of `plan` (the plan it writes as `file`):
+/// every shard of one run computes the same plan, so they share the claim, while a run of
+/// another plan (other settings or images) is refused as long as one of them writes there
+/// ([`RunClaim::join`]), naming the plan's settings. Held for the run's whole life.
+pub fn claim_folder<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Result<RunClaim> {
+    use sha2::{Digest, Sha256};
+    let path = dir.join(file);
+    let json = serde_json::to_vec(plan)
+        .map_err(|e| Error::format(&path, format!("cannot serialise the plan: {e}")))?;
+    let digest = Sha256::digest(&json);
+    let key: String = digest
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .chars()
+        .take(CLAIM_KEY_HEX_DIGITS)
+        .collect();
+    RunClaim::join(dir, &key, &describe_plan(file, &json))
+}
+
+/// How a run is described to another run refused in its folder: its plan file and settings
+/// (the plan without its image or pair lists).
+fn describe_plan(file: &str, json: &[u8]) -> String {
+    let mut value: serde_json::Value = serde_json::from_slice(json).unwrap_or_default();
+    let mut sizes = Vec::new();
+    if let Some(map) = value.as_object_mut() {
+        for list in ["images", "inputs", "pairs"] {
+            if let Some(n) = map.get(list).and_then(|v| v.as_array()).map(Vec::len) {
+                sizes.push(format!("{n} {list}"));
+            }
+        }
+        map.retain(|k, _| k == "settings" || k == "config");
+    }
+    let settings = value
+        .as_object()
+        .and_then(|m| m.values().next())
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    format!("its {file}: {}, settings {settings}", sizes.join(", "))
 }
 
 /// Whether `name` is the temporary of a run plan ([`write_plan`]) that a killed run may have

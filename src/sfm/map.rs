@@ -189,8 +189,9 @@ pub fn map(
     // The mapper is checked here (pycolmap imported), so a Python without it is refused before
     // the output folder is made or any mapper runs.
     let mapper = options.mapper.describe()?;
-    let _lock = lock_out(database, images, out, overwrite)?;
+    // Before the folder is made: a database without two registrable images leaves none.
     let registrable = registrable_images(database)?;
+    let _lock = lock_out(database, images, out, overwrite)?;
     let refine_px = match (options.refine, options.filter_max_reproj_error_px) {
         (true, None) => refine_filter_px(crate::io::colmap::median_camera_side(database)?),
         _ => None,

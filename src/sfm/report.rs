@@ -50,10 +50,17 @@ impl MapAttempt {
     }
 }
 
-/// A filter for a message: at most two decimals, no trailing zeros (`2.6 px`, not
-/// `2.6041666666666665 px`).
+/// A filter for a message: two decimals where they hold it to 1 % (`2.6 px`, not
+/// `2.6041666666666665 px`), more where they do not (`0.0001 px`, not `0 px`); no trailing
+/// zeros.
 pub fn px_text(px: f64) -> String {
-    let s = format!("{px:.2}");
+    let decimals = (2..=12)
+        .find(|&d| {
+            let shown: f64 = format!("{px:.d$}").parse().unwrap_or(px);
+            (shown - px).abs() <= 0.01 * px.abs()
+        })
+        .unwrap_or(12);
+    let s = format!("{px:.decimals$}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 

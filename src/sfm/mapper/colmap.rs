@@ -13,6 +13,7 @@ use std::process::Command;
 /// The `colmap` executable: `$DESCL_COLMAP` or `colmap` on PATH.
 pub fn colmap_exe() -> PathBuf {
     std::env::var_os("DESCL_COLMAP")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("colmap"))
 }
@@ -44,11 +45,18 @@ pub fn run_colmap_stdout(args: &[&std::ffi::OsStr]) -> Result<String> {
             .rev()
             .collect::<Vec<_>>()
             .join("\n");
+        // The database it worked on, when it was given one (`--database_path DB`).
+        let database = args
+            .windows(2)
+            .find(|w| w[0] == "--database_path")
+            .map(|w| format!(" on the database {}", Path::new(w[1]).display()))
+            .unwrap_or_default();
         return Err(Error::InvalidInput(format!(
-            "colmap {} failed ({}):\n{tail}",
+            "colmap {} ({}) failed{database} ({}):\n{tail}",
             args.first()
                 .map(|a| a.to_string_lossy())
                 .unwrap_or_default(),
+            exe.display(),
             out.status
         )));
     }

@@ -1,0 +1,596 @@
+//! Issue 55's hostile cases: an output that would land on an input photograph or a run plan,
+//! images without descriptors in retrieval, an intrinsics file with keys descl cannot honour,
+//! a mapping folder of other pictures, hloc's files without an extract plan, two runs of
+//! different settings into one folder at once, pair-file names too long for the file system,
+//! links counted as images, EXIF focal lengths as COLMAP computes them, NaN features. Each
+//! test failed before its fix.
+
+mod common;
+
+use common::{descl, run, small_images};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const NAMES: [&str; 3] = ["0000.png", "0001.png", "0002.png"];
+/// SIFT needs no network: the fastest describer.
+const SIFT: [&str; 2] = ["-m", "sift"];
+
+/// `descl extract IMGS --out OUT -m sift ARGS...`: (success, stderr).
+fn extract(imgs: &Path, out: &Path, args: &[&str]) -> (bool, String) {
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(imgs)
+        .arg("--out")
+        .arg(out)
+        .args(SIFT)
+        .args(args));
+    (ok, err)
+}
+
+/// A uniform picture of `w`×`h` (no keypoint anywhere).
+fn blank(path: &Path, w: u32, h: u32) {
+    image::GrayImage::from_pixel(w, h, image::Luma([128u8]))
+        .save(path)
+        .unwrap();
+}
+
+/// Critical: `descl sfm IMAGES --database IMAGES/0000.png --overwrite` replaced the photograph
+/// with SQLite, and `sfm merge --images IMAGES --database IMAGES/0000.png --overwrite` too; a
+/// new database named as an image inside the folder would be read as one of its images.
+#[test]
+fn no_database_lands_on_an_image_of_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let victim = imgs.join(NAMES[0]);
+    let before = std::fs::read(&victim).unwrap();
+    let (feats, m) = (dir.path().join("feats"), dir.path().join("m"));
+    std::fs::create_dir_all(&feats).unwrap();
+    std::fs::create_dir_all(&m).unwrap();
+    let sfm = |db: &Path| {
+        run(descl()
+            .arg("sfm")
+            .arg(&imgs)
+            .arg("--database")
+            .arg(db)
+            .arg("--overwrite")
+            .args(SIFT))
+    };
+    let merge = |db: &Path| {
+        run(descl()
+            .args(["sfm", "merge", "--overwrite", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&m)
+            .arg("--images")
+            .arg(&imgs)
+            .arg("--database")
+            .arg(db))
+    };
+    for (what, (ok, _, err)) in [("sfm", sfm(&victim)), ("merge", merge(&victim))] {
+        assert!(
+            !ok && err.contains("is an input") && err.contains(&victim.display().to_string()),
+            "{what}: {err}"
+        );
+    }
+    let new_image = imgs.join("db.png");
+    for (what, (ok, _, err)) in [("sfm", sfm(&new_image)), ("merge", merge(&new_image))] {
+        assert!(
+            !ok && err.contains("named as an image inside the image folder"),
+            "{what}: {err}"
+        );
+        assert!(!new_image.exists(), "{what} wrote {}", new_image.display());
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), before, "the image changed");
+}
+
+/// Low: `descl match A.npz B.npz --out FEATS/descl-extract-plan.json` replaced the folder's
+/// plan; `descl pairs --out` into another folder's plan too.
+#[test]
+fn no_output_replaces_a_run_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let plan = feats.join(descl::io::plan::EXTRACT_PLAN_FILE);
+    let before = std::fs::read(&plan).unwrap();
+    let (a, b) = (feats.join("0000.npz"), feats.join("0001.npz"));
+    let (ok, _, err) = run(descl().arg("match").arg(&a).arg(&b).arg("--out").arg(&plan));
+    assert!(!ok && err.contains("run plan"), "{err}");
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--exhaustive", "--out"])
+        .arg(other.join(descl::io::plan::MATCH_PLAN_FILE)));
+    assert!(!ok && err.contains("run plan"), "{err}");
+    assert_eq!(std::fs::read(&plan).unwrap(), before);
+}
+
+/// High: an image without descriptors (a uniform picture) had an all-zero VLAD vector whose
+/// similarity 0 beat every negative one: it was paired with every image and took the real
+/// images' neighbours. It is in no retrieval pair now, and the run says which images it left
+/// out.
+#[test]
+fn retrieval_pairs_no_image_without_descriptors() {
+    let Some(root) = common::data_root_or_skip("retrieval_pairs_no_image_without_descriptors")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = common::fountain_quartet(&root, dir.path());
+    for name in ["blank-a.png", "blank-b.png"] {
+        blank(&imgs.join(name), 640, 427);
+    }
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &["--max-image-size", "640"]);
+    assert!(ok, "{err}");
+    let out = dir.path().join("pairs.txt");
+    let (ok, stdout, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--retrieval", "3", "--json", "--out"])
+        .arg(&out));
+    assert!(ok, "{err}");
+    let pairs = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = pairs.lines().collect();
+    assert!(
+        lines.iter().all(|l| !l.contains("blank")),
+        "pairs with an image without descriptors:\n{pairs}"
+    );
+    // Four real images, three neighbours each: all six real pairs are kept.
+    assert_eq!(lines.len(), 6, "{pairs}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        json["images_without_descriptors"],
+        serde_json::json!(["blank-a.png", "blank-b.png"]),
+        "{stdout}"
+    );
+    assert!(err.contains("in no retrieval pair"), "{err}");
+}
+
+/// Low: `descl pairs` on one image reported a share of exhaustive of 0.0 (0 of 0 pairs).
+#[test]
+fn pairs_of_one_image_are_all_of_exhaustive() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES[..1]);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (ok, stdout, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--exhaustive", "--json", "--out"])
+        .arg(dir.path().join("p.txt")));
+    assert!(ok, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        json["share_of_exhaustive"],
+        serde_json::json!(1.0),
+        "{stdout}"
+    );
+}
+
+/// Medium: `descl sfm map DB --images DIR` checked only that files of the database's names
+/// exist; the same pictures at half size (or others) were mapped, their points coloured
+/// wrongly. The camera's width and height are checked against each file's header.
+#[test]
+fn sfm_map_refuses_images_of_another_size() {
+    if !common::colmap_or_skip("sfm_map_refuses_images_of_another_size") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT));
+    assert!(ok, "{err}");
+    let other = dir.path().join("half");
+    std::fs::create_dir(&other).unwrap();
+    for name in NAMES {
+        let img = image::open(imgs.join(name)).unwrap();
+        img.resize(img.width() / 2, img.height() / 2, image::imageops::Triangle)
+            .save(other.join(name))
+            .unwrap();
+    }
+    let sparse = dir.path().join("sparse");
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&other)
+        .arg("--sparse-dir")
+        .arg(&sparse));
+    assert!(!ok, "mapped pictures of another size: {err}");
+    assert!(
+        err.contains(&other.join(NAMES[0]).display().to_string()) && err.contains("records"),
+        "{err}"
+    );
+    assert!(!sparse.exists(), "a sparse folder was left");
+}
+
+/// Low: `descl sfm map` on a database without a verified pair (matched with `--geometry
+/// none`) left an empty sparse folder.
+#[test]
+fn sfm_map_without_verified_pairs_leaves_no_folder() {
+    if !common::colmap_or_skip("sfm_map_without_verified_pairs_leaves_no_folder") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT)
+        .args(["--geometry", "none"]));
+    assert!(ok, "{err}");
+    let sparse = dir.path().join("sparse");
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&imgs)
+        .arg("--sparse-dir")
+        .arg(&sparse));
+    assert!(!ok && err.contains("a model needs two"), "{err}");
+    assert!(!sparse.exists(), "an empty sparse folder was left");
+}
+
+/// Low: `descl sfm --geometry none --reconstruct` did all the work and then failed.
+#[test]
+fn sfm_reconstruct_without_verification_is_refused_before_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT)
+        .args(["--geometry", "none", "--reconstruct"]));
+    assert!(
+        !ok && err.contains("--geometry none --reconstruct"),
+        "{err}"
+    );
+    assert!(!db.exists(), "the database was written before the refusal");
+}
+
+/// Medium: `descl match --images IMAGES --format h5 --out-dir X` wrote no extract plan, so
+/// after an image was deleted and the command run again, `descl match --images
+/// X/features.h5` matched the removed image's features again.
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_match_of_images_writes_its_extract_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let out = dir.path().join("h5");
+    let h5_match = || {
+        run(descl()
+            .args(["match", "--exhaustive", "--format", "h5", "--images"])
+            .arg(&imgs)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(SIFT))
+    };
+    let (ok, _, err) = h5_match();
+    assert!(ok, "{err}");
+    assert!(out.join(descl::io::plan::EXTRACT_PLAN_FILE).is_file());
+    std::fs::remove_file(imgs.join(NAMES[2])).unwrap();
+    let (ok, _, err) = h5_match();
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(out.join("features.h5"))
+        .arg("--out-dir")
+        .arg(dir.path().join("again")));
+    assert!(
+        !ok,
+        "the removed image's features were matched again: {err}"
+    );
+    assert!(err.contains(NAMES[2]), "{err}");
+}
+
+/// The two commands started together (neither waited for before both are running):
+/// (success, stderr) of each.
+fn together(a: &mut Command, b: &mut Command) -> [(bool, String); 2] {
+    let spawn = |c: &mut Command| {
+        c.stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (ca, cb) = (spawn(a), spawn(b));
+    [ca, cb].map(|c| {
+        let out = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("panicked"), "descl panicked: {err}");
+        (out.status.success(), err)
+    })
+}
+
+/// What two runs of different settings into one folder may do: one refused, naming the
+/// other run, or (when one had finished before the other began) both, one after the other.
+/// Never both exit 0 with the folder holding a mix: the folder must be a consistent set
+/// (`check` succeeds on it).
+fn assert_serialised(results: &[(bool, String); 2], check: impl Fn() -> (bool, String)) {
+    for (ok, err) in results {
+        assert!(
+            *ok || err.contains("another descl run with other settings"),
+            "refused for another reason: {err}"
+        );
+    }
+    if results.iter().any(|(ok, _)| *ok) {
+        let (ok, err) = check();
+        assert!(ok, "the folder holds a mix of the two runs: {err}");
+    }
+}
+
+/// Issue 55, item 6: two `descl extract` runs of different settings into one npz folder, started
+/// together, both exited 0 while the folder held a mix (and the last plan); now the second is
+/// refused while the first writes. Shards of one run still share the folder.
+#[test]
+fn two_extractions_of_other_settings_into_one_folder_do_not_both_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..24).map(|i| format!("{i:04}.png")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let imgs = small_images(dir.path(), &names);
+    for round in 0..3 {
+        let feats = dir.path().join(format!("feats{round}"));
+        let cmd = |keypoints: &str| {
+            let mut c = descl();
+            c.arg("extract")
+                .arg(&imgs)
+                .arg("--out")
+                .arg(&feats)
+                .args(SIFT)
+                .args(["--max-keypoints", keypoints]);
+            c
+        };
+        let results = together(&mut cmd("300"), &mut cmd("200"));
+        assert_serialised(&results, || {
+            let (ok, _, err) = run(descl()
+                .args(["match", "--sequential", "1", "--images"])
+                .arg(&feats)
+                .arg("--out-dir")
+                .arg(dir.path().join(format!("m{round}"))));
+            (ok, err)
+        });
+    }
+    // Two shards of one run, together: both write.
+    let feats = dir.path().join("shards");
+    let shard = |i: &str| {
+        let mut c = descl();
+        c.arg("extract")
+            .arg(&imgs)
+            .arg("--out")
+            .arg(&feats)
+            .args(SIFT)
+            .args(["--shard", i]);
+        c
+    };
+    let [(ok_a, err_a), (ok_b, err_b)] = together(&mut shard("0/2"), &mut shard("1/2"));
+    assert!(ok_a && ok_b, "{err_a}\n{err_b}");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--sequential", "1", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(dir.path().join("m-shards")));
+    assert!(ok, "{err}");
+}
+
+/// Issue 55, item 6: the same for two `descl match` runs of different settings into one npz
+/// folder: both reported their pairs matched while the folder held the later run's files.
+#[test]
+fn two_match_runs_of_other_settings_into_one_folder_do_not_both_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("{i:04}.png")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let imgs = small_images(dir.path(), &names);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    for round in 0..3 {
+        let out = dir.path().join(format!("m{round}"));
+        let cmd = |inliers: &str| {
+            let mut c = descl();
+            c.args(["match", "--exhaustive", "--images"])
+                .arg(&feats)
+                .arg("--out-dir")
+                .arg(&out)
+                .args(["--min-inliers", inliers]);
+            c
+        };
+        let results = together(&mut cmd("15"), &mut cmd("16"));
+        // A consistent folder merges: every pair file of the plan's settings.
+        assert_serialised(&results, || {
+            let (ok, _, err) = run(descl()
+                .args(["sfm", "merge", "--features"])
+                .arg(&feats)
+                .arg("--matches")
+                .arg(&out)
+                .arg("--database")
+                .arg(dir.path().join(format!("merged{round}.db"))));
+            (ok, err)
+        });
+    }
+}
+
+/// Issue 55, item 6: pair files whose names exceed the file system's 255 bytes failed one by
+/// one after their matching work; refused before any.
+#[test]
+fn pair_file_names_too_long_are_refused_before_matching() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = |c: char| format!("{}.png", c.to_string().repeat(140));
+    let (a, b) = (long('a'), long('b'));
+    let imgs = small_images(dir.path(), &[a.as_str(), b.as_str()]);
+    let out = dir.path().join("m");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&imgs)
+        .arg("--out-dir")
+        .arg(&out)
+        .args(SIFT));
+    assert!(!ok, "{err}");
+    assert!(err.contains("255") && err.contains("--format h5"), "{err}");
+    assert!(!err.contains("matched"), "matching ran first: {err}");
+}
+
+/// Low: a link to an image of the set was a second image (matched with itself).
+#[test]
+fn a_link_to_an_image_of_the_set_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let link = imgs.join("link.png");
+    std::os::unix::fs::symlink(imgs.join(NAMES[0]), &link).unwrap();
+    let (ok, err) = extract(&imgs, &dir.path().join("feats"), &[]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(&link.display().to_string()) && err.contains("one file"),
+        "{err}"
+    );
+}
+
+/// Low: an EXIF 35 mm focal length f35 gives f = f35 / 35 · max(width, height), as COLMAP
+/// computes it (descl divided by 36: 622.2 px for 35 mm on a 640 px image, COLMAP 640).
+#[test]
+fn exif_focal_is_colmaps() {
+    let Some(root) = common::data_root_or_skip("exif_focal_is_colmaps") else {
+        return;
+    };
+    let src = root.join("strecha/fountain-P11/images/0000.jpg");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f35.jpg");
+    std::fs::write(
+        &file,
+        common::with_exif_focal(&std::fs::read(&src).unwrap(), 35),
+    )
+    .unwrap();
+    let (w, h) = image::image_dimensions(&file).unwrap();
+    let k = descl::geometry::Intrinsics::from_exif(&file, w, h)
+        .unwrap()
+        .unwrap();
+    assert_eq!(k.fx, w.max(h) as f64, "{k}");
+}
+
+/// Low: a features file with a NaN score was accepted, and a NaN descriptor was refused only
+/// at matching by a message that did not name the file.
+#[test]
+fn nan_features_are_refused_naming_the_file() {
+    use descl::io::features::{read_features, write_features};
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES[..1]);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let good = read_features(&feats.join("0000.npz")).unwrap();
+    let poison = |f: &mut descl::features::Features, scores: bool| {
+        f.meta.content = None;
+        if scores {
+            f.scores[0] = f32::NAN;
+        } else if let descl::describe::Descriptors::Float(d) = &mut f.descriptors {
+            d[[0, 3]] = f32::NAN;
+        }
+    };
+    for (scores, says) in [(true, "score 0"), (false, "descriptor 0")] {
+        let mut f = good.clone();
+        poison(&mut f, scores);
+        let file: PathBuf = dir.path().join(format!("nan-{scores}.npz"));
+        write_features(&file, &f).unwrap();
+        let e = read_features(&file).unwrap_err().to_string();
+        assert!(
+            e.contains(says) && e.contains(&file.display().to_string()),
+            "{e}"
+        );
+    }
+}
+
+/// Low: `--filter-max-reproj-error 0.0001` was reported as "0 px".
+#[test]
+fn a_small_filter_is_printed_with_its_digits() {
+    use descl::sfm::px_text;
+    assert_eq!(px_text(0.0001), "0.0001");
+    assert_eq!(px_text(0.0123), "0.0123");
+    assert_eq!(px_text(0.5), "0.5");
+    assert_eq!(px_text(2.6041666666666665), "2.6");
+    assert_eq!(px_text(4.0), "4");
+}
+
+/// Low: `descl sfm --reconstruct --overwrite` with the database inside an earlier model (which
+/// --overwrite removes before mapping) was refused only after extraction and matching.
+#[test]
+fn a_database_inside_an_earlier_model_is_refused_before_work() {
+    if !common::colmap_or_skip("a_database_inside_an_earlier_model_is_refused_before_work") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let sparse = dir.path().join("sparse");
+    let model = sparse.join("0");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("images.bin"), b"").unwrap();
+    let db = model.join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .arg("--sparse-dir")
+        .arg(&sparse)
+        .args(["--reconstruct", "--overwrite"])
+        .args(SIFT));
+    assert!(!ok && err.contains("inside this earlier model"), "{err}");
+    assert!(!db.exists(), "the database was written before the refusal");
+}
+
+/// Low: an empty `DESCL_COLMAP` was run as an empty command (an empty `DESCL_PYTHON` counts
+/// as unset); `DESCL_COLMAP=/bin/false` failed naming neither the executable nor the database.
+#[test]
+fn descl_colmap_empty_is_unset_and_a_failure_names_it() {
+    if !common::colmap_or_skip("descl_colmap_empty_is_unset_and_a_failure_names_it") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT)
+        .args(["--geometry", "none"]));
+    assert!(ok, "{err}");
+    // Colmap is found (then the database has no verified pair to map).
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&imgs)
+        .arg("--sparse-dir")
+        .arg(dir.path().join("sparse"))
+        .env("DESCL_COLMAP", ""));
+    assert!(
+        !ok && !err.contains("cannot run") && err.contains("a model needs two"),
+        "an empty DESCL_COLMAP: {err}"
+    );
+    let r = descl::sfm::mapper::colmap::run_colmap(&[
+        "feature_importer".as_ref(),
+        "--database_path".as_ref(),
+        db.as_os_str(),
+    ]);
+    // The real colmap fails too (no image path), naming the database and executable.
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains(&db.display().to_string()) && e.contains("colmap"),
+        "{e}"
+    );
+}
