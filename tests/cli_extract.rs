@@ -442,9 +442,14 @@ fn extract_h5_without_the_feature_names_it_and_writes_nothing() {
         err.contains("`cargo install --path . --features h5`") && !err.contains("install descl"),
         "{err}"
     );
-    let manifest = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .unwrap();
-    assert!(manifest.contains("name = \"descl\"") && manifest.contains("\nh5 = "), "{manifest}");
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"),
+    )
+    .unwrap();
+    assert!(
+        manifest.contains("name = \"descl\"") && manifest.contains("\nh5 = "),
+        "{manifest}"
+    );
     assert!(!out.exists(), "output folder created by a refused run");
 }
 

@@ -70,7 +70,9 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let killed = tmp.path().join(format!("{SFM_SCRATCH_PREFIX}{dead}-x1y2z3"));
+        let killed = tmp
+            .path()
+            .join(format!("{SFM_SCRATCH_PREFIX}{dead}-x1y2z3"));
         std::fs::create_dir_all(killed.join("sparse/0")).unwrap();
         std::fs::write(killed.join("database.db"), vec![0u8; 4096]).unwrap();
         let live = tmp
@@ -83,7 +85,10 @@ mod tests {
         let fresh = sfm_scratch_folder(tmp.path()).unwrap();
         assert!(!killed.exists(), "the killed run's folder is still there");
         assert!(live.is_dir() && old_style.is_dir());
-        assert_eq!(owner(&fresh.path().file_name().unwrap().to_string_lossy()), Some(std::process::id()));
+        assert_eq!(
+            owner(&fresh.path().file_name().unwrap().to_string_lossy()),
+            Some(std::process::id())
+        );
         let kept = fresh.path().to_path_buf();
         drop(fresh);
         assert!(!kept.exists());
