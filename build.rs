@@ -17,12 +17,21 @@ fn main() {
     opencv_version_cfgs();
 }
 
-/// `descl_opencv_essential_no_max_iters` for an OpenCV older than 4.5.2, whose
-/// `findEssentialMat(points, points, K, method, prob, threshold, mask)` takes no `maxIters`
-/// (Debian 11's 4.5.1, the build root of scripts/wheel-bullseye). The version is pkg-config's,
-/// as the opencv crate finds OpenCV on Linux; without pkg-config the current API is assumed.
+/// The OpenCV version whose API and fixes the code below 4.5.2 works around: Debian 11's 4.5.1,
+/// the build root of scripts/wheel-bullseye and scripts/bundle-bullseye.
+const OPENCV_FIXED: [u32; 3] = [4, 5, 2];
+
+/// Two cfgs for an OpenCV older than [`OPENCV_FIXED`]:
+/// - `descl_opencv_essential_no_max_iters`: its `findEssentialMat(points, points, K, method,
+///   prob, threshold, mask)` takes no `maxIters`;
+/// - `descl_opencv_usac_sigma_crash`: its `findHomography` with `USAC_MAGSAC` crashes
+///   (SIGSEGV) in the σ-consensus local optimisation on hard pairs (issue 57; src/geometry).
+///
+/// The version is pkg-config's, as the opencv crate finds OpenCV on Linux; without pkg-config
+/// the current API is assumed.
 fn opencv_version_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(descl_opencv_essential_no_max_iters)");
+    println!("cargo::rustc-check-cfg=cfg(descl_opencv_usac_sigma_crash)");
     println!("cargo::rerun-if-env-changed=PKG_CONFIG_PATH");
     if std::env::var_os("CARGO_FEATURE_FULL").is_none() {
         return;
@@ -38,7 +47,8 @@ fn opencv_version_cfgs() {
         .split('.')
         .map_while(|p| p.parse().ok())
         .collect();
-    if out.status.success() && version.len() >= 3 && version[..3] < [4, 5, 2][..] {
+    if out.status.success() && version.len() >= 3 && version[..3] < OPENCV_FIXED[..] {
         println!("cargo::rustc-cfg=descl_opencv_essential_no_max_iters");
+        println!("cargo::rustc-cfg=descl_opencv_usac_sigma_crash");
     }
 }

@@ -436,6 +436,20 @@ fn extract_h5_without_the_feature_names_it_and_writes_nothing() {
         err.contains("--features h5") && err.contains(&*out.to_string_lossy()),
         "{err}"
     );
+    // The command it suggests works from this repository: no registry serves `descl` (issue
+    // 57), while `--path .` is this crate, whose manifest has the feature.
+    assert!(
+        err.contains("`cargo install --path . --features h5`") && !err.contains("install descl"),
+        "{err}"
+    );
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"),
+    )
+    .unwrap();
+    assert!(
+        manifest.contains("name = \"descl\"") && manifest.contains("\nh5 = "),
+        "{manifest}"
+    );
     assert!(!out.exists(), "output folder created by a refused run");
 }
 

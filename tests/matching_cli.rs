@@ -872,3 +872,41 @@ fn extraction_flags_for_features_files_are_usage_errors() {
         .args(["-m", "sift", "--max-keypoints", "100"]));
     assert!(ok, "{err}");
 }
+
+/// Issue 57's pair: Oxford wall 1→6 with a homography at 3 px, no ratio test. OpenCV 4.5.1's
+/// USAC_MAGSAC crashed here (SIGSEGV in its σ-consensus); every build must verify it, and find
+/// what the Debian 12 build (OpenCV 4.6) finds: 650 matches, 129 inliers. The range allows other
+/// OpenCV releases' RANSAC to differ a little, not to fail.
+#[test]
+fn the_hard_homography_pair_of_issue_57_verifies() {
+    let Some(root) = common::data_root_or_skip("the_hard_homography_pair_of_issue_57_verifies")
+    else {
+        return;
+    };
+    let wall = root.join("oxford/wall");
+    let (ok, stdout, stderr) = common::run(common::descl().args([
+        "match",
+        wall.join("img1.png").to_str().unwrap(),
+        wall.join("img6.png").to_str().unwrap(),
+        "--geometry",
+        "homography",
+        "--no-ratio",
+        "--threshold",
+        "3",
+        "--json",
+    ]));
+    assert!(ok, "descl match failed: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let (matches, inliers) = (
+        v["matches"].as_u64().unwrap(),
+        v["inliers"].as_u64().unwrap(),
+    );
+    assert!(
+        (600..=700).contains(&matches),
+        "{matches} matches: {stdout}"
+    );
+    assert!(
+        (110..=150).contains(&inliers),
+        "{inliers} inliers of {matches}: {stdout}"
+    );
+}

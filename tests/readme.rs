@@ -133,6 +133,21 @@ const SKIPPED: &[(&str, &str)] = &[
     ),
     ("scripts/test", "runs this test"),
     (
+        "scripts/wheel-bullseye",
+        "needs root and debootstrap (a Debian 11 chroot, minutes): scripts/check-install runs \
+         the README's Python install as written before a release",
+    ),
+    (
+        "scripts/wheel-models --out target/bullseye/wheels",
+        "writes the 95 MB models wheel into the checkout: scripts/check-install, and \
+         scripts/test-python builds and installs it for python/tests",
+    ),
+    (
+        "pip install --find-links target/bullseye/wheels 'descl[models]'",
+        "installs the wheels of the two lines above: scripts/check-install runs it in a fresh \
+         CPython 3.9 venv in Debian 11, then the README's Python block",
+    ),
+    (
         "descl bench",
         "the dev benchmarks take hours; tests/eval_*.rs run each suite on small data",
     ),

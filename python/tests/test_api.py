@@ -363,7 +363,8 @@ def test_models_lists_the_default_like_the_cli(run_cli):
 def test_package_finds_bundled_models_and_onnxruntime(tmp_path):
     """Outside the repository, with no environment set, the package uses the descl-models
     wheel's folder when that is installed (every model), else its own (the default only), and
-    the onnxruntime wheel's library; ORT_DYLIB_PATH set by the user wins."""
+    the ONNX Runtime library the wheel carries (descl/_ort/; an onnxruntime wheel's when the
+    package was built from source); ORT_DYLIB_PATH set by the user wins."""
     env = {k: v for k, v in os.environ.items() if k not in ("ORT_DYLIB_PATH", "DESCL_MODELS", "LD_LIBRARY_PATH")}
     code = (
         "import descl, json\n"
@@ -377,7 +378,11 @@ def test_package_finds_bundled_models_and_onnxruntime(tmp_path):
     lib, models, model, names = json.loads(proc.stdout)
     package = Path(descl.__file__).parent
     assert Path(lib).name == f"libonnxruntime.so.{descl.ORT_VERSION}"
-    assert Path(lib).parent.parent.name == "onnxruntime"
+    carried = package / descl.CARRIED_ORT_FOLDER / Path(lib).name
+    if carried.is_file():
+        assert Path(lib) == carried
+    else:
+        assert Path(lib).parent.parent.name == "onnxruntime"
     assert model == descl.DEFAULT_MODEL
     import descl_models
 

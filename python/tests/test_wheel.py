@@ -1,7 +1,9 @@
 """The installed package is the manylinux wheel of scripts/wheel (what scripts/test-python
 installs): its extension loads OpenCV from the wheel's own descl.libs/ (auditwheel's copies),
-never from the system, so a machine without libopencv runs it; ONNX Runtime comes from the
-`onnxruntime` wheel. Skipped for a package built another way (`pip install ./python`)."""
+never from the system, so a machine without libopencv runs it; ONNX Runtime is the library the
+wheel carries (descl/_ort/), so no `onnxruntime` wheel is needed (they exist for CPython >= 3.11
+only, the wheel installs on 3.9). Skipped for a package built another way
+(`pip install ./python`)."""
 
 from pathlib import Path
 
@@ -40,7 +42,23 @@ def test_opencv_comes_from_the_wheel():
     outside = [p for p in opencv if Path(p).parent.resolve() != libs.resolve()]
     assert not outside, f"OpenCV loaded from outside the wheel: {outside}"
     ort = [p for p in _loaded_libraries() if "libonnxruntime" in Path(p).name]
-    assert ort and all("onnxruntime" in Path(p).parts for p in ort), ort
+    carried = (pkg / descl.CARRIED_ORT_FOLDER).resolve()
+    assert ort and all(Path(p).parent.resolve() == carried for p in ort), ort
+
+
+def test_the_wheel_needs_no_onnxruntime_wheel_and_installs_on_39():
+    """The installed wheel's metadata: CPython >= 3.9 and no onnxruntime requirement (the
+    library travels in the wheel, descl/_ort/)."""
+    import importlib.metadata as md
+
+    pkg = Path(descl.__file__).resolve().parent
+    if not (pkg.parent / "descl.libs").is_dir():
+        pytest.skip("not the repaired wheel: installed from source")
+    meta = md.metadata("descl")
+    assert meta["Requires-Python"].replace(" ", "") == ">=3.9", meta["Requires-Python"]
+    requires = [r.replace(" ", "") for r in md.requires("descl") or []]
+    assert not [r for r in requires if r.startswith("onnxruntime")], requires
+    assert (pkg / descl.CARRIED_ORT_FOLDER / f"libonnxruntime.so.{descl.ORT_VERSION}").is_file()
 
 
 #: PyPI's default limit on one file is 100 MB; the descl wheel stays well under it.

@@ -25,5 +25,6 @@ pub mod reconstruction;
 pub mod report;
 pub mod robustness;
 pub mod runner;
+pub mod scratch;
 pub mod sequences;
 pub mod suite;

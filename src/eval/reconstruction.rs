@@ -337,7 +337,7 @@ fn map_as_colmap(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapp
 }
 
 /// Where a scene's reconstructions are built: a temporary folder under the system's, removed
-/// afterwards, or (`descl bench --sfm-keep DIR`) `DIR/SCENE/METHOD`, kept for inspection
+/// afterwards or by the next run when this one is killed (`eval::scratch`), or (`descl bench --sfm-keep DIR`) `DIR/SCENE/METHOD`, kept for inspection
 /// (databases, models), which must not exist yet: an earlier run's files are never mixed in.
 pub enum SfmWork<'a> {
     Temporary,
@@ -348,11 +348,7 @@ impl SfmWork<'_> {
     fn folder(&self, scene: &str, method: &str) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
         match self {
             SfmWork::Temporary => {
-                let tmp = std::env::temp_dir();
-                let dir = tempfile::Builder::new()
-                    .prefix("descl-bench-sfm-")
-                    .tempdir_in(&tmp)
-                    .map_err(|e| Error::io(&tmp, e))?;
+                let dir = crate::eval::scratch::sfm_scratch_folder(&std::env::temp_dir())?;
                 Ok((dir.path().to_path_buf(), Some(dir)))
             }
             SfmWork::Keep(root) => {

@@ -263,6 +263,57 @@ fn essential(
     Ok((e, pose))
 }
 
+/// The homography of `pa ↔ pb` by USAC with MAGSAC++ scoring; `mask` receives the inliers.
+#[cfg(not(descl_opencv_usac_sigma_crash))]
+fn homography(
+    pa: &[[f64; 2]],
+    pb: &[[f64; 2]],
+    config: &RansacConfig,
+    mask: &mut Mat,
+) -> Result<Mat> {
+    Ok(opencv::calib3d::find_homography_ext(
+        &points(pa),
+        &points(pb),
+        opencv::calib3d::USAC_MAGSAC,
+        config.threshold_px,
+        mask,
+        config.max_iters,
+        config.confidence,
+    )?)
+}
+
+/// The homography on OpenCV < 4.5.2 (Debian 11's 4.5.1: the bullseye wheel and bundle; build.rs
+/// sets the cfg). There the `USAC_MAGSAC` preset's local optimisation, σ-consensus
+/// (`LOCAL_OPTIM_SIGMA`), crashes with SIGSEGV on hard pairs: on Oxford wall 1→6 with any
+/// threshold from 1 to 10 px and any score (RANSAC, MSAC, MAGSAC), never with another local
+/// optimisation, and not on easy pairs (issue 57; `scripts/usac-homography-repro.cpp` shows it
+/// outside descl). So this asks USAC for MAGSAC++ scoring with the inner-and-iterative local
+/// optimisation (`LOCAL_OPTIM_INNER_AND_ITER_LO`) instead, the other settings `UsacParams`'
+/// defaults (uniform sampling, seed 0, serial). On the 8 Oxford pairs (SIFT, 650 matches)
+/// where 4.5.1's preset does not crash, it finds the preset's inlier counts, on 4.5.1 and
+/// on 4.6.0 alike; F and E keep the preset, which does not crash there.
+#[cfg(descl_opencv_usac_sigma_crash)]
+fn homography(
+    pa: &[[f64; 2]],
+    pb: &[[f64; 2]],
+    config: &RansacConfig,
+    mask: &mut Mat,
+) -> Result<Mat> {
+    use opencv::calib3d::{LocalOptimMethod, ScoreMethod};
+    let mut params = opencv::calib3d::UsacParams::default()?;
+    params.score = ScoreMethod::SCORE_METHOD_MAGSAC;
+    params.lo_method = LocalOptimMethod::LOCAL_OPTIM_INNER_AND_ITER_LO;
+    params.threshold = config.threshold_px;
+    params.max_iterations = config.max_iters;
+    params.confidence = config.confidence;
+    Ok(opencv::calib3d::find_homography_1(
+        &points(pa),
+        &points(pb),
+        mask,
+        params,
+    )?)
+}
+
 /// Fits `kind` to the matched points `pa[k] ↔ pb[k]` (pixels). `intrinsics` (of A and B) is
 /// required for [`ModelKind::Essential`] and ignored otherwise.
 pub fn verify(
@@ -300,18 +351,7 @@ pub fn verify(
     let method = opencv::calib3d::USAC_MAGSAC;
     let mut mask = Mat::default();
     let (model, pose) = match kind {
-        ModelKind::Homography => {
-            let m = opencv::calib3d::find_homography_ext(
-                &points(pa),
-                &points(pb),
-                method,
-                config.threshold_px,
-                &mut mask,
-                config.max_iters,
-                config.confidence,
-            )?;
-            (mat3(&m)?, None)
-        }
+        ModelKind::Homography => (mat3(&homography(pa, pb, config, &mut mask)?)?, None),
         ModelKind::Fundamental => {
             let m = opencv::calib3d::find_fundamental_mat(
                 &points(pa),

@@ -74,9 +74,9 @@ pub fn open(format: Format, dir: &Path) -> Result<Box<dyn Writer>> {
         #[cfg(not(feature = "h5"))]
         Format::H5 => Err(Error::InvalidInput(format!(
             "{}: --format h5 (hloc's HDF5 files) needs descl built with the cargo feature `h5` \
-             (`cargo install descl --features h5`, or `cargo build --features h5`; the bundle \
-             of scripts/bundle-bullseye has it); this build leaves libhdf5 out (Cargo.toml \
-             [features]). --format npz works here",
+             (in the repository: `cargo install --path . --features h5`, or scripts/demo; the \
+             bundle of scripts/bundle-bullseye has it); this build leaves libhdf5 out \
+             (Cargo.toml [features]). --format npz works here",
             dir.display()
         ))),
     }
