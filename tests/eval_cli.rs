@@ -333,6 +333,7 @@ fn a_missing_data_folder_is_an_error_naming_it_and_the_suite() {
             sfm_runs: 1,
             sfm_mapper: descl::sfm::mapper::MapperKind::Colmap,
             sfm_keep: None,
+            sfm_peers: None,
             command: "test".into(),
         };
         let err = descl::eval::suite::run(&cfg, &[], &descl::progress::Silent)

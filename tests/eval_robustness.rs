@@ -41,6 +41,7 @@ fn jpeg_blur_and_zoom_pairs_of_one_dev_image() {
         sfm_runs: 1,
         sfm_mapper: descl::sfm::mapper::MapperKind::Colmap,
         sfm_keep: None,
+        sfm_peers: None,
         command: "test".into(),
     };
     let sift = Describer::open(SIFT, Device::Cpu).unwrap();

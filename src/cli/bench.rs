@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::builder::TypedValueParser;
 use descl::describe::{Describer, ROOTSIFT, SIFT};
 use descl::eval::plot;
-use descl::eval::reconstruction::DEFAULT_SFM_RUNS;
+use descl::eval::reconstruction::{Peer, DEFAULT_SFM_RUNS};
 use descl::eval::runner::BENCH_MAX_KEYPOINTS;
 use descl::eval::suite::{self, BenchConfig, DataPaths, Suite};
 use descl::io::atomic::write_bytes_atomic;
@@ -33,10 +33,31 @@ pub enum SuiteArg {
     /// UBC PhotoTour: FPR at 95 % recall on the 100k pairs of each dataset.
     Phototour,
     /// Reconstruction of each Strecha scene (`colmap mapper`) against the ground-truth cameras,
-    /// with COLMAP's own SIFT pipeline in the same run.
+    /// with pycolmap 4's and COLMAP's own SIFT pipelines in the same run (`--sfm-peer`).
     Sfm,
     /// Every suite whose data is present.
     All,
+}
+
+/// A same-run peer of the sfm suite (`descl::eval::reconstruction::Peer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerArg {
+    /// pycolmap 4's extract_features + match_exhaustive + incremental_mapping.
+    Pycolmap,
+    /// pycolmap 4's extract_features + match_exhaustive + global_mapping.
+    PycolmapGlobal,
+    /// colmap feature_extractor + exhaustive_matcher + mapper.
+    Colmap,
+}
+
+impl From<PeerArg> for Peer {
+    fn from(p: PeerArg) -> Peer {
+        match p {
+            PeerArg::Pycolmap => Peer::PycolmapIncremental,
+            PeerArg::PycolmapGlobal => Peer::PycolmapGlobal,
+            PeerArg::Colmap => Peer::Colmap,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -87,6 +108,13 @@ pub struct Args {
     /// pipeline always maps with `colmap mapper`.
     #[arg(long, value_enum, default_value_t = MapperArg::Colmap)]
     sfm_mapper: MapperArg,
+    /// A same-run peer of the sfm suite, repeatable: `pycolmap` (pycolmap 4's own SIFT pipeline
+    /// with its incremental mapper), `pycolmap-global` (the same with its global mapper),
+    /// `colmap` (the colmap CLI's pipeline). Default: all three, the pycolmap rows skipped with
+    /// a note in the report where pycolmap cannot run ($DESCL_PYTHON or python3); a peer named
+    /// here that cannot run is an error.
+    #[arg(long = "sfm-peer", value_enum, value_name = "PEER")]
+    sfm_peers: Vec<PeerArg>,
     /// Keep the sfm suite's databases and models in DIR/SCENE/METHOD (each must not exist
     /// yet), e.g. for `scripts/sfm-stage-errors`; without it they are temporary.
     #[arg(long, value_name = "DIR")]
@@ -215,6 +243,15 @@ impl Args {
             sfm_runs: self.sfm_runs,
             sfm_mapper: self.sfm_mapper.into(),
             sfm_keep: self.sfm_keep.clone(),
+            sfm_peers: (!self.sfm_peers.is_empty()).then(|| {
+                let mut peers: Vec<Peer> = Vec::new();
+                for p in self.sfm_peers.iter().map(|&p| Peer::from(p)) {
+                    if !peers.contains(&p) {
+                        peers.push(p);
+                    }
+                }
+                peers
+            }),
             // `descl` rather than argv[0]: the command is for people to re-run.
             command: std::iter::once("descl".to_string())
                 .chain(std::env::args().skip(1))

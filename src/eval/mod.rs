@@ -21,6 +21,7 @@ pub mod oxford;
 pub mod phototour;
 pub mod plot;
 pub mod pose;
+pub mod pycolmap_peer;
 pub mod reconstruction;
 pub mod report;
 pub mod robustness;

@@ -30,8 +30,8 @@ use crate::io::colmap_model::Reconstruction;
 use crate::matching::pairs::file_names;
 use crate::pipeline::{Extractor, COLMAP_MAX_IMAGE_SIZE};
 use crate::progress::Progress;
+use crate::sfm::mapper::COLMAP_FILTER_MAX_REPROJ_ERROR_PX;
 use crate::sfm::mapper::{run_colmap, run_mapper, MapperKind as Mapper, MapperOptions};
-use crate::sfm::mapper::{COLMAP_FILTER_MAX_REPROJ_ERROR_PX, COLMAP_INIT_MIN_TRI_ANGLE_DEG};
 use crate::sfm::{build_database, evaluate, GroundTruthCamera, Mapped, SfmAccuracy, SfmConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -75,15 +75,94 @@ pub struct SfmRun {
     /// None for COLMAP's pipeline, a model not refined, and reports before 2026-11-28.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refined_at_px: Option<f64>,
+    /// The mapper's random seed of this run (`--random_seed`, pycolmap's `random_seed` and
+    /// `set_random_seed`): the run's index. None in reports before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Wall seconds of each stage of this run's pipeline (descl's shared database: its
+    /// extraction and matching, the same in every run); None for a run whose pipeline failed
+    /// before it could be timed and in reports before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<StageSeconds>,
 }
 
-/// What a pipeline's runs repeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Repeat {
-    /// One database, mapped in every run (the database is deterministic).
-    Mapper,
-    /// The database is built again in every run (it is not).
-    Pipeline,
+/// Wall seconds of a reconstruction pipeline's three stages, as pycolmap names them: what the
+/// issue's time target compares stage by stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageSeconds {
+    /// Decoding the images, detecting and describing their features.
+    pub extract: f64,
+    /// Matching the pairs and verifying their geometry.
+    #[serde(rename = "match")]
+    pub matching: f64,
+    /// The mapper (with descl sfm's fallbacks where it made them).
+    pub map: f64,
+}
+
+/// A same-run peer of the sfm suite: another tool's own SIFT pipeline, run as its users run
+/// it, on the same images. Each is one method row of the report, named [`Peer::method`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Peer {
+    /// COLMAP's CLI (Debian's 3.8): `feature_extractor`, `exhaustive_matcher`, `mapper`.
+    Colmap,
+    /// pycolmap (PyPI, COLMAP 4): `extract_features`, `match_exhaustive`,
+    /// `incremental_mapping`.
+    PycolmapIncremental,
+    /// pycolmap's global mapper (GLOMAP inside COLMAP 4): the same database, `global_mapping`.
+    PycolmapGlobal,
+}
+
+/// Method name of pycolmap's own pipeline with its incremental mapper.
+pub const PYCOLMAP_INCREMENTAL_PIPELINE: &str = "pycolmap-sift-incremental";
+
+/// Method name of pycolmap's own pipeline with its global mapper.
+pub const PYCOLMAP_GLOBAL_PIPELINE: &str = "pycolmap-sift-global";
+
+impl Peer {
+    /// Every peer, in the order the suite runs them.
+    pub const ALL: [Peer; 3] = [
+        Peer::PycolmapIncremental,
+        Peer::PycolmapGlobal,
+        Peer::Colmap,
+    ];
+
+    /// The peer's method name in the report.
+    pub fn method(self) -> &'static str {
+        match self {
+            Peer::Colmap => COLMAP_SIFT_PIPELINE,
+            Peer::PycolmapIncremental => PYCOLMAP_INCREMENTAL_PIPELINE,
+            Peer::PycolmapGlobal => PYCOLMAP_GLOBAL_PIPELINE,
+        }
+    }
+
+    /// The peer whose method name is `method`, if any.
+    pub fn of_method(method: &str) -> Option<Peer> {
+        Peer::ALL.into_iter().find(|p| p.method() == method)
+    }
+
+    /// Whether the peer runs in pycolmap (`$DESCL_PYTHON`).
+    pub fn needs_pycolmap(self) -> bool {
+        self != Peer::Colmap
+    }
+
+    /// What the peer runs, for the report: its steps and the settings that are not the
+    /// tool's defaults.
+    pub fn settings(self, max_features: usize) -> String {
+        let common = format!(
+            "SIFT on the CPU, max_num_features {max_features}, one camera per image as the tool's default reader makes them, exhaustive matching, mapper seed = run index"
+        );
+        match self {
+            Peer::Colmap => format!(
+                "colmap feature_extractor + exhaustive_matcher + mapper; {common}"
+            ),
+            Peer::PycolmapIncremental => format!(
+                "pycolmap.extract_features + match_exhaustive + incremental_mapping (defaults); {common} (random_seed and set_random_seed)"
+            ),
+            Peer::PycolmapGlobal => format!(
+                "pycolmap.extract_features + match_exhaustive + global_mapping (defaults); {common} (random_seed and set_random_seed)"
+            ),
+        }
+    }
 }
 
 /// One method's reconstruction of one scene, run [`SfmRun`]s times.
@@ -266,21 +345,57 @@ fn image_dir(scene: &PoseScene) -> Result<&Path> {
         .ok_or_else(|| Error::InvalidInput(format!("scene {}: no images", scene.name)))
 }
 
+/// What one run of a pipeline made: its model (with what `descl sfm`'s mapping chose) and
+/// its stages' seconds.
+struct Made {
+    reconstruction: Reconstruction,
+    /// The fallback initial-pair angle, when `descl sfm`'s mapping fell back to it.
+    fallback_angle: Option<f64>,
+    /// The fallback focal-prior factor, likewise.
+    focal_prior_factor: Option<f64>,
+    filter_px: Option<f64>,
+    refined_px: Option<f64>,
+    stages: StageSeconds,
+}
+
+impl Made {
+    /// A model a tool's own mapper made with its defaults.
+    fn plain(reconstruction: Reconstruction, filter_px: f64, stages: StageSeconds) -> Made {
+        Made {
+            reconstruction,
+            fallback_angle: None,
+            focal_prior_factor: None,
+            filter_px: Some(filter_px),
+            refined_px: None,
+            stages,
+        }
+    }
+
+    /// What `descl sfm`'s mapping made.
+    fn of_mapped(m: Mapped, stages: StageSeconds) -> Made {
+        Made {
+            fallback_angle: m.angle_fallback().then_some(m.init_min_tri_angle_deg),
+            focal_prior_factor: m.focal_prior_factor(),
+            filter_px: Some(m.filter_max_reproj_error_px),
+            refined_px: m.refined_at_px,
+            reconstruction: m.reconstruction,
+            stages,
+        }
+    }
+}
+
 /// Aligns a finished run, turning a failure into a reported run.
 fn outcome(
-    recon: Result<Mapped>,
+    made: Result<Made>,
     truth: &[GroundTruthCamera],
     started: Instant,
     cpu: CpuClock,
+    seed: u64,
 ) -> SfmRun {
-    let fallback = recon
-        .as_ref()
-        .ok()
-        .and_then(|m| m.angle_fallback().then_some(m.init_min_tri_angle_deg));
-    let focal = recon.as_ref().ok().and_then(Mapped::focal_prior_factor);
-    let filter = recon.as_ref().ok().map(|m| m.filter_max_reproj_error_px);
-    let refined = recon.as_ref().ok().and_then(|m| m.refined_at_px);
-    let accuracy = recon.and_then(|m| evaluate(&m.reconstruction, truth));
+    let (accuracy, made) = match made {
+        Ok(m) => (evaluate(&m.reconstruction, truth), Some(m)),
+        Err(e) => (Err(e), None),
+    };
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = cpu.elapsed();
     let (accuracy, error) = match accuracy {
@@ -292,48 +407,18 @@ fn outcome(
         error,
         seconds,
         cpu_seconds,
-        fallback_init_min_tri_angle_deg: fallback,
-        fallback_focal_prior_factor: focal,
-        filter_max_reproj_error_px: filter,
-        refined_at_px: refined,
+        fallback_init_min_tri_angle_deg: made.as_ref().and_then(|m| m.fallback_angle),
+        fallback_focal_prior_factor: made.as_ref().and_then(|m| m.focal_prior_factor),
+        filter_max_reproj_error_px: made.as_ref().and_then(|m| m.filter_px),
+        refined_at_px: made.as_ref().and_then(|m| m.refined_px),
+        seed: Some(seed),
+        stages: made.map(|m| m.stages),
     }
 }
 
-/// descl's side: `descl sfm --reconstruct`'s mapping with `mapper`, fallback included.
-fn map_as_descl_sfm(mapper: Mapper) -> impl Fn(&Path, &Path, &Path, u64) -> Result<Mapped> {
-    move |db, images, out, seed| {
-        crate::sfm::map(db, images, out, &mapper_options(mapper, seed), false)
-    }
-}
-
-/// COLMAP's side: its mapper with its defaults, nothing else.
-fn map_as_colmap(db: &Path, images: &Path, out: &Path, seed: u64) -> Result<Mapped> {
-    let started = Instant::now();
-    let reconstruction = run_mapper(db, images, out, &mapper_options(Mapper::Colmap, seed))?;
-    Ok(Mapped {
-        mapper: "colmap".into(),
-        init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
-        filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
-        registrable_images: crate::io::colmap::count_registrable_images(
-            db,
-            crate::sfm::mapper::COLMAP_MAPPER_MIN_NUM_MATCHES,
-        )?,
-        refined_at_px: None,
-        refinement_error: None,
-        models: Vec::new(),
-        attempts: vec![crate::sfm::MapAttempt {
-            mapper: Mapper::Colmap,
-            filter_max_reproj_error_px: COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
-            init_min_tri_angle_deg: COLMAP_INIT_MIN_TRI_ANGLE_DEG,
-            focal_prior_factor: None,
-            registered: Some(reconstruction.images.len()),
-            num_points: Some(reconstruction.num_points),
-            error: None,
-            kept: true,
-            seconds: started.elapsed().as_secs_f64(),
-        }],
-        reconstruction,
-    })
+/// Seconds since `t`.
+fn since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64()
 }
 
 /// Where a scene's reconstructions are built: a temporary folder under the system's, removed
@@ -368,67 +453,57 @@ impl SfmWork<'_> {
 }
 
 /// Reconstructs `scene` `runs` times (at least once) in `method`'s folder of `work`:
-/// `database(images, folder)` builds a database, once or in every run as `repeat` says, and
-/// `map` maps it in every run, run k with mapper seed k; each model is aligned to the scene's
-/// ground truth. A database that cannot be built is a failed run, not an error of the benchmark.
-fn reconstruct(
+/// `prepare(images, folder)` runs once (descl's deterministic database: its runs map that one
+/// database again; nothing for a peer, whose descriptors and matches vary, so its runs repeat
+/// the whole pipeline), then `run(prepared, images, run_folder, seed)` in every run, run k with
+/// seed k; each model is aligned to the scene's ground truth. What cannot be prepared or run
+/// is a failed row or run, not an error of the benchmark.
+fn reconstruct<T>(
     scene: &PoseScene,
     method: &str,
     work: &SfmWork,
     runs: usize,
-    repeat: Repeat,
-    map: impl Fn(&Path, &Path, &Path, u64) -> Result<Mapped>,
-    mut database: impl FnMut(&Path, &Path) -> Result<PathBuf>,
+    prepare: impl FnOnce(&Path, &Path) -> Result<T>,
+    run: impl Fn(&T, &Path, &Path, u64) -> Result<Made>,
 ) -> Result<SceneReconstruction> {
     let images = image_dir(scene)?;
     let truth = ground_truth(scene);
     let (dir, _temporary) = work.folder(&scene.name, method)?;
-    let run_dir = |k: usize| -> Result<PathBuf> {
-        let d = dir.join(format!("run-{k}"));
-        std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
-        Ok(d)
-    };
     let started = Instant::now();
     let cpu = CpuClock::start();
-    let shared = match repeat {
-        Repeat::Mapper => match database(images, &dir) {
-            Ok(db) => Some(db),
-            Err(e) => {
-                return Ok(SceneReconstruction {
-                    accuracy: None,
-                    error: Some(e.to_string()),
-                    seconds: started.elapsed().as_secs_f64(),
-                    cpu_seconds: cpu.elapsed(),
-                    runs: Vec::new(),
-                })
-            }
-        },
-        Repeat::Pipeline => None,
+    let prepared = match prepare(images, &dir) {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(SceneReconstruction {
+                accuracy: None,
+                error: Some(e.to_string()),
+                seconds: since(started),
+                cpu_seconds: cpu.elapsed(),
+                runs: Vec::new(),
+            })
+        }
     };
-    let database_seconds = started.elapsed().as_secs_f64();
-    let database_cpu_seconds = cpu.elapsed().unwrap_or(0.0);
+    let prepare_seconds = since(started);
+    let prepare_cpu_seconds = cpu.elapsed().unwrap_or(0.0);
     let mut done = Vec::with_capacity(runs.max(1));
     for k in 0..runs.max(1) {
         let t = Instant::now();
         let run_cpu = CpuClock::start();
-        let folder = run_dir(k)?;
-        let recon = match &shared {
-            Some(db) => Ok(db.clone()),
-            None => database(images, &folder),
-        }
-        .and_then(|db| map(&db, images, &folder.join("sparse"), k as u64));
-        done.push(outcome(recon, &truth, t, run_cpu));
+        let folder = dir.join(format!("run-{k}"));
+        std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        let made = run(&prepared, images, &folder, k as u64);
+        done.push(outcome(made, &truth, t, run_cpu, k as u64));
     }
     Ok(SceneReconstruction::of_runs(
         done,
-        database_seconds,
-        database_cpu_seconds,
+        prepare_seconds,
+        prepare_cpu_seconds,
     ))
 }
 
 /// Reconstructs `scene` with `describer` on DoG frames (`det`, its `max_keypoints` per image)
 /// through `descl sfm`'s path, in its folder of `work`; its one database is mapped by
-/// `mapper` in each of `runs` runs.
+/// `mapper` (with `descl sfm`'s fallbacks) in each of `runs` runs.
 pub fn reconstruct_with(
     scene: &PoseScene,
     describer: &Describer,
@@ -440,45 +515,95 @@ pub fn reconstruct_with(
 ) -> Result<SceneReconstruction> {
     let extractor = Extractor::with_describer(describer.try_clone()?, *det)
         .max_image_size(COLMAP_MAX_IMAGE_SIZE);
-    reconstruct(
-        scene,
-        describer.name(),
-        work,
-        runs,
-        Repeat::Mapper,
-        map_as_descl_sfm(mapper),
-        |images, dir| {
-            let db = dir.join("database.db");
-            build_database(
-                images,
-                &db,
-                false,
-                &SfmConfig::default(),
-                &extractor,
-                progress,
-            )?;
-            Ok(db)
-        },
-    )
+    let prepare = |images: &Path, dir: &Path| -> Result<(PathBuf, StageSeconds)> {
+        let db = dir.join("database.db");
+        let summary = build_database(
+            images,
+            &db,
+            false,
+            &SfmConfig::default(),
+            &extractor,
+            progress,
+        )?;
+        let stages = StageSeconds {
+            extract: summary.seconds.features,
+            matching: summary.seconds.pairs,
+            map: 0.0,
+        };
+        Ok((db, stages))
+    };
+    let run = |(db, stages): &(PathBuf, StageSeconds), images: &Path, dir: &Path, seed| {
+        let t = Instant::now();
+        let options = mapper_options(mapper, seed);
+        let mapped = crate::sfm::map(db, images, &dir.join("sparse"), &options, false)?;
+        let stages = StageSeconds {
+            map: since(t),
+            ..*stages
+        };
+        Ok(Made::of_mapped(mapped, stages))
+    };
+    reconstruct(scene, describer.name(), work, runs, prepare, run)
 }
 
-/// Reconstructs `scene` with COLMAP's own CPU SIFT pipeline, at most `max_features` per image,
+/// Reconstructs `scene` with `peer`'s own SIFT pipeline, at most `max_features` per image,
 /// the whole pipeline in each of `runs` runs.
+pub fn reconstruct_with_peer(
+    scene: &PoseScene,
+    peer: Peer,
+    max_features: usize,
+    work: &SfmWork,
+    runs: usize,
+) -> Result<SceneReconstruction> {
+    let prepare = |_: &Path, _: &Path| Ok(());
+    let run = |_: &(), images: &Path, dir: &Path, seed: u64| match peer {
+        Peer::Colmap => colmap_run(images, dir, max_features, seed),
+        Peer::PycolmapIncremental | Peer::PycolmapGlobal => {
+            let global = peer == Peer::PycolmapGlobal;
+            let (reconstruction, stages) =
+                crate::eval::pycolmap_peer::run(images, dir, max_features, seed, global)?;
+            Ok(Made::plain(
+                reconstruction,
+                COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+                stages,
+            ))
+        }
+    };
+    reconstruct(scene, peer.method(), work, runs, prepare, run)
+}
+
+/// Reconstructs `scene` with COLMAP's own CPU SIFT pipeline (the [`Peer::Colmap`] row).
 pub fn reconstruct_with_colmap_sift(
     scene: &PoseScene,
     max_features: usize,
     work: &SfmWork,
     runs: usize,
 ) -> Result<SceneReconstruction> {
-    reconstruct(
-        scene,
-        COLMAP_SIFT_PIPELINE,
-        work,
-        runs,
-        Repeat::Pipeline,
-        map_as_colmap,
-        |images, dir| colmap_sift_database(images, dir, max_features, false),
-    )
+    reconstruct_with_peer(scene, Peer::Colmap, max_features, work, runs)
+}
+
+/// One run of COLMAP's CLI pipeline in `dir`, each stage timed: its mapper with its defaults
+/// and seed `seed`, nothing else.
+fn colmap_run(images: &Path, dir: &Path, max_features: usize, seed: u64) -> Result<Made> {
+    let db = dir.join("colmap.db");
+    let t = Instant::now();
+    colmap_extract(images, &db, max_features, false)?;
+    let extract = since(t);
+    let t = Instant::now();
+    colmap_match(&db)?;
+    let matching = since(t);
+    let t = Instant::now();
+    let options = mapper_options(Mapper::Colmap, seed);
+    let reconstruction = run_mapper(&db, images, &dir.join("sparse"), &options)?;
+    let stages = StageSeconds {
+        extract,
+        matching,
+        map: since(t),
+    };
+    Ok(Made::plain(
+        reconstruction,
+        COLMAP_FILTER_MAX_REPROJ_ERROR_PX,
+        stages,
+    ))
 }
 
 /// COLMAP's own SIFT pipeline on `images` (CPU): [`colmap_sift_database`], then `mapper`;
@@ -504,6 +629,18 @@ pub fn colmap_sift_database(
     single_camera: bool,
 ) -> Result<PathBuf> {
     let db = work.join("colmap.db");
+    colmap_extract(images, &db, max_features, single_camera)?;
+    colmap_match(&db)?;
+    Ok(db)
+}
+
+/// `colmap feature_extractor` on the CPU into `db`.
+fn colmap_extract(
+    images: &Path,
+    db: &Path,
+    max_features: usize,
+    single_camera: bool,
+) -> Result<()> {
     let max = max_features.to_string();
     let single = if single_camera { "1" } else { "0" };
     run_colmap(&[
@@ -518,15 +655,18 @@ pub fn colmap_sift_database(
         "0".as_ref(),
         "--SiftExtraction.max_num_features".as_ref(),
         max.as_ref(),
-    ])?;
+    ])
+}
+
+/// `colmap exhaustive_matcher` on the CPU in `db`.
+fn colmap_match(db: &Path) -> Result<()> {
     run_colmap(&[
         "exhaustive_matcher".as_ref(),
         "--database_path".as_ref(),
         db.as_os_str(),
         "--SiftMatching.use_gpu".as_ref(),
         "0".as_ref(),
-    ])?;
-    Ok(db)
+    ])
 }
 
 #[cfg(test)]
@@ -553,6 +693,8 @@ mod tests {
             fallback_focal_prior_factor: None,
             filter_max_reproj_error_px: None,
             refined_at_px: None,
+            seed: None,
+            stages: None,
         }
     }
 

@@ -73,6 +73,25 @@ pub struct Settings {
     /// "pycolmap 4.2.1"); None in reports written before 2026-11-28, all `colmap mapper`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sfm_mapper: Option<String>,
+    /// The reconstruction suite's same-run peers that ran, with their tools' versions and
+    /// settings; empty in reports before 2026-11-29 (COLMAP's pipeline alone, unrecorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sfm_peers: Vec<PeerSettings>,
+    /// Peers the reconstruction suite skipped, each with why (a pycolmap that cannot run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sfm_skipped: Vec<String>,
+}
+
+/// A same-run peer of the reconstruction suite ([`crate::eval::reconstruction::Peer`]) as it
+/// ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerSettings {
+    /// Its method name in [`BenchReport::sfm`].
+    pub method: String,
+    /// The tool and its version ("COLMAP 3.8", "pycolmap 4.2.1").
+    pub tool: String,
+    /// What it ran and with which settings.
+    pub settings: String,
 }
 
 /// One group of homography sequences for one method.
@@ -532,15 +551,21 @@ impl BenchReport {
                 "descl's databases mapped by {m} (as `descl sfm --mapper pycolmap`); COLMAP's pipeline by `colmap mapper`.\n"
             );
         }
+        for p in &self.settings.sfm_peers {
+            let _ = writeln!(s, "Peer `{}`: {}: {}.\n", p.method, p.tool, p.settings);
+        }
+        for why in &self.settings.sfm_skipped {
+            let _ = writeln!(s, "Peer {why}.\n");
+        }
         if let Some(n) = self.settings.sfm_runs.filter(|&n| n > 1) {
             let _ = writeln!(
                 s,
-                "Each pipeline run {n} times: descl's database (deterministic) mapped {n} times, COLMAP's pipeline (its SIFT descriptors and matches vary from run to run) run whole {n} times. Each row is the run with the median centre error (of an even count, the better middle one); the last column gives every run's centre error in the order they ran (– : no model).\n"
+                "Each pipeline run {n} times (mapper seed = run index): descl's database (deterministic) mapped {n} times, each peer (its SIFT descriptors and matches vary from run to run) run whole {n} times. Each row is the run with the median centre error (of an even count, the better middle one); the last columns give the runs' spread and every run's centre error in the order they ran (– : no model).\n"
             );
         }
         let _ = writeln!(
             s,
-            "| scene | method | registered | rotation error ° (median) | centre error % (median, of the scene's extent) | 3-D points | reprojection error px | seconds, one whole pipeline: wall (CPU) | centre error % of each run |\n|---|---|---|---|---|---|---|---|---|"
+            "| scene | method | registered | rotation error ° (median) | centre error % (median, of the scene's extent) | 3-D points | reprojection error px | seconds, one whole pipeline: wall (CPU) | seconds per stage, median of the runs: extract / match / map | centre error % spread (min–max) | centre error % of each run |\n|---|---|---|---|---|---|---|---|---|---|---|"
         );
         let scenes: std::collections::BTreeSet<&String> =
             self.sfm.values().flat_map(|m| m.keys()).collect();
@@ -579,11 +604,13 @@ impl BenchReport {
                         crate::sfm::px_text(*px)
                     ));
                 }
+                let stages = stages_cell(r);
+                let spread = spread_cell(r);
                 match &r.accuracy {
                     Some(a) => {
                         let _ = writeln!(
                             s,
-                            "| {scene} | {m} | {}/{}{mark} | {:.3} | {:.3} | {} | {:.3} | {} | {runs} |",
+                            "| {scene} | {m} | {}/{}{mark} | {:.3} | {:.3} | {} | {:.3} | {} | {stages} | {spread} | {runs} |",
                             a.registered,
                             a.total,
                             a.median_rotation_error_deg,
@@ -597,7 +624,7 @@ impl BenchReport {
                         let why = r.error.as_deref().unwrap_or("no model");
                         let _ = writeln!(
                             s,
-                            "| {scene} | {m} | failed: {} | | | | | {} | {runs} |",
+                            "| {scene} | {m} | failed: {} | | | | | {} | {stages} | {spread} | {runs} |",
                             why.replace('|', "/"),
                             seconds_cell(r)
                         );
@@ -606,22 +633,24 @@ impl BenchReport {
             }
         }
         s.push('\n');
-        self.md_sfm_against_colmap(s);
+        for (peer, title, name) in SFM_PEER_TABLES {
+            self.md_sfm_against(s, peer, title, name);
+        }
     }
 
-    /// Where each pipeline wins: every descl method against COLMAP's pipeline, scene by scene:
-    /// the centre error's ratio to COLMAP's median run, the points', the registered images and
-    /// the whole pipeline's time (what a user choosing between them compares).
-    /// A descl median inside the range of COLMAP's own runs is a tie: COLMAP's run-to-run
+    /// Where each pipeline wins: every descl method against the peer `peer` (a method of
+    /// [`BenchReport::sfm`]; `name` its name in the table, `title` the table's), scene by
+    /// scene: the centre error's ratio to the peer's median run, the points', the registered
+    /// images and the whole pipeline's time (what a user choosing between them compares).
+    /// A descl median inside the range of the peer's own runs is a tie: the peer's run-to-run
     /// spread is the noise floor of the comparison.
-    fn md_sfm_against_colmap(&self, s: &mut String) {
-        use crate::eval::reconstruction::COLMAP_SIFT_PIPELINE;
-        let Some(colmap) = self.sfm.get(COLMAP_SIFT_PIPELINE) else {
+    fn md_sfm_against(&self, s: &mut String, peer: &str, title: &str, name: &str) {
+        let Some(colmap) = self.sfm.get(peer) else {
             return;
         };
         let _ = writeln!(
             s,
-            "#### Against COLMAP's pipeline\n\n| scene | method | centre error ÷ COLMAP's | COLMAP's runs | points ÷ COLMAP's | registered | seconds ÷ COLMAP's: wall (CPU) | centre error |\n|---|---|---|---|---|---|---|---|"
+            "#### {title}\n\n| scene | method | centre error ÷ {name}'s | {name}'s runs | points ÷ {name}'s | registered | seconds ÷ {name}'s: wall (CPU) | centre error |\n|---|---|---|---|---|---|---|---|"
         );
         let mut wins: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for (scene, c) in colmap {
@@ -636,7 +665,7 @@ impl BenchReport {
                     (l.min(e), h.max(e))
                 });
             for (m, by_scene) in &self.sfm {
-                if m == COLMAP_SIFT_PIPELINE {
+                if crate::eval::reconstruction::Peer::of_method(m).is_some() {
                     continue;
                 }
                 let Some(r) = by_scene.get(scene) else {
@@ -645,7 +674,7 @@ impl BenchReport {
                 let tally = wins.entry(m.as_str()).or_default();
                 tally.1 += 1;
                 let Some(a) = &r.accuracy else {
-                    let _ = writeln!(s, "| {scene} | {m} | no model | | | | | COLMAP |");
+                    let _ = writeln!(s, "| {scene} | {m} | no model | | | | | {name} |");
                     continue;
                 };
                 let Some(ca) = &c.accuracy else {
@@ -653,18 +682,18 @@ impl BenchReport {
                     tally.0 += 1;
                     let _ = writeln!(
                         s,
-                        "| {scene} | {m} | COLMAP: no model | | | {}/{} | | descl |",
+                        "| {scene} | {m} | {name}: no model | | | {}/{} | | descl |",
                         a.registered, a.total
                     );
                     continue;
                 };
                 let e = a.median_centre_error_rel;
                 let verdict = if e < lo {
-                    "descl"
+                    "descl".to_string()
                 } else if e > hi {
-                    "COLMAP"
+                    name.to_string()
                 } else {
-                    "tie (within COLMAP's runs)"
+                    format!("tie (within {name}'s runs)")
                 };
                 if e <= ca.median_centre_error_rel {
                     tally.0 += 1;
@@ -686,7 +715,7 @@ impl BenchReport {
         for (m, (won, of)) in wins {
             let _ = writeln!(
                 s,
-                "{m}: centre error at most COLMAP's median on {won} of {of} scenes.\n"
+                "{m}: centre error at most {name}'s median on {won} of {of} scenes.\n"
             );
         }
     }
@@ -921,6 +950,60 @@ fn seconds_cell(r: &crate::eval::reconstruction::SceneReconstruction) -> String 
     }
 }
 
+/// The sfm suite's comparison tables: peer method, table title, the peer's name in the table.
+const SFM_PEER_TABLES: [(&str, &str, &str); 3] = [
+    (
+        crate::eval::reconstruction::PYCOLMAP_INCREMENTAL_PIPELINE,
+        "Against pycolmap 4 (its own pipeline, incremental mapper)",
+        "pycolmap",
+    ),
+    (
+        crate::eval::reconstruction::PYCOLMAP_GLOBAL_PIPELINE,
+        "Against pycolmap 4 (its own pipeline, global mapper)",
+        "pycolmap-global",
+    ),
+    (
+        crate::eval::reconstruction::COLMAP_SIFT_PIPELINE,
+        "Against COLMAP's pipeline",
+        "COLMAP",
+    ),
+];
+
+/// The median over a pipeline's runs of each stage's seconds: "extract / match / map", or
+/// empty when no run recorded its stages (reports before 2026-11-29).
+fn stages_cell(r: &crate::eval::reconstruction::SceneReconstruction) -> String {
+    let stages: Vec<_> = r.runs.iter().filter_map(|r| r.stages).collect();
+    if stages.is_empty() {
+        return String::new();
+    }
+    let median = |f: fn(&crate::eval::reconstruction::StageSeconds) -> f64| {
+        let mut v: Vec<f64> = stages.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[(v.len() - 1) / 2]
+    };
+    format!(
+        "{:.1} / {:.1} / {:.1}",
+        median(|s| s.extract),
+        median(|s| s.matching),
+        median(|s| s.map)
+    )
+}
+
+/// The range of a pipeline's runs' centre errors, % ("min–max"), or empty without two runs
+/// that made a model.
+fn spread_cell(r: &crate::eval::reconstruction::SceneReconstruction) -> String {
+    let e: Vec<f64> = r.centre_errors_rel().into_iter().flatten().collect();
+    if e.len() < 2 {
+        return String::new();
+    }
+    let (lo, hi) = e
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+            (l.min(x), h.max(x))
+        });
+    format!("{:.3}–{:.3}", 100.0 * lo, 100.0 * hi)
+}
+
 /// A pipeline's seconds ÷ COLMAP's pipeline's: wall, and CPU in brackets when both have it.
 fn seconds_ratio_cell(
     r: &crate::eval::reconstruction::SceneReconstruction,
@@ -952,7 +1035,7 @@ mod tests {
         let text = std::fs::read_to_string(path).unwrap();
         let report: BenchReport = serde_json::from_str(&text).unwrap();
         let mut s = String::new();
-        report.md_sfm_against_colmap(&mut s);
+        report.md_sfm_against(&mut s, COLMAP, "Against COLMAP's pipeline", "COLMAP");
         // fountain-P11: 0.04757 / 0.06501 = 0.73; 14720 / 14219 = 104 %; 199.96 / 118.21 = 1.69.
         assert!(
             s.contains("| fountain-P11 | descl-hynet-sdgm-real25all-b1024 | 0.73 | 0.062–0.066 % | 104 % | 11/11 | 1.69 | descl |"),
@@ -974,7 +1057,7 @@ mod tests {
         colmap.get_mut("fountain-P11").unwrap().runs.clear();
         colmap.get_mut("Herz-Jesus-P8").unwrap().accuracy = None;
         let mut s = String::new();
-        report.md_sfm_against_colmap(&mut s);
+        report.md_sfm_against(&mut s, COLMAP, "Against COLMAP's pipeline", "COLMAP");
         assert!(s.contains("| 0.73 | 0.065–0.065 % |"), "{s}");
         assert!(
             s.contains("| Herz-Jesus-P8 | descl-hynet-sdgm-real25all-b1024 | COLMAP: no model | | | 8/8 | | descl |"),

@@ -103,6 +103,10 @@ pub struct BenchConfig {
     /// Keep the sfm suite's databases and models in `DIR/SCENE/METHOD` (None: temporary
     /// folders, removed).
     pub sfm_keep: Option<PathBuf>,
+    /// The same-run peers of the sfm suite ([`reconstruction::Peer`]): None runs every peer
+    /// whose tool is there (a missing pycolmap skips its rows, said in the report); a list
+    /// given runs those, and a missing tool is an error.
+    pub sfm_peers: Option<Vec<reconstruction::Peer>>,
     /// The command recorded in the report (for people to re-run).
     pub command: String,
 }
@@ -165,10 +169,14 @@ pub fn run(
             "two methods have the same name: {names:?}"
         )));
     }
-    if cfg.suites.contains(&Suite::Sfm) && names.contains(&reconstruction::COLMAP_SIFT_PIPELINE) {
+    if let Some(peer) = names
+        .iter()
+        .find_map(|n| reconstruction::Peer::of_method(n))
+        .filter(|_| cfg.suites.contains(&Suite::Sfm))
+    {
         return Err(Error::InvalidInput(format!(
-            "a method is named {:?}, the name of the sfm suite's COLMAP peer",
-            reconstruction::COLMAP_SIFT_PIPELINE
+            "a method is named {:?}, the name of an sfm suite's peer",
+            peer.method()
         )));
     }
     let det = DetectorConfig {
@@ -207,6 +215,8 @@ pub fn run(
                 true => Some(cfg.sfm_mapper.describe()?),
                 false => None,
             },
+            sfm_peers: Vec::new(),
+            sfm_skipped: Vec::new(),
         },
         methods: methods.iter().map(|m| m.name().to_string()).collect(),
         sequences: BTreeMap::new(),
@@ -217,6 +227,10 @@ pub fn run(
         phototour: BTreeMap::new(),
         sfm: BTreeMap::new(),
         timing: Timing::default(),
+    };
+    let sfm_peers = match cfg.suites.contains(&Suite::Sfm) {
+        true => sfm_peers(cfg, &mut report.settings)?,
+        false => Vec::new(),
     };
     let mut timing = Timing::default();
     for suite in [
@@ -239,6 +253,7 @@ pub fn run(
             timing: &mut timing,
             report: &mut report,
             progress,
+            sfm_peers: &sfm_peers,
         };
         match suite {
             Suite::Sequences => run.sequences()?,
@@ -254,6 +269,61 @@ pub fn run(
     Ok(report)
 }
 
+/// The sfm suite's peers that will run, recorded in `settings` with their versions and
+/// settings; a pycolmap peer without pycolmap is skipped (said in `settings.sfm_skipped`)
+/// unless `cfg.sfm_peers` asked for it, then an error before any work.
+fn sfm_peers(cfg: &BenchConfig, settings: &mut Settings) -> Result<Vec<reconstruction::Peer>> {
+    use reconstruction::Peer;
+    let asked = cfg.sfm_peers.is_some();
+    let wanted = cfg.sfm_peers.clone().unwrap_or_else(|| Peer::ALL.to_vec());
+    let pycolmap = match wanted.iter().any(|p| p.needs_pycolmap()) {
+        true => Some(crate::eval::pycolmap_peer::version()),
+        false => None,
+    };
+    let mut peers = Vec::new();
+    for peer in wanted {
+        let tool = match (peer.needs_pycolmap(), &pycolmap) {
+            (false, _) => colmap_version(),
+            (true, Some(Ok(v))) => format!("pycolmap {v}"),
+            (true, Some(Err(e))) if asked => {
+                return Err(Error::InvalidInput(format!(
+                    "sfm peer {}: {e}",
+                    peer.method()
+                )))
+            }
+            (true, Some(Err(e))) => {
+                settings.sfm_skipped.push(format!(
+                    "{}: skipped, pycolmap cannot run here ({e})",
+                    peer.method()
+                ));
+                continue;
+            }
+            (true, None) => continue,
+        };
+        settings.sfm_peers.push(crate::eval::report::PeerSettings {
+            method: peer.method().to_string(),
+            tool,
+            settings: peer.settings(cfg.sfm_max_keypoints),
+        });
+        peers.push(peer);
+    }
+    Ok(peers)
+}
+
+/// The first line of `colmap help` ("COLMAP 3.8 -- Structure-from-Motion …"), up to " --"; or
+/// "colmap" when it prints none.
+fn colmap_version() -> String {
+    crate::sfm::mapper::run_colmap_stdout(&["help".as_ref()])
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .map(|l| l.split(" --").next().unwrap_or(l).trim().to_string())
+        })
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| "colmap".into())
+}
+
 /// One run's shared state, for the image-level suites.
 struct Run<'a> {
     /// The suite running, named in messages about its data.
@@ -264,6 +334,8 @@ struct Run<'a> {
     timing: &'a mut Timing,
     report: &'a mut BenchReport,
     progress: &'a dyn Progress,
+    /// The sfm suite's peers that run ([`sfm_peers`]).
+    sfm_peers: &'a [reconstruction::Peer],
 }
 
 impl Run<'_> {
@@ -423,9 +495,11 @@ impl Run<'_> {
                     )
                 })?;
             }
-            self.sfm_row(scene, reconstruction::COLMAP_SIFT_PIPELINE, || {
-                reconstruction::reconstruct_with_colmap_sift(scene, colmap_features, &work, runs)
-            })?;
+            for &peer in self.sfm_peers {
+                self.sfm_row(scene, peer.method(), || {
+                    reconstruction::reconstruct_with_peer(scene, peer, colmap_features, &work, runs)
+                })?;
+            }
         }
         Ok(())
     }
