@@ -72,26 +72,26 @@ pub fn check_writable(path: &Path) -> Result<()> {
     temp_beside(path, "", "").map(drop)
 }
 
+/// The plan of `descl extract` in its output folder (`io::plan`). Defined here, with the
+/// writes that refuse to land on it, so that the atomic writes import no format.
+pub const EXTRACT_PLAN_FILE: &str = "descl-extract-plan.json";
+/// The plan of `descl match --out-dir` in its output folder (`io::plan`).
+pub const MATCH_PLAN_FILE: &str = "descl-match-plan.json";
+
 /// Refuses an output named as a run plan (`descl-extract-plan.json`, `descl-match-plan.json`):
 /// a pairs file or matches written there would replace the plan of the folder's set, and the
 /// next run would check the set against a file that is no plan.
 fn check_not_a_plan(path: &Path) -> Result<()> {
-    #[cfg(feature = "full")]
+    let name = path.file_name().and_then(|n| n.to_str());
+    if let Some(plan) = [EXTRACT_PLAN_FILE, MATCH_PLAN_FILE]
+        .into_iter()
+        .find(|p| name == Some(*p))
     {
-        use crate::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
-        let name = path.file_name().and_then(|n| n.to_str());
-        if let Some(plan) = [EXTRACT_PLAN_FILE, MATCH_PLAN_FILE]
-            .into_iter()
-            .find(|p| name == Some(*p))
-        {
-            return Err(Error::InvalidInput(format!(
-                "{}: {plan} is the name of the run plan that descl keeps beside a set's outputs; writing there would replace it, so choose another output name",
-                path.display()
-            )));
-        }
+        return Err(Error::InvalidInput(format!(
+            "{}: {plan} is the name of the run plan that descl keeps beside a set's outputs; writing there would replace it, so choose another output name",
+            path.display()
+        )));
     }
-    #[cfg(not(feature = "full"))]
-    let _ = path;
     Ok(())
 }
 

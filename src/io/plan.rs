@@ -22,10 +22,8 @@ use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
 
-/// The plan of `descl extract` in its output folder.
-pub const EXTRACT_PLAN_FILE: &str = "descl-extract-plan.json";
-/// The plan of `descl match --out-dir` in its output folder.
-pub const MATCH_PLAN_FILE: &str = "descl-match-plan.json";
+// The plans' file names are defined with the writes that must never land on them.
+pub use crate::io::atomic::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
 /// The largest plan read (a pair list of about 2.5 million pairs).
 pub const MAX_PLAN_BYTES: u64 = 256 << 20;
 
