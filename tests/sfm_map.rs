@@ -976,3 +976,31 @@ fn sfm_map_maps_an_existing_database() {
     );
     assert!(!dir.path().join("flag.db").exists());
 }
+
+/// `map` with pycolmap's global mapper (`--mapper pycolmap-global`) on the fountain quartet:
+/// every image registered, the mapper named with its version in the report and in the run's
+/// record, and no snapshot left.
+#[test]
+fn pycolmap_global_mapper_registers_the_quartet_and_is_named() {
+    const TEST: &str = "sfm map pycolmap-global";
+    let Some(root) = common::data_and_colmap_or_skip(TEST) else {
+        return;
+    };
+    let Some(_python) = pycolmap_or_skip(TEST) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (db, images) = small_database(&root, dir.path());
+    let options = MapperOptions {
+        mapper: Mapper::PycolmapGlobal,
+        ..Default::default()
+    };
+    let out = dir.path().join("global");
+    let m = map(&db, &images, &out, &options, false).unwrap();
+    assert!(m.mapper.starts_with("pycolmap-global "), "{}", m.mapper);
+    assert_eq!(m.attempts[0].mapper, Mapper::PycolmapGlobal);
+    assert!(m.attempts[0].kept, "{:?}", m.attempts);
+    assert_eq!(m.reconstruction.images.len(), 4, "{:?}", m.attempts);
+    assert!(m.reconstruction.num_points > 0);
+    assert!(hidden(&out).is_empty(), "left behind: {:?}", hidden(&out));
+}

@@ -68,6 +68,9 @@ pub enum MapperArg {
     Colmap,
     /// pycolmap's incremental mapper ($DESCL_PYTHON or python3, importing pycolmap).
     Pycolmap,
+    /// pycolmap's global mapper (GLOMAP: rotation averaging, global positioning; no initial
+    /// pair, so the angle fallback repeats the run).
+    PycolmapGlobal,
 }
 
 impl From<MapperArg> for descl::sfm::mapper::MapperKind {
@@ -75,6 +78,7 @@ impl From<MapperArg> for descl::sfm::mapper::MapperKind {
         match m {
             MapperArg::Colmap => descl::sfm::mapper::MapperKind::Colmap,
             MapperArg::Pycolmap => descl::sfm::mapper::MapperKind::Pycolmap,
+            MapperArg::PycolmapGlobal => descl::sfm::mapper::MapperKind::PycolmapGlobal,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The mappers that turn a COLMAP database into models, behind one interface ([`Mapper`]):
-//! COLMAP 3.8's command line ([`colmap::ColmapMapper`]) and pycolmap's incremental mapper
-//! ([`pycolmap::PycolmapMapper`]). Why one trait: [`crate::sfm::map`]'s policy (fallbacks,
+//! COLMAP 3.8's command line ([`colmap::ColmapMapper`]), pycolmap's incremental mapper
+//! ([`pycolmap::PycolmapMapper`]) and its global mapper ([`pycolmap::PycolmapGlobalMapper`]).
+//! Why one trait: [`crate::sfm::map`]'s policy (fallbacks,
 //! the `min_model_size` rule, refinement), `descl bench sfm` and the command line choose a
 //! mapper once ([`MapperKind::mapper`]) and never match on it again, so another engine is one
 //! more implementation. The processes live here, not in `io/`, which keeps the file formats
@@ -60,6 +61,8 @@ pub enum MapperKind {
     Colmap,
     /// pycolmap's `incremental_mapping`, run by `$DESCL_PYTHON` or `python3`.
     Pycolmap,
+    /// pycolmap's `global_mapping` (GLOMAP), run as [`MapperKind::Pycolmap`].
+    PycolmapGlobal,
 }
 
 impl MapperKind {
@@ -68,6 +71,7 @@ impl MapperKind {
         match self {
             MapperKind::Colmap => &colmap::ColmapMapper,
             MapperKind::Pycolmap => &pycolmap::PycolmapMapper,
+            MapperKind::PycolmapGlobal => &pycolmap::PycolmapGlobalMapper,
         }
     }
 

@@ -68,6 +68,36 @@ pycolmap.incremental_mapping(db, images, out, options=opts)
 print(prefix + json.dumps({"version": pycolmap.__version__}))
 "#;
 
+/// pycolmap's global mapper (GLOMAP inside pycolmap 4: rotation averaging, then global
+/// positioning, then one bundle adjustment), run as [`MAPPER_SCRIPT`] with the same command
+/// line. It has no initial pair, so ANGLE and FILTER are not its settings and are not passed;
+/// pycolmap 4.2.1's `global_mapping` returns its models, which are written where the
+/// incremental mapper writes its own (`OUT/N`) when it did not write them itself.
+const GLOBAL_MAPPER_SCRIPT: &str = r#"
+import json, os, sys
+db, images, out, threads, refine_pp, angle, filt, seed, hold, prefix, no_pycolmap = sys.argv[1:12]
+try:
+    import pycolmap
+except Exception as e:
+    print("cannot import pycolmap: %s" % e, file=sys.stderr)
+    sys.exit(int(no_pycolmap))
+opts = pycolmap.GlobalPipelineOptions()
+opts.num_threads = int(threads)
+opts.random_seed = int(seed)
+opts.mapper.bundle_adjustment.refine_principal_point = refine_pp == "1"
+if hold == "1":
+    opts.mapper.bundle_adjustment.refine_focal_length = False
+    opts.mapper.bundle_adjustment.refine_extra_params = False
+pycolmap.set_random_seed(int(seed))
+models = pycolmap.global_mapping(db, images, out, options=opts)
+for k, model in models.items():
+    folder = os.path.join(out, str(k))
+    if not os.path.isfile(os.path.join(folder, "images.bin")):
+        os.makedirs(folder, exist_ok=True)
+        model.write(folder)
+print(prefix + json.dumps({"version": pycolmap.__version__}))
+"#;
+
 /// The Python that runs pycolmap: `$DESCL_PYTHON` (when set and not empty) or `python3` on
 /// PATH.
 pub fn python_exe() -> PathBuf {
@@ -152,7 +182,41 @@ impl Mapper for PycolmapMapper {
         output_dir: &Path,
         options: &MapperOptions,
     ) -> Result<Reconstruction> {
-        run_incremental(database, image_dir, output_dir, options)
+        let script = Script {
+            name: self.name(),
+            text: MAPPER_SCRIPT,
+        };
+        script.run(database, image_dir, output_dir, options)
+    }
+}
+
+/// pycolmap's global mapper (`pycolmap.global_mapping`, [`GLOBAL_MAPPER_SCRIPT`]), run as
+/// [`PycolmapMapper`] is: on a snapshot of the database, by [`python_exe`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PycolmapGlobalMapper;
+
+impl Mapper for PycolmapGlobalMapper {
+    fn name(&self) -> &'static str {
+        "pycolmap-global"
+    }
+
+    /// "pycolmap-global 4.2.1": this imports pycolmap, so a Python without it is refused here.
+    fn describe(&self) -> Result<String> {
+        Ok(format!("{} {}", self.name(), version()?))
+    }
+
+    fn run(
+        &self,
+        database: &Path,
+        image_dir: &Path,
+        output_dir: &Path,
+        options: &MapperOptions,
+    ) -> Result<Reconstruction> {
+        let script = Script {
+            name: self.name(),
+            text: GLOBAL_MAPPER_SCRIPT,
+        };
+        script.run(database, image_dir, output_dir, options)
     }
 }
 
@@ -184,65 +248,79 @@ fn script_options(options: &MapperOptions) -> [String; 6] {
     ]
 }
 
-/// [`PycolmapMapper::run`].
-fn run_incremental(
-    database: &Path,
-    image_dir: &Path,
-    output_dir: &Path,
-    options: &MapperOptions,
-) -> Result<Reconstruction> {
-    refuse_earlier_models(output_dir, "map")?;
-    let staging = crate::io::atomic::staging_dir(output_dir, SNAPSHOT_PREFIX)?;
-    let copy = staging.path().join("database.db");
-    crate::io::colmap::snapshot(database, &copy)?;
-    let exe = python_exe();
-    let out = Command::new(&exe)
-        .arg("-c")
-        .arg(MAPPER_SCRIPT)
-        .arg(&copy)
-        .arg(image_dir)
-        .arg(output_dir)
-        .args(script_options(options))
-        .arg(RESULT_PREFIX)
-        .arg(NO_PYCOLMAP_EXIT.to_string())
-        .output()
-        .map_err(|e| cannot_run(&exe, e))?;
-    drop(staging);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(NO_PYCOLMAP_EXIT) {
-        return Err(Error::InvalidInput(format!(
-            "--mapper pycolmap: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV}): {}",
+/// A mapper script of pycolmap's and the mapper's name for messages.
+struct Script {
+    name: &'static str,
+    text: &'static str,
+}
+
+impl Script {
+    /// Runs the script on a snapshot of `database` into `output_dir` (which must hold no model)
+    /// and returns its largest model. [`Error::NoModel`] when it made none.
+    fn run(
+        &self,
+        database: &Path,
+        image_dir: &Path,
+        output_dir: &Path,
+        options: &MapperOptions,
+    ) -> Result<Reconstruction> {
+        refuse_earlier_models(output_dir, "map")?;
+        let staging = crate::io::atomic::staging_dir(output_dir, SNAPSHOT_PREFIX)?;
+        let copy = staging.path().join("database.db");
+        crate::io::colmap::snapshot(database, &copy)?;
+        let exe = python_exe();
+        let out = Command::new(&exe)
+            .arg("-c")
+            .arg(self.text)
+            .arg(&copy)
+            .arg(image_dir)
+            .arg(output_dir)
+            .args(script_options(options))
+            .arg(RESULT_PREFIX)
+            .arg(NO_PYCOLMAP_EXIT.to_string())
+            .output()
+            .map_err(|e| cannot_run(&exe, e))?;
+        drop(staging);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(NO_PYCOLMAP_EXIT) {
+            return Err(Error::InvalidInput(format!(
+            "--mapper {}: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV}): {}",
+            self.name,
             exe.display(),
             last_line(&out.stderr)
         )));
-    }
-    if !out.status.success() {
-        let tail: Vec<&str> = stderr.lines().rev().take(STDERR_TAIL_LINES).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(Error::InvalidInput(format!(
-            "pycolmap mapper failed ({}):\n{}",
-            out.status,
-            tail.join("\n")
-        )));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let version = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(RESULT_PREFIX))
-        .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
-        .and_then(|v| v["version"].as_str().map(String::from))
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "pycolmap mapper: {} printed no result line",
-                exe.display()
+        }
+        if !out.status.success() {
+            let tail: Vec<&str> = stderr.lines().rev().take(STDERR_TAIL_LINES).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(Error::InvalidInput(format!(
+                "{} mapper failed ({}):\n{}",
+                self.name,
+                out.status,
+                tail.join("\n")
+            )));
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let version = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(RESULT_PREFIX))
+            .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+            .and_then(|v| v["version"].as_str().map(String::from))
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "{} mapper: {} printed no result line",
+                    self.name,
+                    exe.display()
+                ))
+            })?;
+        largest_model(output_dir)?.ok_or_else(|| {
+            Error::NoModel(format!(
+                "{} {version} mapper made no model of {}",
+                self.name,
+                database.display()
             ))
-        })?;
-    largest_model(output_dir)?.ok_or_else(|| {
-        Error::NoModel(format!(
-            "pycolmap {version} mapper made no model of {}",
-            database.display()
-        ))
-    })
+        })
+    }
 }
 
 #[cfg(test)]
