@@ -129,19 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         0 => 1.0,
         e => pairs.len() as f64 / e as f64,
     };
-    let without: Vec<&str> = without
-        .into_inner()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|i| names[i].as_str())
-        .collect();
-    if mode.needs_features() && !without.is_empty() {
-        eprintln!(
-            "warning: {} images without descriptors (blank or uniform?) are in no retrieval pair: {}",
-            without.len(),
-            descl::io::plan::listing(&without)
-        );
-    }
+    let without = images_without_descriptors(without, &names, mode.needs_features());
     let mut summary = serde_json::json!({
         "pairs_file": args.out,
         "images": n,
@@ -163,6 +151,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
+}
+
+/// The names of the images without descriptors (indices in `without`), with a warning when
+/// the pairs came from them (`retrieval`): those images are in no retrieval pair.
+fn images_without_descriptors(
+    without: std::sync::Mutex<std::collections::BTreeSet<usize>>,
+    names: &[String],
+    retrieval: bool,
+) -> Vec<&str> {
+    let without: Vec<&str> = without
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| names[i].as_str())
+        .collect();
+    if retrieval && !without.is_empty() {
+        eprintln!(
+            "warning: {} images without descriptors (blank or uniform?) are in no retrieval pair: {}",
+            without.len(),
+            descl::io::plan::listing(&without)
+        );
+    }
+    without
 }
 
 /// The set's inputs, checked before any work: their settings against the flags, their names

@@ -378,11 +378,14 @@ const PLAN_FILES: [&str; 2] = [
     descl::io::plan::MATCH_PLAN_FILE,
 ];
 
-fn merge(args: MergeArgs) -> anyhow::Result<()> {
-    let camera_flags =
-        args.single_camera || !matches!(args.camera_model, CameraModelArg::SimpleRadial);
+/// Before a merge: camera flags need a database, and the database is none of the merge's
+/// inputs (features, matches, plans, images).
+fn check_merge_outputs(args: &MergeArgs) -> anyhow::Result<()> {
+    let camera_flags = args.single_camera
+        || args.cameras.given()
+        || !matches!(args.camera_model, CameraModelArg::SimpleRadial);
     if args.hloc.is_some() && camera_flags {
-        bail!("--single-camera and --camera-model set the cameras of a COLMAP database (--database); hloc's files (--hloc) hold no cameras");
+        bail!("--single-camera, --camera-model, --camera-params and --cameras-file set the cameras of a COLMAP database (--database); hloc's files (--hloc) hold no cameras");
     }
     if let Some(db) = &args.database {
         descl::io::atomic::check_writable(db)?;
@@ -399,6 +402,11 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
             descl::image_set::check_output_outside_set(db, images)?;
         }
     }
+    Ok(())
+}
+
+fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    check_merge_outputs(&args)?;
     let inputs = MergeInputs {
         features: args.features,
         matches: args.matches,
@@ -483,11 +491,23 @@ fn report_partial(s: &descl::sfm::MergeSummary) {
 const LISTED: usize = 20;
 
 impl Args {
+    /// Whether the mapper holds the cameras as given (--camera-params or --cameras-file without
+    /// --refine-intrinsics, or --hold-intrinsics) rather than refining them.
+    fn holds_intrinsics(&self) -> bool {
+        self.mapping.hold_intrinsics || (self.cameras.given() && !self.refine_intrinsics)
+    }
+
+    /// The run's settings; `--geometry none` with `--reconstruct` is refused (nothing would be
+    /// verified for the mapper to map).
     fn config(&self) -> anyhow::Result<SfmConfig> {
+        let pair = self
+            .matching
+            .pair_config_with(SfmConfig::default().pair.ransac.threshold_px)?;
+        if self.reconstruct && pair.geometry.is_none() {
+            bail!("--geometry none --reconstruct: the mapper maps verified pairs only, and none would be verified; leave out --geometry none, or --reconstruct");
+        }
         Ok(SfmConfig {
-            pair: self
-                .matching
-                .pair_config_with(SfmConfig::default().pair.ransac.threshold_px)?,
+            pair,
             pairs: self.pairs.mode(Some(PairMode::Exhaustive))?,
             camera_model: self.camera_model.into(),
             single_camera: self.single_camera,
@@ -518,9 +538,6 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     check_before_work(&args, &database, &images_dir)?;
     let started = std::time::Instant::now();
     let cfg = args.config()?;
-    if args.reconstruct && cfg.pair.geometry.is_none() {
-        bail!("--geometry none --reconstruct: the mapper maps verified pairs only, and none would be verified; leave out --geometry none, or --reconstruct");
-    }
     let extractor = args.describe.extractor_for(Preset::Sfm)?;
     let bar = Bar::new(true);
     let summary = build_database(
@@ -550,11 +567,7 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         let mapping_started = std::time::Instant::now();
         let mapped = reconstruct(&args, summary.images.len())?;
         out["reconstruction"] = reconstruction_json(&mapped, summary.images.len());
-        // Whether the cameras were held as given (--camera-params, --cameras-file,
-        // --hold-intrinsics) or refined by the mapper.
-        out["reconstruction"]["intrinsics_held"] = serde_json::json!(
-            args.mapping.hold_intrinsics || (args.cameras.given() && !args.refine_intrinsics)
-        );
+        out["reconstruction"]["intrinsics_held"] = args.holds_intrinsics().into();
         mapping = Some((mapped, mapping_started.elapsed().as_secs_f64()));
     }
     let mapping = mapping.as_ref().map(|(m, seconds)| (m, *seconds));
@@ -635,7 +648,7 @@ fn reconstruct(args: &Args, total_images: usize) -> anyhow::Result<Mapped> {
     // database is, inside sfm::map under the folder's lock), else refused.
     // Cameras the user gave stay as given unless asked otherwise.
     let mut mapping = args.mapping.clone();
-    mapping.hold_intrinsics |= args.cameras.given() && !args.refine_intrinsics;
+    mapping.hold_intrinsics = args.holds_intrinsics();
     map_and_report(
         database,
         images_dir,

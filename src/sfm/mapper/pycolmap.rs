@@ -281,16 +281,29 @@ impl Script {
             .output()
             .map_err(|e| cannot_run(&exe, e))?;
         drop(staging);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let version = self.result_version(&out, &exe)?;
+        largest_model(output_dir)?.ok_or_else(|| {
+            Error::NoModel(format!(
+                "{} {version} mapper made no model of {}",
+                self.name,
+                database.display()
+            ))
+        })
+    }
+
+    /// The pycolmap version the script printed on its result line, or why it failed: no
+    /// pycolmap, a crash (its stderr's end), no result line.
+    fn result_version(&self, out: &std::process::Output, exe: &Path) -> Result<String> {
         if out.status.code() == Some(NO_PYCOLMAP_EXIT) {
             return Err(Error::InvalidInput(format!(
-            "--mapper {}: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV}): {}",
-            self.name,
-            exe.display(),
-            last_line(&out.stderr)
-        )));
+                "--mapper {}: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV}): {}",
+                self.name,
+                exe.display(),
+                last_line(&out.stderr)
+            )));
         }
         if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
             let tail: Vec<&str> = stderr.lines().rev().take(STDERR_TAIL_LINES).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             return Err(Error::InvalidInput(format!(
@@ -301,7 +314,7 @@ impl Script {
             )));
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let version = stdout
+        stdout
             .lines()
             .find_map(|l| l.strip_prefix(RESULT_PREFIX))
             .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
@@ -312,14 +325,7 @@ impl Script {
                     self.name,
                     exe.display()
                 ))
-            })?;
-        largest_model(output_dir)?.ok_or_else(|| {
-            Error::NoModel(format!(
-                "{} {version} mapper made no model of {}",
-                self.name,
-                database.display()
-            ))
-        })
+            })
     }
 }
 
