@@ -71,13 +71,19 @@ fn known_or_colmap_camera<'a>(
     known: &'a KnownCameras,
     inputs: &'a [crate::names::SetInput],
 ) -> impl Fn(&Path, &Features) -> Result<image_set::CameraInfo> + Sync + 'a {
-    move |path: &Path, f: &Features| {
-        let name = inputs
+    // Each image's name by its path, looked up once per image (only when cameras are known).
+    let names: std::collections::HashMap<&Path, &str> = if known.is_known() {
+        inputs
             .iter()
-            .find(|i| i.path == path)
-            .map(|i| i.name.as_str());
+            .map(|i| (i.path.as_path(), i.name.as_str()))
+            .collect()
+    } else {
+        Default::default()
+    };
+    move |path: &Path, f: &Features| {
         let (w, h) = (f.meta.image_width, f.meta.image_height);
-        match name
+        match names
+            .get(path)
             .map(|n| known.camera_of(n, w, h))
             .transpose()?
             .flatten()
