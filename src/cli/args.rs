@@ -49,6 +49,9 @@ pub enum MatcherArg {
     Approx,
     /// Exact, then again near the first model's prediction (COLMAP-style).
     Guided,
+    /// Inverted-file search (k-means cells, the nearest cells probed; COLMAP 4's kind of CPU
+    /// matcher; float descriptors; exact below 1024 descriptors).
+    Ivf,
 }
 
 impl From<MatcherArg> for Matcher {
@@ -57,6 +60,7 @@ impl From<MatcherArg> for Matcher {
             MatcherArg::Exact => Matcher::Exact,
             MatcherArg::Approx => Matcher::Approx,
             MatcherArg::Guided => Matcher::Guided,
+            MatcherArg::Ivf => Matcher::Ivf,
         }
     }
 }

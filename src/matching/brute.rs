@@ -16,14 +16,48 @@ use std::borrow::Cow;
 pub const ROW_BLOCK: usize = 128;
 
 /// Row-major contiguous data of a 2-D view (borrowed when already contiguous).
-fn contiguous<'a>(v: &'a ArrayView2<'a, f32>) -> Cow<'a, [f32]> {
+pub(crate) fn contiguous<'a>(v: &'a ArrayView2<'a, f32>) -> Cow<'a, [f32]> {
     match v.as_slice() {
         Some(s) => Cow::Borrowed(s),
         None => Cow::Owned(v.iter().copied().collect()),
     }
 }
 
-fn squared_norms(data: &[f32], dim: usize) -> Vec<f32> {
+/// `out = A·Bᵀ`: the dot products of every row of `a` (m × dim, row-major) with every row of
+/// `b` (n × dim, row-major), m × n row-major. One SGEMM; extents are checked, so a mismatch
+/// writes nothing rather than reading out of bounds.
+pub(crate) fn dots_abt(a: &[f32], b: &[f32], dim: usize, out: &mut [f32]) {
+    if dim == 0 || a.len() % dim != 0 || b.len() % dim != 0 {
+        return;
+    }
+    let (m, n) = (a.len() / dim, b.len() / dim);
+    if m == 0 || n == 0 || out.len() != m * n {
+        return;
+    }
+    // SAFETY: a is m×dim row-major (strides dim, 1); b is n×dim row-major, read as its
+    // transpose dim×n (strides 1, dim); out is m×n row-major (n, 1). The checks above make
+    // every slice exactly the extent its strides address.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            dim,
+            n,
+            1.0,
+            a.as_ptr(),
+            dim as isize,
+            1,
+            b.as_ptr(),
+            1,
+            dim as isize,
+            0.0,
+            out.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+pub(crate) fn squared_norms(data: &[f32], dim: usize) -> Vec<f32> {
     data.chunks_exact(dim)
         .map(|r| r.iter().map(|v| v * v).sum())
         .collect()
@@ -53,27 +87,7 @@ pub fn nearest_two(a: ArrayView2<f32>, b: ArrayView2<f32>) -> NearestTwo {
             let m = ROW_BLOCK.min(na - start);
             let mut dots = vec![0f32; m * nb];
             let a_block = &a_data[start * dim..(start + m) * dim];
-            // SAFETY: a_block is m×dim row-major (strides dim, 1); b_data is nb×dim row-major,
-            // read as its transpose dim×nb (strides 1, dim); dots is m×nb row-major (nb, 1).
-            // All three slices have exactly the extents the strides address.
-            unsafe {
-                matrixmultiply::sgemm(
-                    m,
-                    dim,
-                    nb,
-                    1.0,
-                    a_block.as_ptr(),
-                    dim as isize,
-                    1,
-                    b_data.as_ptr(),
-                    1,
-                    dim as isize,
-                    0.0,
-                    dots.as_mut_ptr(),
-                    nb as isize,
-                    1,
-                );
-            }
+            dots_abt(a_block, &b_data, dim, &mut dots);
             let mut rows = vec![Nn2::EMPTY; m];
             let mut cols = vec![Nn2::EMPTY; nb];
             for (r, (row_dots, row_nn)) in dots.chunks_exact(nb).zip(rows.iter_mut()).enumerate() {

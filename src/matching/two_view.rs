@@ -4,7 +4,8 @@
 
 use super::guided::{guided_match, GuideModel};
 use super::kdtree::{approximate_match, ApproxConfig};
-use super::{match_descriptors, MatchConfig, Matches};
+use super::ivf::{self, IvfConfig};
+use super::{filters, match_descriptors, MatchConfig, Matches};
 use crate::describe::Descriptors;
 use crate::error::{Error, Result};
 use crate::features::Features;
@@ -40,6 +41,8 @@ pub enum Matcher {
     /// Exact, verified, then matched again near the model's prediction (COLMAP's guided
     /// matching; needs a homography or fundamental matrix).
     Guided,
+    /// Inverted-file search ([`super::ivf`]; float descriptors only).
+    Ivf,
 }
 
 impl Matcher {
@@ -49,6 +52,7 @@ impl Matcher {
             Matcher::Exact => "exact",
             Matcher::Approx => "approx",
             Matcher::Guided => "guided",
+            Matcher::Ivf => "ivf",
         }
     }
 }
@@ -200,6 +204,27 @@ pub fn match_pair(
     Ok(r)
 }
 
+/// The float descriptors of a pair for a matcher that needs them, checked as the exact
+/// matcher checks its inputs ([`super::validate`]).
+fn float_pair<'a>(
+    a: &'a Features,
+    b: &'a Features,
+    cfg: &PairConfig,
+) -> Result<(ndarray::ArrayView2<'a, f32>, ndarray::ArrayView2<'a, f32>)> {
+    let (Descriptors::Float(da), Descriptors::Float(db)) = (&a.descriptors, &b.descriptors) else {
+        return Err(Error::InvalidInput(format!(
+            "the {} matcher needs float descriptors ({} has {}, {} has {})",
+            cfg.matcher.name(),
+            a.meta.image,
+            a.descriptors.kind(),
+            b.meta.image,
+            b.descriptors.kind()
+        )));
+    };
+    super::validate(&a.descriptors, &b.descriptors, &cfg.matching)?;
+    Ok((da.view(), db.view()))
+}
+
 /// [`match_pair`] without its clock.
 fn match_and_verify(
     a: &Features,
@@ -233,22 +258,14 @@ fn match_and_verify(
             verify_matches(a, b, matches, cfg, intrinsics)
         }
         Matcher::Approx => {
-            let (Descriptors::Float(da), Descriptors::Float(db)) = (&a.descriptors, &b.descriptors)
-            else {
-                return Err(Error::InvalidInput(format!(
-                    "the approx matcher needs float descriptors ({} has {})",
-                    a.meta.image,
-                    a.descriptors.kind()
-                )));
-            };
-            super::validate(&a.descriptors, &b.descriptors, &cfg.matching)?;
-            let matches = approximate_match(
-                da.view(),
-                db.view(),
-                &ApproxConfig::default(),
-                &cfg.matching,
-            )?;
+            let (da, db) = float_pair(a, b, cfg)?;
+            let matches = approximate_match(da, db, &ApproxConfig::default(), &cfg.matching)?;
             verify_matches(a, b, matches, cfg, intrinsics)
+        }
+        Matcher::Ivf => {
+            let (da, db) = float_pair(a, b, cfg)?;
+            let nn = ivf::nearest_two(da, db, &IvfConfig::default());
+            verify_matches(a, b, filters::apply(&nn, &cfg.matching), cfg, intrinsics)
         }
         Matcher::Guided => {
             let exact = PairConfig {
