@@ -719,3 +719,36 @@ fn descriptors_of_absurd_norm_are_refused_naming_the_file() {
         .arg(dir.path().join("m.npz")));
     assert!(!ok && err.contains(&file.display().to_string()), "{err}");
 }
+
+/// Issue 55: `descl sfm merge` of pairs verified at `descl match`'s 1 px did not say so; the
+/// mapping policy (and `descl sfm`) verifies at COLMAP's 4 px. The summary and JSON now say the
+/// threshold the pairs were verified at, and the summary notes when it is not 4 px.
+#[test]
+fn merge_says_the_threshold_its_pairs_were_verified_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    for (planar, px, noted) in [(false, 1.0, true), (true, 4.0, false)] {
+        let m = dir.path().join(format!("m-{planar}"));
+        let extra: &[&str] = if planar { &["--planar-check"] } else { &[] };
+        let (ok, err) = match_set(&feats, &m, extra);
+        assert!(ok, "{err}");
+        let (ok, out, err) = run(descl()
+            .args(["sfm", "merge", "--json", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&m)
+            .arg("--database")
+            .arg(dir.path().join(format!("{planar}.db"))));
+        assert!(ok, "{err}");
+        let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(s["verified_at_px"], serde_json::json!([px]), "{out}");
+        assert_eq!(
+            err.contains(&format!("verified at {px} px")) && err.contains("4 px"),
+            noted,
+            "{err}"
+        );
+    }
+}
