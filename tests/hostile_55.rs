@@ -2,8 +2,9 @@
 //! images without descriptors in retrieval, an intrinsics file with keys descl cannot honour,
 //! a mapping folder of other pictures, hloc's files without an extract plan, two runs of
 //! different settings into one folder at once, pair-file names too long for the file system,
-//! links counted as images, EXIF focal lengths as COLMAP computes them, NaN features. Each
-//! test failed before its fix.
+//! links counted as images, EXIF focal lengths as COLMAP computes them, NaN features, a match
+//! shard of other settings into another run's folder, descriptors of absurd norm, merges that
+//! did not say the threshold their pairs were verified at. Each test failed before its fix.
 
 mod common;
 

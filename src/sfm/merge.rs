@@ -12,8 +12,8 @@ use crate::error::Result;
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
 use crate::io::writer::Writer;
-use crate::progress::Progress;
 use crate::matching::two_view::COLMAP_MAX_ERROR_PX;
+use crate::progress::Progress;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
