@@ -48,6 +48,10 @@ pub struct SetConfig {
     /// removed, and the run is an error. False: failures are reported per item and the rest
     /// is written (a folder of matches files, resumable).
     pub all_or_nothing: bool,
+    /// How the inputs' features were made, where known, recorded in the match plan
+    /// ([`MatchPlan::features`]) so that a later run into the same folder with other features
+    /// is refused.
+    pub features: Option<crate::provenance::ExtractSettings>,
 }
 
 /// [`SetConfig::max_resident_images`] for sets of features files: 128 images, about 140 MB at
@@ -741,6 +745,7 @@ where
             .map(|&(i, j)| [names[i].clone(), names[j].clone()])
             .collect(),
         config: cfg.pair.clone(),
+        features: cfg.features.clone(),
     };
     // Pairs known from the names are chosen first, so that only their images are loaded;
     // retrieval pairs need every image's features.
@@ -989,6 +994,7 @@ mod tests {
                 shard: Default::default(),
                 max_resident_images: bound,
                 all_or_nothing: false,
+                features: None,
             };
             let written = Arc::new(Mutex::new(Vec::new()));
             let camera = |_: &Path, _: &Features| Ok((None, false));

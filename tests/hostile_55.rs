@@ -2,8 +2,9 @@
 //! images without descriptors in retrieval, an intrinsics file with keys descl cannot honour,
 //! a mapping folder of other pictures, hloc's files without an extract plan, two runs of
 //! different settings into one folder at once, pair-file names too long for the file system,
-//! links counted as images, EXIF focal lengths as COLMAP computes them, NaN features. Each
-//! test failed before its fix.
+//! links counted as images, EXIF focal lengths as COLMAP computes them, NaN features, a match
+//! shard of other settings into another run's folder, descriptors of absurd norm, merges that
+//! did not say the threshold their pairs were verified at. Each test failed before its fix.
 
 mod common;
 
@@ -593,4 +594,162 @@ fn descl_colmap_empty_is_unset_and_a_failure_names_it() {
         e.contains(&db.display().to_string()) && e.contains("colmap"),
         "{e}"
     );
+}
+
+/// `descl match --images FEATS --exhaustive --out-dir OUT ARGS...`: (success, stderr).
+fn match_set(feats: &Path, out: &Path, args: &[&str]) -> (bool, String) {
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(feats)
+        .arg("--out-dir")
+        .arg(out)
+        .args(args));
+    (ok, err)
+}
+
+/// The pair files of `dir` with their bytes (what a refused run must leave as it was).
+fn pair_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    common::files_in(dir)
+        .into_iter()
+        .filter(|n| n.contains("__"))
+        .map(|n| {
+            let bytes = std::fs::read(dir.join(&n)).unwrap();
+            (n, bytes)
+        })
+        .collect()
+}
+
+/// Issue 55: a `descl match` shard of other settings (or a second run with other settings or
+/// other features) into a folder holding another run's match plan replaced the plan and
+/// exited 0; the mix was found only at merge time, blaming the first shard's files. Now it is
+/// refused before any matching, naming the plan file and the way out; the other shards of the
+/// same plan, a resume, and a set grown since an `--allow-partial` run still write there.
+#[test]
+fn a_match_of_other_settings_into_another_runs_folder_is_refused() {
+    use descl::io::plan::MATCH_PLAN_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["0000.png", "0001.png", "0002.png", "0003.png"];
+    let imgs = small_images(dir.path(), &names);
+    let (feats, other, m) = (
+        dir.path().join("feats"),
+        dir.path().join("other"),
+        dir.path().join("m"),
+    );
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = extract(&imgs, &other, &["--max-keypoints", "100"]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &m, &["--shard", "0/2"]);
+    assert!(ok, "{err}");
+    let after_first = pair_files(&m);
+    assert_eq!(after_first.len(), 3, "{err}");
+    let plan = m.join(MATCH_PLAN_FILE).display().to_string();
+    let refused = |(ok, err): (bool, String), field: &str| {
+        assert!(!ok, "a run of other {field} into {plan} exited 0: {err}");
+        assert!(
+            err.contains(&plan)
+                && err.contains(field)
+                && err.contains("--overwrite")
+                && err.contains("--out-dir"),
+            "{err}"
+        );
+        assert!(!err.contains(" matched,"), "matching ran first: {err}");
+        assert_eq!(pair_files(&m), after_first, "a refused run changed {plan}");
+    };
+    // The second shard with another verification setting, then with other features, and a
+    // whole run with another threshold.
+    refused(
+        match_set(&feats, &m, &["--shard", "1/2", "--min-inliers", "16"]),
+        "min_inliers",
+    );
+    refused(match_set(&other, &m, &["--shard", "1/2"]), "features");
+    refused(match_set(&feats, &m, &["--threshold", "2"]), "threshold_px");
+    // The other shard of the same plan, then a resume of the whole run, write there.
+    let (ok, err) = match_set(&feats, &m, &["--shard", "1/2"]);
+    assert!(ok, "{err}");
+    assert_eq!(pair_files(&m).len(), 6);
+    let (ok, err) = match_set(&feats, &m, &[]);
+    assert!(ok && err.contains("6 already done"), "{err}");
+    let merge = |db: &str| {
+        run(descl()
+            .args(["sfm", "merge", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&m)
+            .arg("--database")
+            .arg(dir.path().join(db)))
+    };
+    let (ok, _, err) = merge("a.db");
+    assert!(ok, "{err}");
+    // --overwrite replaces the plan; the run's pairs are matched again with its settings.
+    let (ok, err) = match_set(&feats, &m, &["--min-inliers", "16", "--overwrite"]);
+    assert!(ok && err.contains("6 matched"), "{err}");
+    let (ok, _, err) = merge("b.db");
+    assert!(ok, "{err}");
+}
+
+/// Issue 55: descriptors scaled by 1e20 in a features file without provenance gave 0 matches
+/// and exit 0 (their squared norms overflow f32 in the matcher's distance expansion); refused
+/// on read, naming the file and the row.
+#[test]
+fn descriptors_of_absurd_norm_are_refused_naming_the_file() {
+    use descl::io::features::{read_features, write_features};
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES[..2]);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let file = feats.join("0001.npz");
+    let mut f = read_features(&file).unwrap();
+    f.meta.content = None;
+    f.meta.provenance = None;
+    if let descl::describe::Descriptors::Float(d) = &mut f.descriptors {
+        d.mapv_inplace(|v| v * 1e20);
+    }
+    write_features(&file, &f).unwrap();
+    let e = read_features(&file).unwrap_err().to_string();
+    assert!(
+        e.contains("descriptor 0") && e.contains(&file.display().to_string()),
+        "{e}"
+    );
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(feats.join("0000.npz"))
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.path().join("m.npz")));
+    assert!(!ok && err.contains(&file.display().to_string()), "{err}");
+}
+
+/// Issue 55: `descl sfm merge` of pairs verified at `descl match`'s 1 px did not say so; the
+/// mapping policy (and `descl sfm`) verifies at COLMAP's 4 px. The summary and JSON now say the
+/// threshold the pairs were verified at, and the summary notes when it is not 4 px.
+#[test]
+fn merge_says_the_threshold_its_pairs_were_verified_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    for (planar, px, noted) in [(false, 1.0, true), (true, 4.0, false)] {
+        let m = dir.path().join(format!("m-{planar}"));
+        let extra: &[&str] = if planar { &["--planar-check"] } else { &[] };
+        let (ok, err) = match_set(&feats, &m, extra);
+        assert!(ok, "{err}");
+        let (ok, out, err) = run(descl()
+            .args(["sfm", "merge", "--json", "--features"])
+            .arg(&feats)
+            .arg("--matches")
+            .arg(&m)
+            .arg("--database")
+            .arg(dir.path().join(format!("{planar}.db"))));
+        assert!(ok, "{err}");
+        let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(s["verified_at_px"], serde_json::json!([px]), "{out}");
+        assert_eq!(
+            err.contains(&format!("verified at {px} px")) && err.contains("4 px"),
+            noted,
+            "{err}"
+        );
+    }
 }

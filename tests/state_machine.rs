@@ -1,7 +1,7 @@
 //! A state machine over one working folder (issue 44, item 5): random sequences of `descl
 //! extract` (describer, preset, budget, format, shard, resume), `descl match --images` (npz and
 //! `--format h5`), `descl pairs`, `descl sfm merge` (to a database and to hloc's files), image
-//! replacements and deletions, features files deleted or copied over another image's, commands
+//! replacements (some by a blank, uniform picture without keypoints) and deletions, features files deleted or copied over another image's, commands
 //! killed at a random point and two commands run at once.
 //!
 //! The folder holds `images/` (three small images), `feats/` (npz features), `matches/`,
@@ -192,7 +192,8 @@ enum Op {
     Merge {
         hloc: bool,
     },
-    /// Replace image `slot` with picture `variant` (other bytes), or put it back if deleted.
+    /// Replace image `slot` with picture `variant` (other bytes, or a blank picture), or put
+    /// it back if deleted.
     Replace {
         slot: usize,
         variant: u32,
@@ -288,7 +289,7 @@ impl Op {
             0..=11 => Op::random_command(rng, main, folder),
             12..=13 => {
                 let slot = rng.gen_range(0..3);
-                let variant = (folder.variants[slot] + rng.gen_range(1..4)) % 4;
+                let variant = (folder.variants[slot] + rng.gen_range(1..VARIANTS)) % VARIANTS;
                 Op::Replace { slot, variant }
             }
             14 if rng.gen_bool(0.5) => Op::DeleteFeatures {
@@ -322,9 +323,19 @@ impl Op {
     }
 }
 
-/// Image `slot` as picture `variant` (0..4): each (slot, variant) has its own width.
+/// Pictures per slot: variants 0..4 textured, [`BLANK_VARIANT`] uniform.
+const VARIANTS: u32 = 5;
+/// The variant that is a blank, uniform picture (issue 55: no keypoints, so features with no
+/// rows, pairs with no match, and no VLAD for retrieval).
+const BLANK_VARIANT: u32 = 4;
+
+/// Image `slot` as picture `variant` (0..[`VARIANTS`]): each (slot, variant) has its own width.
 fn picture(slot: usize, variant: u32) -> image::GrayImage {
-    gray_image(320 + 16 * slot as u32 + 4 * variant, 240, false)
+    gray_image(
+        320 + 16 * slot as u32 + 4 * variant,
+        240,
+        variant == BLANK_VARIANT,
+    )
 }
 
 fn hash_bytes(parts: &[&[u8]]) -> u64 {

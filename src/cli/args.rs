@@ -604,7 +604,8 @@ impl<'a> FeatureLoader<'a> {
         }
     }
 
-    fn extractor(&self) -> descl::Result<&Extractor> {
+    /// The extractor of image inputs, made once (on first use).
+    pub fn extractor(&self) -> descl::Result<&Extractor> {
         self.extractor
             .get_or_init(|| self.args.extractor().map_err(|e| format!("{e:#}")))
             .as_ref()

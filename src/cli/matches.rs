@@ -77,6 +77,12 @@ pub struct Args {
     /// of refusing.
     #[arg(long, requires = "images")]
     allow_partial: bool,
+    /// Replace the match plan of an earlier run of other settings or other features in
+    /// --out-dir (npz), whose pairs are then matched again with these settings; without it,
+    /// such a run is refused before any matching (the other shards of one run, and a rerun
+    /// with the same settings, need no flag).
+    #[arg(long, requires = "images")]
+    overwrite: bool,
     /// Output format of --out-dir: npz, or h5 (hloc's files).
     #[arg(long, default_value = "npz", value_parser = format_parser())]
     format: Format,
@@ -193,6 +199,7 @@ fn refuse_set_flags(args: &Args) -> anyhow::Result<()> {
         (args.out_dir.is_some(), "--out-dir (use --out FILE.npz)"),
         (args.shard.is_some(), "--shard"),
         (args.allow_partial, "--allow-partial"),
+        (args.overwrite, "--overwrite"),
         (args.format == Format::H5, "--format h5"),
         (
             args.max_resident_images != image_set::DEFAULT_MAX_RESIDENT_IMAGES,
@@ -256,10 +263,18 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     let set = set_inputs(dir, args.allow_partial)?;
     args.describe.refuse_for_features(set.made.as_ref())?;
     let inputs = set.inputs;
-    let cfg = set_config(args, pairs, &inputs)?;
-    let writer = output::open(args.format, out_dir)?;
-    record_extract_plan(args, out_dir, &inputs)?;
     let loader = FeatureLoader::new(&args.describe);
+    let mut cfg = set_config(args, pairs, &inputs)?;
+    // How the features are made, for the match plan: the set's, or the extractor's for images.
+    cfg.features = match inputs.first() {
+        Some(i) if !is_features_input(&i.path) => Some(loader.extractor()?.settings()),
+        _ => set.made.and_then(|m| m.settings),
+    };
+    let mut writer = output::open(args.format, out_dir)?;
+    if args.overwrite {
+        writer.replace_other_plan();
+    }
+    record_extract_plan(args, out_dir, &inputs)?;
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
     let summary = image_set::run(&inputs, &cfg, &loader, camera, writer, &bar)?;
@@ -325,6 +340,7 @@ fn set_config(args: &Args, pairs: PairMode, inputs: &[SetInput]) -> anyhow::Resu
             .then_some(args.max_resident_images),
         // A folder of pair files keeps what succeeded (a rerun does the rest).
         all_or_nothing: false,
+        features: None,
     })
 }
 

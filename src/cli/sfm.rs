@@ -430,6 +430,19 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         s.pairs,
         s.verified_pairs
     );
+    let not_as_sfm = s.verified_not_as_sfm();
+    if !not_as_sfm.is_empty() {
+        let at: Vec<String> = not_as_sfm
+            .iter()
+            .map(|&px| format!("{} px", descl::sfm::px_text(px)))
+            .collect();
+        eprintln!(
+            "note: the pairs were verified at {}, not at the {} px of `descl sfm` and its mapping policy (the database holds the inliers of the stricter or looser threshold, not those `descl sfm` writes): match with --planar-check (or --threshold {}) for that",
+            at.join(", "),
+            descl::sfm::px_text(descl::sfm::COLMAP_MAX_ERROR_PX),
+            descl::sfm::px_text(descl::sfm::COLMAP_MAX_ERROR_PX)
+        );
+    }
     if s.pairs_without_planar_check > 0 && args.database.is_some() {
         eprintln!(
             "warning: {} pairs were matched without --planar-check: COLMAP would label the planar ones 6 (PLANAR_OR_PANORAMIC), here they keep their F/E label",

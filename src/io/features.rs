@@ -188,10 +188,21 @@ pub fn read_features(path: &Path) -> Result<Features> {
     Ok(f)
 }
 
-/// Scores and float descriptors must be finite: a NaN score was taken as any other (and sorts
-/// nowhere), and a NaN descriptor was refused only at matching, by a message that did not name
-/// the file. Checked where every features file is read (`.npz` and `features.h5`), so the
-/// error names the file; the reason names the row.
+/// The largest L2 norm a float descriptor row of a features file may have. descl's
+/// descriptors are unit vectors, and SIFT-like ones from other tools are scaled at most to 512
+/// (OpenCV's and VLFeat's byte range); this is 2000 times that. The exact matcher computes
+/// squared distances as ‖a‖² + ‖b‖² − 2a·b in f32 (`matching::brute`): rows of norm above about
+/// 1.8e19 overflow their squared norms to infinity, and every distance is then NaN or
+/// infinite. Descriptors scaled by 1e20 (a file without provenance, so no recorded identity
+/// catches it) gave 0 matches and exit 0; 1e6 keeps the squared norms (1e12) far from f32's
+/// limit (3.4e38) while refusing such files by name.
+pub const MAX_DESCRIPTOR_NORM: f64 = 1e6;
+
+/// Scores and float descriptors must be finite, and descriptor norms at most
+/// [`MAX_DESCRIPTOR_NORM`]: a NaN score was taken as any other (and sorts nowhere), a NaN
+/// descriptor was refused only at matching, by a message that did not name the file, and
+/// descriptors of absurd norm gave no match at all. Checked where every features file is read
+/// (`.npz` and `features.h5`), so the error names the file; the reason names the row.
 pub(crate) fn check_finite(
     scores: &[f32],
     descriptors: &Descriptors,
@@ -207,6 +218,24 @@ pub(crate) fn check_finite(
         {
             return Err(format!(
                 "descriptor {k} holds a value that is not finite (NaN or infinite); extract the features again"
+            ));
+        }
+        // In f64, so that the norm itself cannot overflow.
+        let norm = |r: ndarray::ArrayView1<f32>| {
+            r.iter()
+                .map(|&v| f64::from(v) * f64::from(v))
+                .sum::<f64>()
+                .sqrt()
+        };
+        if let Some((k, n)) = d
+            .rows()
+            .into_iter()
+            .map(norm)
+            .enumerate()
+            .find(|&(_, n)| n > MAX_DESCRIPTOR_NORM)
+        {
+            return Err(format!(
+                "descriptor {k} has norm {n:e}, more than the {MAX_DESCRIPTOR_NORM:e} a descriptor may have (descl's are unit vectors, SIFT's at most 512): scaled or damaged descriptors, which no distance can compare; extract the features again"
             ));
         }
     }

@@ -36,6 +36,9 @@ pub struct NpzFolder {
     /// The match run's claim on the folder ([`crate::io::plan::claim_folder`]), taken with
     /// its plan: a run of another plan is refused while this one writes.
     _claim: Option<crate::io::atomic::RunClaim>,
+    /// Replace a match plan of other settings already in the folder rather than refuse it
+    /// ([`Writer::replace_other_plan`]).
+    replace_other_plan: bool,
 }
 
 /// The longest file name Linux file systems take (ext4, XFS, btrfs: `NAME_MAX`).
@@ -81,6 +84,7 @@ impl NpzFolder {
             allowed_model: None,
             _lock: lock,
             _claim: None,
+            replace_other_plan: false,
         })
     }
 
@@ -285,7 +289,10 @@ impl Writer for NpzFolder {
 
     /// Refuses, before any work, names that would give one file two meanings: a pair file
     /// that is also an input's features file (`a__b.jpg` beside `a.jpg` and `b.jpg`), or one
-    /// file for two pairs (`a__b` + `c` and `a` + `b__c`).
+    /// file for two pairs (`a__b` + `c` and `a` + `b__c`); and, with the folder claimed (so no
+    /// run of another plan writes between the check and the write), a plan of another run's
+    /// settings already there ([`crate::io::plan::refuse_other_match_run`]) unless
+    /// [`Writer::replace_other_plan`].
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         let mut meaning: HashMap<PathBuf, String> = HashMap::new();
         for name in &plan.inputs {
@@ -304,13 +311,17 @@ impl Writer for NpzFolder {
                 )));
             }
         }
-        self._claim = Some(crate::io::plan::claim_folder(
-            &self.dir,
-            MATCH_PLAN_FILE,
-            plan,
-        )?);
+        let claim = crate::io::plan::claim_folder(&self.dir, MATCH_PLAN_FILE, plan)?;
+        if !self.replace_other_plan {
+            crate::io::plan::refuse_other_match_run(&self.dir, plan)?;
+        }
+        self._claim = Some(claim);
         write_plan(&self.dir, MATCH_PLAN_FILE, plan)?;
         self.remove_pairs_outside(plan)
+    }
+
+    fn replace_other_plan(&mut self) {
+        self.replace_other_plan = true;
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {

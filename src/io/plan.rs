@@ -49,6 +49,12 @@ pub struct MatchPlan {
     /// Every pair of the run, by input name, in the order the shards share them.
     pub pairs: Vec<[String; 2]>,
     pub config: PairConfig,
+    /// How the inputs' features were made, where known (the features set's extract plan or
+    /// provenance, or the extractor's settings for images): a later run into the folder with
+    /// other features is refused ([`refuse_other_match_run`]). Absent in plans written before
+    /// it was recorded, and for features that record no settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<ExtractSettings>,
 }
 
 /// How many items a message names before `…`.
@@ -338,6 +344,49 @@ pub fn refuse_other_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Resu
     )))
 }
 
+/// The fields of a match plan that say how its pair files are made (the pair settings and the
+/// features'), as opposed to which pairs it holds (`inputs`, `pairs`): what
+/// [`refuse_other_match_run`] compares.
+const MATCH_RUN_FIELDS: [&str; 2] = ["config", "features"];
+
+/// Refuses a match run (a shard, a resume or a new run) into `dir` whose `plan` differs from
+/// the match plan already there in how its pairs are made ([`MATCH_RUN_FIELDS`]: the pair
+/// settings, and the features' settings where both plans record them), before it replaces
+/// the plan or matches anything: the folder would hold the two runs' pair files side by side,
+/// found only by `descl sfm merge`, which blamed the first run's files (issue 55). Which pairs
+/// the plan holds is not compared: the other shards of one run, a resume, and a run over a set
+/// grown since an `--allow-partial` run (more inputs, more pairs, the same settings) write
+/// into the folder as before.
+pub fn refuse_other_match_run(dir: &Path, plan: &MatchPlan) -> Result<()> {
+    let path = dir.join(MATCH_PLAN_FILE);
+    let Some(old) = read_plan::<serde_json::Value>(dir, MATCH_PLAN_FILE)? else {
+        return Ok(());
+    };
+    // Through text, as the old plan was read: an f32 setting compares equal to itself.
+    let new: serde_json::Value = serde_json::to_vec(plan)
+        .and_then(|json| serde_json::from_slice(&json))
+        .map_err(|e| Error::format(&path, format!("cannot serialise the plan: {e}")))?;
+    let mut differ = Vec::new();
+    for field in MATCH_RUN_FIELDS {
+        match (old.get(field), new.get(field)) {
+            (Some(o), Some(n)) if !o.is_null() && !n.is_null() => {
+                differing_fields(field, o, n, &mut differ)
+            }
+            // A plan that does not record the field (an older descl's; features without
+            // settings) is not compared on it.
+            _ => {}
+        }
+    }
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidInput(format!(
+        "{}: the match plan of another descl run with other settings ({} differ from this run's): matching here would mix this run's pair files with that run's, and `descl sfm merge` would then refuse the folder, blaming that run's files. Run every shard (and a resume) with the same settings and features; or pass --overwrite to replace that run's plan (its pairs are matched again with this run's settings), or write into another --out-dir",
+        path.display(),
+        listing(&differ)
+    )))
+}
+
 /// The dotted paths of the object fields where `old` and `new` differ (a list or a value
 /// that differs is named as a whole).
 fn differing_fields(
@@ -466,6 +515,7 @@ mod tests {
             inputs: vec!["a.npz".into(), "b.npz".into()],
             pairs: vec![["a.npz".into(), "b.npz".into()]],
             config: PairConfig::default(),
+            features: None,
         };
         write_plan(dir.path(), MATCH_PLAN_FILE, &plan).unwrap();
         assert_eq!(

@@ -96,6 +96,10 @@ pub trait Writer: Send {
     fn record_plan(&mut self, _plan: &MatchPlan) -> Result<()> {
         Ok(())
     }
+    /// Lets [`Writer::record_plan`] replace a plan of another run's settings already in the
+    /// output (`descl match --overwrite`) where it would refuse it; formats that refuse none
+    /// ignore it.
+    fn replace_other_plan(&mut self) {}
     /// Stores one pair's matches and verification; returns the file written, if any.
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>>;
     /// Stores one pair of a merge whose images were stored by [`Writer::add_image`]; formats

@@ -132,6 +132,8 @@ where
         max_resident_images: None,
         // A database of part of the set is no result; the database is written whole or not.
         all_or_nothing: true,
+        // A database records no match plan.
+        features: None,
     };
     let run = image_set::run(&inputs, &set, extract, camera, Box::new(writer), progress)?;
     Ok(summary(run, pair_config))

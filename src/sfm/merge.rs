@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::io::output::{ColmapOptions, ColmapWriter};
 use crate::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
 use crate::io::writer::Writer;
+use crate::matching::two_view::COLMAP_MAX_ERROR_PX;
 use crate::progress::Progress;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,11 @@ pub struct MergeSummary {
     /// Matches files made without the planar check: their pairs keep F/E labels (COLMAP would
     /// label a planar one 6).
     pub pairs_without_planar_check: usize,
+    /// The RANSAC thresholds (px) the merged pairs were verified at, distinct and ascending:
+    /// one for the pairs of one match run, none when no pair was verified. `descl match`
+    /// verifies at 1 px unless `--planar-check` or `--threshold`, `descl sfm` and the mapping
+    /// policy at COLMAP's [`COLMAP_MAX_ERROR_PX`] ([`MergeSummary::verified_not_as_sfm`]).
+    pub verified_at_px: Vec<f64>,
     /// Images of the extract plan without a features file (merged with `allow_partial`).
     pub missing_images: Vec<String>,
     /// Pairs of the match plan without a matches file (merged with `allow_partial`).
@@ -62,6 +68,17 @@ pub struct MergeSummary {
 }
 
 impl MergeSummary {
+    /// The thresholds of [`MergeSummary::verified_at_px`] that are not the
+    /// [`COLMAP_MAX_ERROR_PX`] `descl sfm` verifies at: the database then holds fewer inliers
+    /// per pair than `descl sfm` would write for these features.
+    pub fn verified_not_as_sfm(&self) -> Vec<f64> {
+        self.verified_at_px
+            .iter()
+            .copied()
+            .filter(|&px| px != COLMAP_MAX_ERROR_PX)
+            .collect()
+    }
+
     /// Whether something was left out or not checked (only with `allow_partial`).
     pub fn is_partial(&self) -> bool {
         !self.missing_images.is_empty()
@@ -236,6 +253,7 @@ fn merge_into(
         pairs: 0,
         verified_pairs: 0,
         pairs_without_planar_check: 0,
+        verified_at_px: Vec::new(),
         missing_images: Vec::new(),
         missing_pairs: Vec::new(),
         images_not_matched: Vec::new(),

@@ -97,6 +97,11 @@ fn store(
     summary.pairs += 1;
     summary.verified_pairs += r.verification.as_ref().is_some_and(|v| v.model.is_some()) as usize;
     summary.pairs_without_planar_check += !m.meta.config.planar_check as usize;
+    let px = expected.config.ransac.threshold_px;
+    if expected.config.geometry.is_some() && !summary.verified_at_px.contains(&px) {
+        summary.verified_at_px.push(px);
+        summary.verified_at_px.sort_by(f64::total_cmp);
+    }
     Ok(())
 }
 
