@@ -29,7 +29,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|p| p.extension().is_some_and(|e| e == "npz"))
         .collect();
     files.sort();
-    let feats: Vec<_> = files.iter().map(|p| read_features(p)).collect::<Result<_, _>>()?;
+    let feats: Vec<_> = files
+        .iter()
+        .map(|p| read_features(p))
+        .collect::<Result<_, _>>()?;
     let rows_per_list: usize = std::env::var("DESCL_IVF_ROWS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -59,7 +62,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let set: HashSet<_> = exact.pairs.iter().copied().collect();
             exact_n += exact.len();
             for (k, &probes) in PROBES.iter().enumerate() {
-                let c = ivf::IvfConfig { probes, rows_per_list };
+                let c = ivf::IvfConfig {
+                    probes,
+                    rows_per_list,
+                };
                 let t = Instant::now();
                 let m = filters::apply(&ivf::nearest_two(a.view(), b.view(), &c), &cfg);
                 ivf_s[k] += t.elapsed().as_secs_f64();

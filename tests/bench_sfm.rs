@@ -257,7 +257,16 @@ fn a_pycolmap_peer_asked_for_without_pycolmap_is_refused_by_name() {
                 descl::sfm::mapper::pycolmap::PYTHON_ENV,
                 "/nonexistent/python",
             )
-            .args(["bench", "sfm", "--sfm-peer", "pycolmap", "--strecha"])
+            // descl's side maps with colmap: the default mapper is pycolmap's, refused here too.
+            .args([
+                "bench",
+                "sfm",
+                "--sfm-mapper",
+                "colmap",
+                "--sfm-peer",
+                "pycolmap",
+            ])
+            .arg("--strecha")
             .arg(strecha.path()),
     );
     assert!(!ok, "{err}");
@@ -277,7 +286,15 @@ fn a_pycolmap_peer_asked_for_without_pycolmap_is_refused_by_name() {
                 descl::sfm::mapper::pycolmap::PYTHON_ENV,
                 "/nonexistent/python",
             )
-            .args(["bench", "sfm", "-m", "rootsift", "--strecha"])
+            .args([
+                "bench",
+                "sfm",
+                "--sfm-mapper",
+                "colmap",
+                "-m",
+                "rootsift",
+                "--strecha",
+            ])
             .arg(&strecha_root)
             .arg("--json")
             .arg(&json),

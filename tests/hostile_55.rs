@@ -572,7 +572,7 @@ fn descl_colmap_empty_is_unset_and_a_failure_names_it() {
     assert!(ok, "{err}");
     // Colmap is found (then the database has no verified pair to map).
     let (ok, _, err) = run(descl()
-        .args(["sfm", "map"])
+        .args(["sfm", "map", "--mapper", "colmap"])
         .arg(&db)
         .arg("--images")
         .arg(&imgs)

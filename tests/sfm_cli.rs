@@ -230,7 +230,7 @@ fn unusable_outputs_and_a_missing_colmap_fail_before_the_work() {
         .arg(&imgs)
         .arg("--database")
         .arg(&db)
-        .arg("--reconstruct")
+        .args(["--reconstruct", "--mapper", "colmap"])
         .arg("-m")
         .arg(&missing_model));
     assert!(!ok && err.contains("DESCL_COLMAP"), "{err}");

@@ -32,8 +32,10 @@ const MIN_REGISTERED: u64 = 25;
 /// `descl sfm LUND --database lund.db -m MODEL --single-camera --reconstruct --json` as a user
 /// runs it (and `extra` arguments): its folder (kept alive), the database, the JSON
 /// reconstruction and stderr; None when the data or colmap are missing.
+/// With COLMAP 3.8's mapper, whose fallbacks these tests are about (the CLI's default is
+/// pycolmap's).
 fn sfm_lund(test: &str, model: &str) -> Option<(tempfile::TempDir, PathBuf, Value, String)> {
-    sfm_lund_with(test, model, &[])
+    sfm_lund_with(test, model, &["--mapper", "colmap"])
 }
 
 fn sfm_lund_with(
@@ -313,7 +315,13 @@ fn descl_sfm_overwrite_replaces_an_earlier_runs_models() {
             .arg(&images)
             .arg("--database")
             .arg(&db)
-            .args(["--single-camera", "--reconstruct", "--json"])
+            .args([
+                "--single-camera",
+                "--reconstruct",
+                "--mapper",
+                "colmap",
+                "--json",
+            ])
             .args(["--max-keypoints", "1024"]);
         if overwrite {
             cmd.arg("--overwrite");

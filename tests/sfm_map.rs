@@ -367,7 +367,7 @@ fn sfm_with(images: &Path, dir: &Path, colmap: &Path) -> (serde_json::Value, Str
             .arg("--database")
             .arg(&db)
             .args(["--single-camera", "--max-keypoints", "1024"])
-            .args(["--reconstruct", "--refine", "--json"]),
+            .args(["--reconstruct", "--mapper", "colmap", "--refine", "--json"]),
     );
     assert!(ok, "descl sfm failed:\n{stderr}");
     let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -568,7 +568,7 @@ fn descl_sfm_checks_the_sparse_folder_before_any_work() {
             .arg(&images)
             .arg("--database")
             .arg(&db)
-            .args(["--reconstruct", "--sparse-dir"])
+            .args(["--reconstruct", "--mapper", "colmap", "--sparse-dir"])
             .arg(sparse);
         if overwrite {
             cmd.arg("--overwrite");
@@ -692,6 +692,8 @@ fn map_falls_back_to_a_wide_focal_prior_on_a_copy_of_the_database() {
                 "--max-keypoints",
                 "1024",
                 "--reconstruct",
+                "--mapper",
+                "colmap",
             ]),
     );
     assert!(!ok, "{stderr}");
@@ -860,7 +862,11 @@ fn pycolmap_maps_a_snapshot_and_agrees_with_colmaps_mapper() {
 /// `descl sfm map DB --images IMAGES`, for more arguments.
 fn sfm_map(db: &Path, images: &Path) -> std::process::Command {
     let mut c = common::descl();
-    c.args(["sfm", "map"]).arg(db).arg("--images").arg(images);
+    // COLMAP 3.8's mapper, which these tests were written against (the CLI's default is pycolmap's).
+    c.args(["sfm", "map", "--mapper", "colmap"])
+        .arg(db)
+        .arg("--images")
+        .arg(images);
     c
 }
 
@@ -946,7 +952,11 @@ fn sfm_map_maps_an_existing_database() {
     assert!(inside.is_file() && sparse.join("0").join("images.bin").is_file());
     // A Python that is not there: named with DESCL_PYTHON, nothing made.
     let (ok, _, stderr) = common::run(
-        sfm_map(&db, &images)
+        common::descl()
+            .args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&images)
             .env(
                 descl::sfm::mapper::pycolmap::PYTHON_ENV,
                 dir.path().join("no-python"),
@@ -959,6 +969,25 @@ fn sfm_map_maps_an_existing_database() {
         "{stderr}"
     );
     assert!(!dir.path().join("never3").exists());
+    // The default mapper is pycolmap's: without a Python the refusal names both ways out.
+    let (ok, _, stderr) = common::run(
+        common::descl()
+            .args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&images)
+            .env(
+                descl::sfm::mapper::pycolmap::PYTHON_ENV,
+                dir.path().join("no-python"),
+            )
+            .arg("--sparse-dir")
+            .arg(dir.path().join("never4")),
+    );
+    assert!(
+        !ok && stderr.contains("pip install pycolmap") && stderr.contains("--mapper colmap"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("never4").exists());
     // A seed neither mapper takes (COLMAP's and pycolmap's are 32-bit signed).
     let (ok, _, stderr) = common::run(sfm_map(&db, &images).args(["--random-seed", "2147483648"]));
     assert!(!ok && stderr.contains("--random-seed"), "{stderr}");

@@ -32,7 +32,7 @@ pub enum SuiteArg {
     Hpatches,
     /// UBC PhotoTour: FPR at 95 % recall on the 100k pairs of each dataset.
     Phototour,
-    /// Reconstruction of each Strecha scene (`colmap mapper`) against the ground-truth cameras,
+    /// Reconstruction of each Strecha scene (`descl sfm`'s mapper) against the ground-truth cameras,
     /// with pycolmap 4's and COLMAP's own SIFT pipelines in the same run (`--sfm-peer`).
     Sfm,
     /// Every suite whose data is present.
@@ -106,7 +106,7 @@ pub struct Args {
     sfm_runs: usize,
     /// The mapper of descl's side of the sfm suite (as `descl sfm --mapper`); COLMAP's own
     /// pipeline always maps with `colmap mapper`.
-    #[arg(long, value_enum, default_value_t = MapperArg::Colmap)]
+    #[arg(long, value_enum, default_value_t = super::sfm::DEFAULT_MAPPER)]
     sfm_mapper: MapperArg,
     /// A same-run peer of the sfm suite, repeatable: `pycolmap` (pycolmap 4's own SIFT pipeline
     /// with its incremental mapper), `pycolmap-global` (the same with its global mapper),

@@ -1,6 +1,6 @@
 //! `descl sfm IMAGES_DIR --database out.db`: extract, match and verify every chosen pair with
 //! descl (any describer, any matcher), write a COLMAP database, and with `--reconstruct` map
-//! it (`colmap mapper`, or pycolmap's with `--mapper pycolmap`); `descl sfm map` maps a
+//! it (pycolmap's incremental mapper, or `colmap mapper` with `--mapper colmap`); `descl sfm map` maps a
 //! database that exists.
 
 use super::args::{CameraModelArg, DescribeArgs, MapperArg, MatchArgs, PairArgs, Preset};
@@ -31,10 +31,9 @@ pub struct Args {
     /// the sparse folder).
     #[arg(long)]
     overwrite: bool,
-    /// Map the database afterwards (`colmap mapper`, or --mapper pycolmap) and report registered
-    /// images and reprojection error.
-    /// The executable is `$DESCL_COLMAP` if set, else `colmap` on PATH (checked before any
-    /// work).
+    /// Map the database afterwards (pycolmap's mapper, or --mapper colmap) and report registered
+    /// images and reprojection error. The mapper is checked before any work: pycolmap through
+    /// `$DESCL_PYTHON` or python3, colmap as `$DESCL_COLMAP` or `colmap` on PATH.
     #[arg(long)]
     reconstruct: bool,
     /// Where the mapper writes its models (default: `<database stem>-sparse` beside it),
@@ -67,13 +66,19 @@ pub struct Args {
     describe: DescribeArgs,
 }
 
+/// The mapper of `descl sfm --reconstruct`, `descl sfm map` and `descl bench sfm` when none is
+/// named: pycolmap 4's incremental mapper (2026-11-29, issue 54; docs/BENCHMARKS.md "Mappers").
+/// The library's `MapperOptions::default()` stays `colmap mapper`, which needs no Python.
+pub const DEFAULT_MAPPER: MapperArg = MapperArg::Pycolmap;
+
 /// How a database is mapped: `descl sfm --reconstruct` (each flag needs it) and `descl sfm map`.
 #[derive(clap::Args, Clone)]
 pub struct MappingArgs {
-    /// The incremental mapper: `colmap mapper`, or pycolmap's (PyPI `pycolmap`, imported by
-    /// $DESCL_PYTHON or python3), which maps forward motion that Debian's COLMAP 3.8 does not
-    /// (docs/BENCHMARKS.md, "Mappers"). Either way, --refine refines with colmap's tools.
-    /// [default: colmap]
+    /// The mapper: pycolmap 4's incremental mapper (PyPI `pycolmap`, imported by $DESCL_PYTHON
+    /// or python3; `pip install pycolmap`), or Debian's COLMAP 3.8 `colmap mapper`, which folds
+    /// forward motion pycolmap maps and is behind it against pycolmap 4's own pipeline on the
+    /// dev scenes (docs/BENCHMARKS.md, "Mappers"), or pycolmap's global mapper. Either way,
+    /// --refine refines with colmap's tools. [default: pycolmap]
     #[arg(long, value_enum)]
     mapper: Option<MapperArg>,
     /// Let the mapper refine the principal point (COLMAP holds it at the image centre).
@@ -159,7 +164,7 @@ impl KnownCameraArgs {
 impl MappingArgs {
     fn options(&self) -> MapperOptions {
         MapperOptions {
-            mapper: self.mapper.unwrap_or(MapperArg::Colmap).into(),
+            mapper: self.mapper.unwrap_or(DEFAULT_MAPPER).into(),
             num_threads: None,
             refine: self.refine,
             refine_principal_point: self.refine_principal_point,

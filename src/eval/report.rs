@@ -524,7 +524,8 @@ impl BenchReport {
         }
         let _ = writeln!(
             s,
-            "### Reconstruction (`colmap mapper`, principal point fixed) against the ground-truth cameras\n"
+            "### Reconstruction (descl's side mapped by {}, principal point fixed) against the ground-truth cameras\n",
+            self.settings.sfm_mapper.as_deref().unwrap_or("colmap")
         );
         if let Some(k) = self.settings.sfm_max_keypoints {
             let cap = match self.settings.sfm_selection {

@@ -27,7 +27,7 @@ pub(crate) fn contiguous<'a>(v: &'a ArrayView2<'a, f32>) -> Cow<'a, [f32]> {
 /// `b` (n × dim, row-major), m × n row-major. One SGEMM; extents are checked, so a mismatch
 /// writes nothing rather than reading out of bounds.
 pub(crate) fn dots_abt(a: &[f32], b: &[f32], dim: usize, out: &mut [f32]) {
-    if dim == 0 || a.len() % dim != 0 || b.len() % dim != 0 {
+    if dim == 0 || !a.len().is_multiple_of(dim) || !b.len().is_multiple_of(dim) {
         return;
     }
     let (m, n) = (a.len() / dim, b.len() / dim);

@@ -3,8 +3,8 @@
 //! call [`match_pair`], so every matcher works everywhere.
 
 use super::guided::{guided_match, GuideModel};
-use super::kdtree::{approximate_match, ApproxConfig};
 use super::ivf::{self, IvfConfig};
+use super::kdtree::{approximate_match, ApproxConfig};
 use super::{filters, match_descriptors, MatchConfig, Matches};
 use crate::describe::Descriptors;
 use crate::error::{Error, Result};
