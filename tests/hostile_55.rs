@@ -656,14 +656,17 @@ fn a_match_of_other_settings_into_another_runs_folder_is_refused() {
         assert!(!err.contains(" matched,"), "matching ran first: {err}");
         assert_eq!(pair_files(&m), after_first, "a refused run changed {plan}");
     };
-    // The second shard with another verification setting, then with other features, and a
-    // whole run with another threshold.
+    // The second shard with another verification setting, then with other features, then
+    // with another threshold.
     refused(
         match_set(&feats, &m, &["--shard", "1/2", "--min-inliers", "16"]),
         "min_inliers",
     );
     refused(match_set(&other, &m, &["--shard", "1/2"]), "features");
-    refused(match_set(&feats, &m, &["--threshold", "2"]), "threshold_px");
+    refused(
+        match_set(&feats, &m, &["--shard", "1/2", "--threshold", "2"]),
+        "threshold_px",
+    );
     // The other shard of the same plan, then a resume of the whole run, write there.
     let (ok, err) = match_set(&feats, &m, &["--shard", "1/2"]);
     assert!(ok, "{err}");
@@ -681,10 +684,13 @@ fn a_match_of_other_settings_into_another_runs_folder_is_refused() {
     };
     let (ok, _, err) = merge("a.db");
     assert!(ok, "{err}");
-    // --overwrite replaces the plan; the run's pairs are matched again with its settings.
-    let (ok, err) = match_set(&feats, &m, &["--min-inliers", "16", "--overwrite"]);
+    // A whole run of other settings replaces the plan and matches every pair again (what a
+    // shard cannot do: it matches only its share); a shard with --overwrite replaces it too.
+    let (ok, err) = match_set(&feats, &m, &["--min-inliers", "16"]);
     assert!(ok && err.contains("6 matched"), "{err}");
     let (ok, _, err) = merge("b.db");
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &m, &["--shard", "0/2", "--overwrite"]);
     assert!(ok, "{err}");
 }
 

@@ -95,18 +95,7 @@ fn matches_of_replaced_features_are_redone_and_never_merged() {
     );
     assert!(!dir.path().join("stale.db").exists());
 
-    // A match of the new features into the folder of the old ones' is refused (issue 55: the
-    // folder's plan records other features), naming the plan; --overwrite redoes the pairs.
-    let (ok, _, err) = run(descl()
-        .args(["match", "--exhaustive", "--planar-check", "--images"])
-        .arg(&feats)
-        .arg("--out-dir")
-        .arg(&m));
-    assert!(
-        !ok && err.contains("descl-match-plan.json") && err.contains("features.detector"),
-        "{err}"
-    );
-    let j = match_set(&feats, &m, &["--overwrite"]);
+    let j = match_set(&feats, &m, &[]);
     assert_eq!(j["skipped_existing"], 0, "{j}");
     assert_eq!(j["redone_stale"], 3, "{j}");
     for name in npz_in(&m) {
@@ -122,7 +111,7 @@ fn matches_of_replaced_features_are_redone_and_never_merged() {
     );
 
     // Other match settings are not the stored ones either.
-    let j = match_set(&feats, &m, &["--ratio", "0.7", "--overwrite"]);
+    let j = match_set(&feats, &m, &["--ratio", "0.7"]);
     assert_eq!(j["redone_stale"], 3, "{j}");
 }
 

@@ -52,6 +52,7 @@ pub fn match_descriptors<'py>(
     let config = MatchConfig {
         mutual,
         ratio,
+        ratio_both_ways: false,
         max_distance,
         min_gap,
         top_k,

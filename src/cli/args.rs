@@ -313,6 +313,10 @@ pub struct MatchArgs {
     /// Turn the ratio test off.
     #[arg(long)]
     pub no_ratio: bool,
+    /// The ratio test in both directions, as COLMAP's cross-checked SIFT matcher makes it: B's
+    /// descriptor must pass it against A's too (fewer, cleaner matches).
+    #[arg(long, conflicts_with = "no_ratio")]
+    pub ratio_both_ways: bool,
     /// Mutual nearest neighbours only (default on; --mutual false to turn off).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub mutual: bool,
@@ -361,6 +365,7 @@ impl MatchArgs {
             matching: MatchConfig {
                 mutual: self.mutual,
                 ratio: (!self.no_ratio).then_some(self.ratio),
+                ratio_both_ways: self.ratio_both_ways,
                 max_distance: self.max_distance,
                 min_gap: self.min_gap,
                 top_k: self.top_k,

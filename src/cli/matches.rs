@@ -77,10 +77,11 @@ pub struct Args {
     /// of refusing.
     #[arg(long, requires = "images")]
     allow_partial: bool,
-    /// Replace the match plan of an earlier run of other settings or other features in
-    /// --out-dir (npz), whose pairs are then matched again with these settings; without it,
-    /// such a run is refused before any matching (the other shards of one run, and a rerun
-    /// with the same settings, need no flag).
+    /// Let a shard replace the match plan of an earlier run of other settings or other
+    /// features in --out-dir (npz); without it such a shard is refused before any matching, as
+    /// it would leave its share beside that run's pairs. A whole run needs no flag: it
+    /// replaces the plan and matches its stale pairs again (so do the other shards of one run,
+    /// and a rerun with the same settings).
     #[arg(long, requires = "images")]
     overwrite: bool,
     /// Output format of --out-dir: npz, or h5 (hloc's files).
@@ -271,7 +272,10 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         _ => set.made.and_then(|m| m.settings),
     };
     let mut writer = output::open(args.format, out_dir)?;
-    if args.overwrite {
+    // A whole run matches every pair of its plan again where the stored ones were made
+    // otherwise (stale provenance is redone), so it may replace another run's plan; a shard
+    // matches only its share, so beside another run's plan it would leave a mix (issue 55).
+    if args.overwrite || args.shard.is_none() {
         writer.replace_other_plan();
     }
     record_extract_plan(args, out_dir, &inputs)?;

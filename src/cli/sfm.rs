@@ -76,9 +76,10 @@ pub const DEFAULT_MAPPER: MapperArg = MapperArg::Pycolmap;
 pub struct MappingArgs {
     /// The mapper: pycolmap 4's incremental mapper (PyPI `pycolmap`, imported by $DESCL_PYTHON
     /// or python3; `pip install pycolmap`), or Debian's COLMAP 3.8 `colmap mapper`, which folds
-    /// forward motion pycolmap maps and is behind it against pycolmap 4's own pipeline on the
-    /// dev scenes (docs/BENCHMARKS.md, "Mappers"), or pycolmap's global mapper. Either way,
-    /// --refine refines with colmap's tools. [default: pycolmap]
+    /// forward motion pycolmap maps, is slower and varies more across seeds, but whose median
+    /// was 3–15 % ahead on two validation scenes (docs/BENCHMARKS.md, "Mappers"), or pycolmap's
+    /// global mapper. --refine refines with colmap's tools, whichever mapper made the model.
+    /// [default: pycolmap]
     #[arg(long, value_enum)]
     mapper: Option<MapperArg>,
     /// Let the mapper refine the principal point (COLMAP holds it at the image centre).
@@ -256,11 +257,13 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| descl::sfm::default_sparse_dir(&args.database));
     // Before any mapping and before the sparse folder is made: the folder must take the
-    // models, colmap must run, and the image folder must hold the database's images (the
+    // models, colmap must run where the mapping needs it, and the image folder must hold the database's images (the
     // mapper reads their colours from it, and a wrong folder would colour the points
     // silently). pycolmap is imported by sfm::map before it makes the folder.
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
-    descl::sfm::require_colmap("descl sfm map")?;
+    if args.mapping.options().needs_colmap() {
+        descl::sfm::require_colmap("descl sfm map")?;
+    }
     let total_images = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
     let mapped = map_and_report(
         &args.database,
@@ -608,7 +611,12 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
 fn check_before_work(args: &Args, database: &Path, images_dir: &Path) -> anyhow::Result<()> {
     let sparse = args.reconstruct.then(|| args.sparse_dir());
     descl::image_set::check_output_outside_set(database, images_dir)?;
-    descl::sfm::check_outputs(database, sparse.as_deref(), args.overwrite)?;
+    descl::sfm::check_outputs(
+        database,
+        sparse.as_deref(),
+        args.overwrite,
+        &args.mapping.options(),
+    )?;
     if let (Some(sparse), true) = (&sparse, args.overwrite) {
         descl::image_set::check_not_inside_old_models(database, "database", sparse)?;
         descl::image_set::check_not_inside_old_models(images_dir, "image folder", sparse)?;

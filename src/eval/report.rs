@@ -549,7 +549,7 @@ impl BenchReport {
         {
             let _ = writeln!(
                 s,
-                "descl's databases mapped by {m} (as `descl sfm --mapper pycolmap`); COLMAP's pipeline by `colmap mapper`.\n"
+                "descl's databases mapped by {m} (as `descl sfm` maps them); COLMAP's pipeline by `colmap mapper`.\n"
             );
         }
         for p in &self.settings.sfm_peers {

@@ -38,6 +38,7 @@ pub fn mutual_nn() -> MatchConfig {
         max_distance: None,
         min_gap: None,
         top_k: None,
+        ratio_both_ways: false,
     }
 }
 

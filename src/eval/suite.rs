@@ -211,9 +211,16 @@ pub fn run(
                 .suites
                 .contains(&Suite::Sfm)
                 .then_some(cfg.sfm_runs.max(1)),
+            // A mapper that cannot run (pycolmap's, the default, without pycolmap) stops a
+            // run that asked for the sfm suite, and is a note where suites are skipped when
+            // missing (`descl bench all`: the suite is then skipped, see `sfm`).
             sfm_mapper: match cfg.suites.contains(&Suite::Sfm) {
-                true => Some(cfg.sfm_mapper.describe()?),
                 false => None,
+                true => match cfg.sfm_mapper.describe() {
+                    Ok(d) => Some(d),
+                    Err(_) if cfg.skip_missing => None,
+                    Err(e) => return Err(e),
+                },
             },
             sfm_peers: Vec::new(),
             sfm_skipped: Vec::new(),
@@ -455,6 +462,15 @@ impl Run<'_> {
     }
 
     fn sfm(&mut self) -> Result<()> {
+        if self.report.settings.sfm_mapper.is_none() {
+            // Only under skip_missing (the settings refuse it otherwise).
+            let why = match self.cfg.sfm_mapper.describe() {
+                Err(e) => format!("sfm: {e}"),
+                Ok(_) => "sfm: the mapper could not run".to_string(),
+            };
+            self.progress.note(&format!("{why}: skipped"));
+            return Ok(());
+        }
         if !crate::sfm::mapper::colmap_available() {
             let why = format!(
                 "sfm: cannot run {} (install COLMAP or set DESCL_COLMAP)",

@@ -349,7 +349,8 @@ pub fn refuse_other_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Resu
 /// [`refuse_other_match_run`] compares.
 const MATCH_RUN_FIELDS: [&str; 2] = ["config", "features"];
 
-/// Refuses a match run (a shard, a resume or a new run) into `dir` whose `plan` differs from
+/// Refuses a match shard (a whole run replaces the plan instead, `descl match`'s caller
+/// decides: [`crate::io::writer::Writer::replace_other_plan`]) into `dir` whose `plan` differs from
 /// the match plan already there in how its pairs are made ([`MATCH_RUN_FIELDS`]: the pair
 /// settings, and the features' settings where both plans record them), before it replaces
 /// the plan or matches anything: the folder would hold the two runs' pair files side by side,
@@ -406,7 +407,10 @@ fn differing_fields(
                 } else {
                     format!("{at}.{k}")
                 };
-                differing_fields(&path, o.get(k).unwrap_or(&serde_json::Value::Null), v, out);
+                // A setting the old plan does not record (an older descl's) is not compared.
+                if let Some(ov) = o.get(k) {
+                    differing_fields(&path, ov, v, out);
+                }
             }
         }
         _ => out.push(at.to_string()),

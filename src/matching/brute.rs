@@ -28,10 +28,21 @@ pub(crate) fn contiguous<'a>(v: &'a ArrayView2<'a, f32>) -> Cow<'a, [f32]> {
 /// writes nothing rather than reading out of bounds.
 pub(crate) fn dots_abt(a: &[f32], b: &[f32], dim: usize, out: &mut [f32]) {
     if dim == 0 || !a.len().is_multiple_of(dim) || !b.len().is_multiple_of(dim) {
+        debug_assert!(
+            false,
+            "dots_abt: {} and {} values are not rows of {dim}",
+            a.len(),
+            b.len()
+        );
         return;
     }
     let (m, n) = (a.len() / dim, b.len() / dim);
     if m == 0 || n == 0 || out.len() != m * n {
+        debug_assert!(
+            m == 0 || n == 0,
+            "dots_abt: output of {} for {m} × {n}",
+            out.len()
+        );
         return;
     }
     // SAFETY: a is m×dim row-major (strides dim, 1); b is n×dim row-major, read as its
@@ -68,7 +79,7 @@ pub(crate) fn squared_norms(data: &[f32], dim: usize) -> Vec<f32> {
 pub fn nearest_two(a: ArrayView2<f32>, b: ArrayView2<f32>) -> NearestTwo {
     let (na, dim) = a.dim();
     let nb = b.nrows();
-    if na == 0 || nb == 0 || dim != b.ncols() {
+    if na == 0 || nb == 0 || dim == 0 || dim != b.ncols() {
         return NearestTwo {
             rows: vec![Nn2::EMPTY; na],
             cols: vec![Nn2::EMPTY; nb],

@@ -23,6 +23,13 @@ pub struct MatchConfig {
     pub mutual: bool,
     /// Keep only if d1 < ratio · d2 (d1, d2: distances to the best and second-best neighbour).
     pub ratio: Option<f32>,
+    /// Apply the ratio test to B's side too: b's two nearest neighbours in A must pass it as
+    /// well. COLMAP's cross-checked SIFT matcher (`SiftMatchingOptions::cross_check`) keeps a
+    /// match only when each direction passes its ratio test on its own (`FindBestMatchesOneWay`
+    /// in colmap/feature/sift.cc, run both ways). Needs `ratio`. Left out of files when off, so
+    /// records written before it read the same.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ratio_both_ways: bool,
     /// Keep only if d1 ≤ max_distance (L2 for float, bits for binary).
     pub max_distance: Option<f32>,
     /// Keep only if d2 − d1 ≥ min_gap (meant for Hamming distances, in bits).
@@ -37,6 +44,7 @@ impl Default for MatchConfig {
         MatchConfig {
             mutual: true,
             ratio: Some(LOWE_RATIO),
+            ratio_both_ways: false,
             max_distance: None,
             min_gap: None,
             top_k: None,
@@ -68,6 +76,11 @@ impl MatchConfig {
                 return Err(Error::InvalidInput(format!("min gap must be ≥ 0, got {g}")));
             }
         }
+        if self.ratio_both_ways && self.ratio.is_none() {
+            return Err(Error::InvalidInput(
+                "the ratio test both ways needs the ratio test (drop --no-ratio)".into(),
+            ));
+        }
         if self.top_k == Some(0) {
             return Err(Error::InvalidInput("top-k must be at least 1".into()));
         }
@@ -90,6 +103,13 @@ pub fn apply(nn: &NearestTwo, config: &MatchConfig) -> Matches {
             // With no second neighbour the test cannot be made; validate() prevents that case.
             if r.second == NO_INDEX || !(r.best_dist < ratio * r.second_dist) {
                 continue;
+            }
+            if config.ratio_both_ways {
+                // B's side: a B with one row of A to choose from has no second neighbour.
+                match nn.cols.get(r.best as usize) {
+                    Some(c) if c.second != NO_INDEX && c.best_dist < ratio * c.second_dist => {}
+                    _ => continue,
+                }
             }
         }
         if let Some(gate) = config.max_distance {
@@ -153,6 +173,7 @@ mod tests {
         MatchConfig {
             mutual,
             ratio,
+            ratio_both_ways: false,
             max_distance: None,
             min_gap: None,
             top_k: None,
@@ -189,6 +210,31 @@ mod tests {
         let m = apply(&c, &top);
         assert_eq!(m.pairs, vec![[0, 0], [1, 0]]);
         assert_eq!(m.distances, vec![0.2, 0.5]);
+    }
+
+    /// The ratio test both ways, by hand: row 0's best is column 0 (0.2 against 0.9: passes A's
+    /// test); column 0's two nearest rows are 0 and 1 at 0.2 and 0.22, which fails B's test at
+    /// 0.8 (0.2 ≥ 0.8 · 0.22 = 0.176). Column 1's are 2 and 0 at 0.3 and 0.9: passes.
+    #[test]
+    fn the_ratio_test_both_ways_also_tests_b_s_side() {
+        let c = NearestTwo {
+            rows: vec![nn(0, 0.2, 1, 0.9), nn(0, 0.22, 1, 0.95), nn(1, 0.3, 0, 0.8)],
+            cols: vec![nn(0, 0.2, 1, 0.22), nn(2, 0.3, 0, 0.9)],
+        };
+        let one_way = cfg(true, Some(0.8));
+        assert_eq!(apply(&c, &one_way).pairs, vec![[0, 0], [2, 1]]);
+        let both = MatchConfig {
+            ratio_both_ways: true,
+            ..one_way
+        };
+        assert_eq!(apply(&c, &both).pairs, vec![[2, 1]]);
+        // Without the ratio test it means nothing and is refused.
+        assert!(MatchConfig {
+            ratio: None,
+            ..both
+        }
+        .check()
+        .is_err());
     }
 
     #[test]

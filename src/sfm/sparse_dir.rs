@@ -3,7 +3,7 @@
 //! Apart from [`crate::sfm::map`] because the command line calls these checks before
 //! extracting anything.
 
-use super::mapper::{colmap_available, colmap_exe};
+use super::mapper::{colmap_available, colmap_exe, MapperOptions};
 use crate::error::{Error, Result};
 use crate::io::colmap_model::model_folders;
 use std::path::{Path, PathBuf};
@@ -19,9 +19,15 @@ pub fn default_sparse_dir(database: &Path) -> PathBuf {
 
 /// Checks, before any work, what `descl sfm IMAGES` writes: a run must not fail at its end for
 /// its output or its mapper. The database must be new (or `overwrite`) and writable; with a
-/// reconstruction into `sparse`, that folder must take the models ([`check_sparse_dir`]) and
-/// COLMAP must run.
-pub fn check_outputs(database: &Path, sparse: Option<&Path>, overwrite: bool) -> Result<()> {
+/// reconstruction into `sparse` mapped as `options` say, that folder must take the models
+/// ([`check_sparse_dir`]) and COLMAP must run where the mapping needs it
+/// ([`MapperOptions::needs_colmap`]).
+pub fn check_outputs(
+    database: &Path,
+    sparse: Option<&Path>,
+    overwrite: bool,
+    options: &MapperOptions,
+) -> Result<()> {
     if database.exists() && !overwrite {
         return Err(Error::InvalidInput(format!(
             "{}: database already exists (pass --overwrite to replace it)",
@@ -33,12 +39,15 @@ pub fn check_outputs(database: &Path, sparse: Option<&Path>, overwrite: bool) ->
         return Ok(());
     };
     check_sparse_dir(sparse, overwrite)?;
-    require_colmap("--reconstruct")
+    if options.needs_colmap() {
+        require_colmap("--reconstruct")?;
+    }
+    Ok(())
 }
 
 /// That `colmap` ([`crate::sfm::mapper::colmap_exe`]) starts, checked before any work by
-/// the commands that map (`what`: "--reconstruct", "descl sfm map"): the mapping and its
-/// fallbacks need it, whichever mapper maps.
+/// the commands that map (`what`: "--reconstruct", "descl sfm map") when the mapping needs it
+/// ([`MapperOptions::needs_colmap`]).
 pub fn require_colmap(what: &str) -> Result<()> {
     if !colmap_available() {
         return Err(Error::InvalidInput(format!(

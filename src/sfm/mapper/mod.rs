@@ -121,6 +121,15 @@ pub struct MapperOptions {
     pub hold_intrinsics: bool,
 }
 
+impl MapperOptions {
+    /// Whether the mapping runs the `colmap` executable: COLMAP 3.8's mapper, or the
+    /// refinement (`point_filtering`, `bundle_adjuster`, `point_triangulator`) after any mapper.
+    /// pycolmap's mappers alone need only the Python.
+    pub fn needs_colmap(&self) -> bool {
+        self.mapper == MapperKind::Colmap || self.refine
+    }
+}
+
 /// COLMAP's `Mapper.min_num_matches` (`IncrementalMapperController::Options`): the fewest
 /// verified matches of an image pair that the mapper's correspondence graph takes in.
 pub const COLMAP_MAPPER_MIN_NUM_MATCHES: usize = 15;

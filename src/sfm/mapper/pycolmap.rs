@@ -110,7 +110,7 @@ pub fn python_exe() -> PathBuf {
 /// An error for a Python that cannot be started, naming it and how to choose another.
 fn cannot_run(exe: &Path, e: std::io::Error) -> Error {
     Error::InvalidInput(format!(
-        "--mapper pycolmap (the default mapper): cannot run {} ({e}); set {PYTHON_ENV} to a Python with pycolmap (pip install pycolmap), or map with COLMAP 3.8: --mapper colmap",
+        "pycolmap's mapper: cannot run {} ({e}); set {PYTHON_ENV} to a Python with pycolmap (pip install pycolmap), or map with COLMAP 3.8 (--mapper colmap; descl bench sfm: --sfm-mapper colmap)",
         exe.display()
     ))
 }
@@ -133,7 +133,7 @@ pub fn version() -> Result<String> {
         .map_err(|e| cannot_run(&exe, e))?;
     if !out.status.success() {
         return Err(Error::InvalidInput(format!(
-            "--mapper pycolmap (the default mapper): {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV} to a Python that has it, or map with COLMAP 3.8: --mapper colmap): {}",
+            "pycolmap's mapper: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV} to a Python that has it, or map with COLMAP 3.8: --mapper colmap; descl bench sfm: --sfm-mapper colmap): {}",
             exe.display(),
             last_line(&out.stderr)
         )));
@@ -296,7 +296,7 @@ impl Script {
     fn result_version(&self, out: &std::process::Output, exe: &Path) -> Result<String> {
         if out.status.code() == Some(NO_PYCOLMAP_EXIT) {
             return Err(Error::InvalidInput(format!(
-                "--mapper {}: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV}, or map with COLMAP 3.8: --mapper colmap): {}",
+                "--mapper {}: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV}, or map with COLMAP 3.8: --mapper colmap; descl bench sfm: --sfm-mapper colmap): {}",
                 self.name,
                 exe.display(),
                 last_line(&out.stderr)
