@@ -245,6 +245,43 @@ fn sfm_map_without_verified_pairs_leaves_no_folder() {
     assert!(!sparse.exists(), "an empty sparse folder was left");
 }
 
+/// The default mapper is pycolmap's, which needs no `colmap`: `descl sfm map` refused every
+/// mapping without one ("install COLMAP"), whichever mapper was to map. Now colmap is asked
+/// for only by `--mapper colmap` and `--refine`.
+#[test]
+fn pycolmap_s_mapping_needs_no_colmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT)
+        .args(["--geometry", "none"]));
+    assert!(ok, "{err}");
+    let map = |extra: &[&str]| {
+        run(descl()
+            .args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&imgs)
+            .arg("--sparse-dir")
+            .arg(dir.path().join("sparse"))
+            .args(extra)
+            .env("DESCL_COLMAP", dir.path().join("no-colmap")))
+    };
+    // pycolmap's mapper (where pycolmap is) gets as far as the database: no verified pair.
+    let (ok, _, err) = map(&[]);
+    assert!(!ok && !err.contains("no-colmap"), "{err}");
+    // COLMAP's mapper, and the refinement, need it and say so.
+    for extra in [&["--mapper", "colmap"][..], &["--refine"][..]] {
+        let (ok, _, err) = map(extra);
+        assert!(!ok && err.contains("no-colmap"), "{extra:?}: {err}");
+    }
+}
+
 /// Low: `descl sfm --geometry none --reconstruct` did all the work and then failed.
 #[test]
 fn sfm_reconstruct_without_verification_is_refused_before_work() {
