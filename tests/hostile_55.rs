@@ -215,16 +215,11 @@ fn sfm_map_refuses_images_of_another_size() {
     assert!(!sparse.exists(), "a sparse folder was left");
 }
 
-/// Low: `descl sfm map` on a database without a verified pair (matched with `--geometry
-/// none`) left an empty sparse folder.
-#[test]
-fn sfm_map_without_verified_pairs_leaves_no_folder() {
-    if !common::colmap_or_skip("sfm_map_without_verified_pairs_leaves_no_folder") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let db = dir.path().join("scene.db");
+/// The set's images under `dir` and their database matched without verification
+/// (`--geometry none`): a database with no verified pair.
+fn unverified_database(dir: &Path) -> (PathBuf, PathBuf) {
+    let imgs = small_images(dir, &NAMES);
+    let db = dir.join("scene.db");
     let (ok, _, err) = run(descl()
         .arg("sfm")
         .arg(&imgs)
@@ -233,6 +228,18 @@ fn sfm_map_without_verified_pairs_leaves_no_folder() {
         .args(SIFT)
         .args(["--geometry", "none"]));
     assert!(ok, "{err}");
+    (imgs, db)
+}
+
+/// Low: `descl sfm map` on a database without a verified pair (matched with `--geometry
+/// none`) left an empty sparse folder.
+#[test]
+fn sfm_map_without_verified_pairs_leaves_no_folder() {
+    if !common::colmap_or_skip("sfm_map_without_verified_pairs_leaves_no_folder") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = unverified_database(dir.path());
     let sparse = dir.path().join("sparse");
     let (ok, _, err) = run(descl()
         .args(["sfm", "map"])
@@ -251,16 +258,7 @@ fn sfm_map_without_verified_pairs_leaves_no_folder() {
 #[test]
 fn pycolmap_s_mapping_needs_no_colmap() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let db = dir.path().join("scene.db");
-    let (ok, _, err) = run(descl()
-        .arg("sfm")
-        .arg(&imgs)
-        .arg("--database")
-        .arg(&db)
-        .args(SIFT)
-        .args(["--geometry", "none"]));
-    assert!(ok, "{err}");
+    let (imgs, db) = unverified_database(dir.path());
     let map = |extra: &[&str]| {
         run(descl()
             .args(["sfm", "map"])

@@ -950,44 +950,35 @@ fn sfm_map_maps_an_existing_database() {
         "{stderr}"
     );
     assert!(inside.is_file() && sparse.join("0").join("images.bin").is_file());
-    // A Python that is not there: named with DESCL_PYTHON, nothing made.
-    let (ok, _, stderr) = common::run(
-        common::descl()
-            .args(["sfm", "map"])
-            .arg(&db)
-            .arg("--images")
-            .arg(&images)
-            .env(
-                descl::sfm::mapper::pycolmap::PYTHON_ENV,
-                dir.path().join("no-python"),
-            )
-            .args(["--mapper", "pycolmap", "--sparse-dir"])
-            .arg(dir.path().join("never3")),
-    );
+    // A Python that is not there: named with DESCL_PYTHON, nothing made; the default mapper
+    // is pycolmap's, and its refusal names both ways out.
+    let without_python = |extra: &[&str], sparse: &str| {
+        common::run(
+            common::descl()
+                .args(["sfm", "map"])
+                .arg(&db)
+                .arg("--images")
+                .arg(&images)
+                .env(
+                    descl::sfm::mapper::pycolmap::PYTHON_ENV,
+                    dir.path().join("no-python"),
+                )
+                .args(extra)
+                .arg("--sparse-dir")
+                .arg(dir.path().join(sparse)),
+        )
+    };
+    let (ok, _, stderr) = without_python(&["--mapper", "pycolmap"], "never3");
     assert!(
         !ok && stderr.contains("DESCL_PYTHON") && stderr.contains("no-python"),
         "{stderr}"
     );
-    assert!(!dir.path().join("never3").exists());
-    // The default mapper is pycolmap's: without a Python the refusal names both ways out.
-    let (ok, _, stderr) = common::run(
-        common::descl()
-            .args(["sfm", "map"])
-            .arg(&db)
-            .arg("--images")
-            .arg(&images)
-            .env(
-                descl::sfm::mapper::pycolmap::PYTHON_ENV,
-                dir.path().join("no-python"),
-            )
-            .arg("--sparse-dir")
-            .arg(dir.path().join("never4")),
-    );
+    let (ok, _, stderr) = without_python(&[], "never4");
     assert!(
         !ok && stderr.contains("pip install pycolmap") && stderr.contains("--mapper colmap"),
         "{stderr}"
     );
-    assert!(!dir.path().join("never4").exists());
+    assert!(!dir.path().join("never3").exists() && !dir.path().join("never4").exists());
     // A seed neither mapper takes (COLMAP's and pycolmap's are 32-bit signed).
     let (ok, _, stderr) = common::run(sfm_map(&db, &images).args(["--random-seed", "2147483648"]));
     assert!(!ok && stderr.contains("--random-seed"), "{stderr}");
