@@ -50,7 +50,7 @@ pub enum MatcherArg {
     /// Exact, then again near the first model's prediction (COLMAP-style).
     Guided,
     /// Inverted-file search (k-means cells, the nearest cells probed; COLMAP 4's kind of CPU
-    /// matcher; float descriptors; exact below 1024 descriptors).
+    /// matcher; float descriptors; exact below 4096 descriptors, `matching::ivf::IVF_MIN_ROWS`).
     Ivf,
 }
 

@@ -257,13 +257,11 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| descl::sfm::default_sparse_dir(&args.database));
     // Before any mapping and before the sparse folder is made: the folder must take the
-    // models, colmap must run where the mapping needs it, and the image folder must hold the database's images (the
-    // mapper reads their colours from it, and a wrong folder would colour the points
-    // silently). pycolmap is imported by sfm::map before it makes the folder.
+    // models, colmap must run where the mapping needs it, and the image folder must hold the
+    // database's images (the mapper reads their colours from it, and a wrong folder would
+    // colour the points silently). pycolmap is imported by sfm::map before it makes the folder.
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
-    if args.mapping.options().needs_colmap() {
-        descl::sfm::require_colmap("descl sfm map")?;
-    }
+    descl::sfm::require_colmap(&args.mapping.options(), "descl sfm map")?;
     let total_images = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
     let mapped = map_and_report(
         &args.database,
@@ -610,13 +608,9 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
 /// need `--reconstruct`.
 fn check_before_work(args: &Args, database: &Path, images_dir: &Path) -> anyhow::Result<()> {
     let sparse = args.reconstruct.then(|| args.sparse_dir());
+    let options = args.mapping.options();
     descl::image_set::check_output_outside_set(database, images_dir)?;
-    descl::sfm::check_outputs(
-        database,
-        sparse.as_deref(),
-        args.overwrite,
-        &args.mapping.options(),
-    )?;
+    descl::sfm::check_outputs(database, sparse.as_deref(), args.overwrite, &options)?;
     if let (Some(sparse), true) = (&sparse, args.overwrite) {
         descl::image_set::check_not_inside_old_models(database, "database", sparse)?;
         descl::image_set::check_not_inside_old_models(images_dir, "image folder", sparse)?;
@@ -625,7 +619,7 @@ fn check_before_work(args: &Args, database: &Path, images_dir: &Path) -> anyhow:
         bail!("--refine-intrinsics refines the cameras of --camera-params or --cameras-file: give one");
     }
     if args.reconstruct {
-        args.mapping.options().mapper.describe()?;
+        options.mapper.describe()?;
     } else if let Some(flag) = args.mapping.given() {
         bail!(
             "{flag} sets how the database is mapped: it needs --reconstruct (or `descl sfm map`)"

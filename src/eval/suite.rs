@@ -185,6 +185,18 @@ pub fn run(
         contrast_threshold: DEFAULT_CONTRAST_THRESHOLD,
         ..DetectorConfig::default()
     };
+    // descl's mapper for the sfm suite, described (pycolmap's imported) before any work: one
+    // that cannot run stops a run that asked for the suite, and skips it with a note where
+    // suites are skipped when missing (`descl bench all`).
+    let sfm_mapper: Option<std::result::Result<String, String>> =
+        match cfg.suites.contains(&Suite::Sfm) {
+            false => None,
+            true => match cfg.sfm_mapper.describe() {
+                Ok(d) => Some(Ok(d)),
+                Err(e) if cfg.skip_missing => Some(Err(e.to_string())),
+                Err(e) => return Err(e),
+            },
+        };
     let mut report = BenchReport {
         descl_version: env!("CARGO_PKG_VERSION").to_string(),
         command: cfg.command.clone(),
@@ -211,17 +223,7 @@ pub fn run(
                 .suites
                 .contains(&Suite::Sfm)
                 .then_some(cfg.sfm_runs.max(1)),
-            // A mapper that cannot run (pycolmap's, the default, without pycolmap) stops a
-            // run that asked for the sfm suite, and is a note where suites are skipped when
-            // missing (`descl bench all`: the suite is then skipped, see `sfm`).
-            sfm_mapper: match cfg.suites.contains(&Suite::Sfm) {
-                false => None,
-                true => match cfg.sfm_mapper.describe() {
-                    Ok(d) => Some(d),
-                    Err(_) if cfg.skip_missing => None,
-                    Err(e) => return Err(e),
-                },
-            },
+            sfm_mapper: sfm_mapper.as_ref().and_then(|m| m.as_ref().ok().cloned()),
             sfm_peers: Vec::new(),
             sfm_skipped: Vec::new(),
         },
@@ -235,6 +237,8 @@ pub fn run(
         sfm: BTreeMap::new(),
         timing: Timing::default(),
     };
+    // Why descl's side of the sfm suite cannot run (`descl bench all`'s note; `sfm`).
+    let sfm_mapper_missing = sfm_mapper.and_then(Result::err);
     let sfm_peers = match cfg.suites.contains(&Suite::Sfm) {
         true => sfm_peers(cfg, &mut report.settings)?,
         false => Vec::new(),
@@ -261,6 +265,7 @@ pub fn run(
             report: &mut report,
             progress,
             sfm_peers: &sfm_peers,
+            sfm_mapper_missing: sfm_mapper_missing.as_deref(),
         };
         match suite {
             Suite::Sequences => run.sequences()?,
@@ -343,6 +348,8 @@ struct Run<'a> {
     progress: &'a dyn Progress,
     /// The sfm suite's peers that run ([`sfm_peers`]).
     sfm_peers: &'a [reconstruction::Peer],
+    /// Why descl's mapper cannot run, where the suite is then skipped (`skip_missing`).
+    sfm_mapper_missing: Option<&'a str>,
 }
 
 impl Run<'_> {
@@ -462,13 +469,8 @@ impl Run<'_> {
     }
 
     fn sfm(&mut self) -> Result<()> {
-        if self.report.settings.sfm_mapper.is_none() {
-            // Only under skip_missing (the settings refuse it otherwise).
-            let why = match self.cfg.sfm_mapper.describe() {
-                Err(e) => format!("sfm: {e}"),
-                Ok(_) => "sfm: the mapper could not run".to_string(),
-            };
-            self.progress.note(&format!("{why}: skipped"));
+        if let Some(why) = self.sfm_mapper_missing {
+            self.progress.note(&format!("sfm: {why}: skipped"));
             return Ok(());
         }
         if !crate::sfm::mapper::colmap_available() {

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 // The plans' file names are defined with the writes that must never land on them.
 pub use crate::io::atomic::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
@@ -318,20 +318,33 @@ impl PreviousPlan {
     }
 }
 
+/// The plan already in `dir/file` (None when there is none) and `plan`, both as JSON values
+/// for [`differing_fields`], with the file's path. The new plan goes through text, as the old
+/// one was read, so that an f32 setting compares equal to itself.
+fn old_and_new_plan<T: Serialize>(
+    dir: &Path,
+    file: &str,
+    plan: &T,
+) -> Result<Option<(PathBuf, serde_json::Value, serde_json::Value)>> {
+    let path = dir.join(file);
+    let Some(old) = read_plan::<serde_json::Value>(dir, file)? else {
+        return Ok(None);
+    };
+    let new: serde_json::Value = serde_json::to_vec(plan)
+        .and_then(|json| serde_json::from_slice(&json))
+        .map_err(|e| Error::format(&path, format!("cannot serialise the plan: {e}")))?;
+    Ok(Some((path, old, new)))
+}
+
 /// Refuses, before a shard writes its plan, a plan of another run already in `dir/file`
 /// (other settings or images, named): the shard would replace it, and the mix of the two runs'
 /// files would be found only at match or merge time, blaming the first run's files. Shards of
 /// one run compute the same plan, so they pass; a new run over an old one's folder removes the
 /// old plan first (or writes elsewhere).
 pub fn refuse_other_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Result<()> {
-    let path = dir.join(file);
-    let Some(old) = read_plan::<serde_json::Value>(dir, file)? else {
+    let Some((path, old, new)) = old_and_new_plan(dir, file, plan)? else {
         return Ok(());
     };
-    // Through text, as the old plan was read: an f32 setting compares equal to itself.
-    let new: serde_json::Value = serde_json::to_vec(plan)
-        .and_then(|json| serde_json::from_slice(&json))
-        .map_err(|e| Error::format(&path, format!("cannot serialise the plan: {e}")))?;
     let mut differ = Vec::new();
     differing_fields("", &old, &new, &mut differ);
     if differ.is_empty() {
@@ -359,14 +372,9 @@ const MATCH_RUN_FIELDS: [&str; 2] = ["config", "features"];
 /// grown since an `--allow-partial` run (more inputs, more pairs, the same settings) write
 /// into the folder as before.
 pub fn refuse_other_match_run(dir: &Path, plan: &MatchPlan) -> Result<()> {
-    let path = dir.join(MATCH_PLAN_FILE);
-    let Some(old) = read_plan::<serde_json::Value>(dir, MATCH_PLAN_FILE)? else {
+    let Some((path, old, new)) = old_and_new_plan(dir, MATCH_PLAN_FILE, plan)? else {
         return Ok(());
     };
-    // Through text, as the old plan was read: an f32 setting compares equal to itself.
-    let new: serde_json::Value = serde_json::to_vec(plan)
-        .and_then(|json| serde_json::from_slice(&json))
-        .map_err(|e| Error::format(&path, format!("cannot serialise the plan: {e}")))?;
     let mut differ = Vec::new();
     for field in MATCH_RUN_FIELDS {
         match (old.get(field), new.get(field)) {

@@ -39,17 +39,14 @@ pub fn check_outputs(
         return Ok(());
     };
     check_sparse_dir(sparse, overwrite)?;
-    if options.needs_colmap() {
-        require_colmap("--reconstruct")?;
-    }
-    Ok(())
+    require_colmap(options, "--reconstruct")
 }
 
 /// That `colmap` ([`crate::sfm::mapper::colmap_exe`]) starts, checked before any work by
 /// the commands that map (`what`: "--reconstruct", "descl sfm map") when the mapping needs it
 /// ([`MapperOptions::needs_colmap`]).
-pub fn require_colmap(what: &str) -> Result<()> {
-    if !colmap_available() {
+pub fn require_colmap(options: &MapperOptions, what: &str) -> Result<()> {
+    if options.needs_colmap() && !colmap_available() {
         return Err(Error::InvalidInput(format!(
             "{what}: cannot run `{}`; install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP to its executable",
             colmap_exe().display()
