@@ -50,6 +50,10 @@ fn naming(e: Error, source: &str) -> Error {
 /// batch (runs of up to `MAX_CHUNK` patches spanning the images).
 pub const PIPELINE_BLOCK: usize = 2;
 
+/// The detector features described by [`Extractor::describe_given`] record: no detector of
+/// descl's made their frames.
+pub const GIVEN_FRAMES_DETECTOR: &str = "given";
+
 /// What an [`Extractor`] runs.
 #[derive(Debug, Clone)]
 pub struct ExtractorConfig {
@@ -264,22 +268,7 @@ impl Extractor {
     /// the result ([`Extractor::describe_detected`]): the benchmarks detect each image once and
     /// describe the same frames with every method.
     pub fn detect<'a>(&self, img: &'a GrayImage) -> Result<Detected<'a>> {
-        check_max_image_size(self.max_image_size)?;
-        let longer = img.width.max(img.height);
-        let (work, scale) = if self.max_image_size > 0 && longer > self.max_image_size {
-            let s = self.max_image_size as f32 / longer as f32;
-            let (w, h) = (
-                ((img.width as f32 * s).round() as usize).max(1),
-                ((img.height as f32 * s).round() as usize).max(1),
-            );
-            // Per axis: the rounded size sets the exact factor.
-            (
-                Cow::Owned(img.resize_area(w, h)?),
-                [w as f32 / img.width as f32, h as f32 / img.height as f32],
-            )
-        } else {
-            (Cow::Borrowed(img), [1.0, 1.0])
-        };
+        let (work, scale) = self.work_image(img)?;
         let detections = detect(&work, &self.detector)?;
         Ok(Detected {
             original_size: (img.width, img.height),
@@ -289,6 +278,76 @@ impl Extractor {
             magnification: self.detector.magnification,
             sampler: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The image the detector and the patch sampler work on: `img`, or its copy shrunk to
+    /// `max_image_size` (area resampling), with the per-axis factor work size / original size.
+    fn work_image<'a>(&self, img: &'a GrayImage) -> Result<(Cow<'a, GrayImage>, [f32; 2])> {
+        check_max_image_size(self.max_image_size)?;
+        let longer = img.width.max(img.height);
+        if self.max_image_size > 0 && longer > self.max_image_size {
+            let s = self.max_image_size as f32 / longer as f32;
+            let (w, h) = (
+                ((img.width as f32 * s).round() as usize).max(1),
+                ((img.height as f32 * s).round() as usize).max(1),
+            );
+            // Per axis: the rounded size sets the exact factor.
+            Ok((
+                Cow::Owned(img.resize_area(w, h)?),
+                [w as f32 / img.width as f32, h as f32 / img.height as f32],
+            ))
+        } else {
+            Ok((Cow::Borrowed(img), [1.0, 1.0]))
+        }
+    }
+
+    /// Descriptors of frames the caller detected (another detector's keypoints, COLMAP's SIFT
+    /// frames read from a database): the describe half of [`Extractor::extract_image`] on
+    /// `frames`, in `img`'s pixels and made at magnification `frames_m` (`a = m·σ·R`,
+    /// ARCHITECTURE.md "Conventions"; 1 for COLMAP's `σ·R` shapes, this extractor's
+    /// magnification for frames it returned itself). The image is shrunk as for detection, so
+    /// the frames an extraction returns, described again, get the descriptors it gave them.
+    /// The features keep the frames in the given order, with score 0 and
+    /// [`GIVEN_FRAMES_DETECTOR`] as their detector; they record no extract settings (no
+    /// detector made them). Frames that are not finite or lie outside the image are refused.
+    pub fn describe_given(
+        &self,
+        img: &GrayImage,
+        frames: &[Frame],
+        frames_m: f32,
+        source: &str,
+    ) -> Result<Features> {
+        let invalid = |m: String| Error::InvalidInput(format!("{source}: {m}"));
+        if !(frames_m.is_finite() && frames_m > 0.0) {
+            return Err(invalid(format!(
+                "the frames' magnification must be a positive number, got {frames_m}"
+            )));
+        }
+        crate::features::check_frames(frames, img.width as u32, img.height as u32)
+            .map_err(invalid)?;
+        let (work, scale) = self.work_image(img).map_err(|e| naming(e, source))?;
+        let detections = frames
+            .iter()
+            .map(|f| Detection {
+                frame: to_work(f, scale),
+                score: 0.0,
+            })
+            .collect();
+        let detected = Detected {
+            original_size: (img.width, img.height),
+            work,
+            scale,
+            detections,
+            magnification: frames_m,
+            sampler: std::sync::OnceLock::new(),
+        };
+        let mut features = self.describe_detected(&detected, source)?;
+        // Exactly as given (the round trip through the work image's pixels is not).
+        features.frames = frames.to_vec();
+        features.meta.detector = GIVEN_FRAMES_DETECTOR.to_string();
+        features.meta.provenance = None;
+        features.meta.content = Some(FeaturesId::of(&features));
+        Ok(features)
     }
 
     /// The per-image describe stage on detected frames: SIFT descriptors, or a model's patches
@@ -452,6 +511,18 @@ pub struct Prepared {
 /// A frame of an image shrunk by `scale` (x, y factors) in the original image's pixels: pixel
 /// centres map as (x + ½)/s − ½ (ARCHITECTURE.md "Conventions": the top-left pixel centre is
 /// (0, 0)), the shape's rows scale by 1/s.
+/// Inverse of [`to_original`]: a frame in the original image's pixels in the work image's.
+fn to_work(f: &Frame, scale: [f32; 2]) -> Frame {
+    Frame {
+        x: (f.x + 0.5) * scale[0] - 0.5,
+        y: (f.y + 0.5) * scale[1] - 0.5,
+        a: [
+            [f.a[0][0] * scale[0], f.a[0][1] * scale[0]],
+            [f.a[1][0] * scale[1], f.a[1][1] * scale[1]],
+        ],
+    }
+}
+
 fn to_original(f: &Frame, scale: [f32; 2]) -> Frame {
     Frame {
         x: (f.x + 0.5) / scale[0] - 0.5,

@@ -47,6 +47,13 @@ class Extractor:
         selection: str = "strongest",
     ) -> None: ...
     def extract(self, image: Union[PathLike, npt.NDArray[Any]]) -> Features: ...
+    def describe(
+        self,
+        image: Union[PathLike, npt.NDArray[Any]],
+        frames: npt.ArrayLike,
+        *,
+        magnification: Optional[float] = None,
+    ) -> Features: ...
     def extract_many(
         self,
         images: Sequence[PathLike],

@@ -8,6 +8,7 @@
 use crate::errors::value_error;
 use descl::describe::{BinaryDescriptor, Descriptors, BINARY_BITS};
 use descl::features::Features;
+use descl::frame::Frame;
 use descl::geometry::Intrinsics;
 use descl::image::{GrayImage, LUMA_BT601, MAX_IMAGE_PIXELS, MIN_IMAGE_SIDE};
 use ndarray::Array2;
@@ -138,6 +139,24 @@ pub fn points(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<[f32; 2]>> {
     }
     // Frames and the library's verification hold positions as f32 (OpenCV's Point2f).
     Ok(p.outer_iter().map(|r| [r[0] as f32, r[1] as f32]).collect())
+}
+
+/// Frames: a real-valued N×6 array (x, y, a11, a12, a21, a22), as `Extractor.extract` returns
+/// them. Finiteness and position are the library's checks (`features::check_frames`), which
+/// know the image.
+pub fn frames(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<Frame>> {
+    let a = as_array(obj)?;
+    let ok = a.ndim() == 2 && a.shape()[1] == 6 && matches!(kind(&a), b'f' | b'i' | b'u');
+    if !ok {
+        return Err(value_error(format!(
+            "{name}: expected a float N×6 array of frames (x, y, a11, a12, a21, a22), got {}",
+            describe(&a)
+        )));
+    }
+    let f = as_2d::<f32>(&a)?;
+    Ok(f.outer_iter()
+        .map(|r| Frame::from_row([r[0], r[1], r[2], r[3], r[4], r[5]]))
+        .collect())
 }
 
 /// Matches: an integer K×2 array of (index in 0, index in 1), each within its side's count.

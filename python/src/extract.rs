@@ -137,6 +137,43 @@ impl Extractor {
         features_dict(py, features)
     }
 
+    /// Descriptors of frames detected elsewhere (another detector's keypoints, COLMAP's SIFT
+    /// keypoints read from a database), with this extractor's describer; its detector does not
+    /// run. image: as for `extract`. frames: N×6 (x, y, a11, a12, a21, a22), the centre in
+    /// descl's pixels (the top-left pixel's centre is (0, 0); COLMAP's is (0.5, 0.5), so
+    /// subtract 0.5 from COLMAP's x and y) and `a` mapping the patch square [-1, 1]² to image
+    /// offsets. magnification: the m the frames' `a` includes (`a = m·σ·R`): None is this
+    /// extractor's (`self.magnification`, as `extract` returns frames); 1.0 for COLMAP's
+    /// `σ·R` shapes. The patch covers the same region as `extract`'s, so `extract`'s frames
+    /// described again get the descriptors `extract` gave them.
+    ///
+    /// Returns a dict as `extract` does, frames in the given order, scores 0 and detector
+    /// "given".
+    #[pyo3(signature = (image, frames, *, magnification=None))]
+    fn describe<'py>(
+        &self,
+        py: Python<'py>,
+        image: &Bound<'py, PyAny>,
+        frames: &Bound<'py, PyAny>,
+        magnification: Option<f32>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let frames = crate::arrays::frames(frames, "frames")?;
+        let m = magnification.unwrap_or(self.inner.detector().magnification);
+        let (gray, source) = if image.cast::<PyUntypedArray>().is_ok() {
+            (gray_image(image)?, "<array>".to_string())
+        } else {
+            let path = image_path(image)?;
+            let gray = py
+                .detach(|| descl::image::load_gray(&path))
+                .map_err(|e| to_py(e, ""))?;
+            (gray, path.display().to_string())
+        };
+        let features = py
+            .detach(|| self.inner.describe_given(&gray, &frames, m, &source))
+            .map_err(|e| to_py(e, ""))?;
+        features_dict(py, features)
+    }
+
     /// Features of many image files, in parallel, as a list of dicts (as `extract`), in input
     /// order; the library's extract path (`descl extract` runs the same).
     ///

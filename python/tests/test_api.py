@@ -99,6 +99,56 @@ def test_array_input_equals_path_input(extractor, graf, tmp_path):
             np.testing.assert_array_equal(other[key], from_gray_file[key], err_msg=key)
 
 
+def test_describe_given_frames_equals_extract(extractor, graf):
+    """Frames `extract` returned, described again, get the descriptors it gave them; the same
+    frames given without the magnification in `a` (COLMAP's σ·R) and magnification=1 too; on a
+    shrunk image (max_image_size) the frames are described where extract described them."""
+    f = extractor.extract(graf)
+    assert len(f["frames"]) > 100
+    again = extractor.describe(graf, f["frames"])
+    np.testing.assert_array_equal(again["frames"], f["frames"])
+    # The network runs on other batches: a few values move in the 6th decimal.
+    np.testing.assert_allclose(again["descriptors"], f["descriptors"], atol=1e-5)
+    assert again["detector"] == "given" and again["model"] == f["model"]
+    assert not again["scores"].any()
+
+    bare = f["frames"].copy()
+    bare[:, 2:] /= extractor.magnification
+    from_bare = extractor.describe(graf, bare, magnification=1.0)
+    np.testing.assert_allclose(from_bare["descriptors"], f["descriptors"], atol=1e-5)
+
+    # Shuffled frames: each descriptor depends on its own patch only.
+    order = np.random.default_rng(0).permutation(len(f["frames"]))
+    shuffled = extractor.describe(graf, f["frames"][order])
+    np.testing.assert_allclose(shuffled["descriptors"], f["descriptors"][order], atol=1e-5)
+
+    small = descl.Extractor(max_keypoints=256, max_image_size=400)
+    fs = small.extract(graf)
+    again = small.describe(graf, fs["frames"])
+    # The frames go to the shrunk image's pixels and back: f32 rounding moves the patch by
+    # far less than a pixel.
+    err = np.abs(again["descriptors"] - fs["descriptors"]).max()
+    assert err < 0.02, err
+
+
+def test_describe_refuses_bad_frames(extractor, graf):
+    good = extractor.extract(graf)["frames"][:5]
+    with pytest.raises(ValueError, match=r"frames: expected a float N×6 array"):
+        extractor.describe(graf, good[:, :4])
+    nan = good.copy()
+    nan[2, 3] = np.nan
+    with pytest.raises(ValueError, match=r"img1.png: keypoint 2 is not finite"):
+        extractor.describe(graf, nan)
+    outside = good.copy()
+    outside[1, 0] = 5000.0
+    with pytest.raises(ValueError, match=r"keypoint 1 .*outside the 800×640 image"):
+        extractor.describe(graf, outside)
+    with pytest.raises(ValueError, match="magnification must be a positive number"):
+        extractor.describe(graf, good, magnification=0.0)
+    empty = extractor.describe(graf, np.zeros((0, 6), np.float32))
+    assert empty["descriptors"].shape[0] == 0
+
+
 def test_extract_many_keeps_order_and_reports_progress(extractor, fountain):
     calls = []
     many = extractor.extract_many(fountain[:2], progress=lambda done, total: calls.append((done, total)))
