@@ -29,16 +29,13 @@ fn colmap_keypoints(db: &std::path::Path) -> Vec<(f32, f32, f32)> {
         .collect()
 }
 
-#[test]
-fn dog_positions_equal_colmaps_sift_positions() {
-    let Some(data) = common::data_root_or_skip("dog_positions_equal_colmaps") else {
-        return;
-    };
-    if !common::colmap_or_skip("dog_positions_equal_colmaps") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let images = dir.path().join("images");
+/// A 400×300 crop of Oxford graf img1 saved as PNG under `dir/images`, and COLMAP's database of
+/// it (`colmap feature_extractor`, CPU SIFT, its defaults): (the crop's path, the database).
+fn crop_and_colmap_database(
+    data: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let images = dir.join("images");
     std::fs::create_dir(&images).unwrap();
     // A real photograph small enough for a quick COLMAP run; lossless so both read one image.
     let src = load_gray(&data.join("oxford/graf/img1.png")).unwrap();
@@ -56,7 +53,7 @@ fn dog_positions_equal_colmaps_sift_positions() {
         .unwrap()
         .save(images.join("crop.png"))
         .unwrap();
-    let db = dir.path().join("colmap.db");
+    let db = dir.join("colmap.db");
     descl::sfm::mapper::run_colmap(&[
         "feature_extractor".as_ref(),
         "--database_path".as_ref(),
@@ -69,12 +66,21 @@ fn dog_positions_equal_colmaps_sift_positions() {
         "1".as_ref(),
     ])
     .unwrap();
+    (images.join("crop.png"), db)
+}
+
+#[test]
+fn dog_positions_equal_colmaps_sift_positions() {
+    let Some(data) = common::data_root_or_skip("dog_positions_equal_colmaps") else {
+        return;
+    };
+    if !common::colmap_or_skip("dog_positions_equal_colmaps") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (crop, db) = crop_and_colmap_database(&data, dir.path());
     let theirs = colmap_keypoints(&db);
-    let ours = detect(
-        &load_gray(&images.join("crop.png")).unwrap(),
-        &DetectorConfig::default(),
-    )
-    .unwrap();
+    let ours = detect(&load_gray(&crop).unwrap(), &DetectorConfig::default()).unwrap();
     assert!(theirs.len() > 100 && ours.len() > 100);
     // Each COLMAP keypoint's nearest descl keypoint of the same scale (σ within 5 %; COLMAP's
     // scale is σ, descl's frame scale m·σ with m = 6), kept when within ½ px: the same
@@ -113,4 +119,66 @@ fn dog_positions_equal_colmaps_sift_positions() {
         mx.abs() < 0.05 && my.abs() < 0.05,
         "median offset {mx} {my}"
     );
+}
+
+/// `--detector vlfeat-sift` is COLMAP's SIFT detection: on the same image, every keypoint
+/// COLMAP's CPU extraction stores (x, y, a: position + ½, σ·R(θ)) is a vlfeat-sift frame (x, y,
+/// m·σ·R(θ)) to float rounding, and there are as many (COLMAP keeps ≤ 2 orientations per
+/// location, as `--selection colmap` does; the crop holds fewer than 8192 locations, so no
+/// level is dropped). The two link different builds of VLFeat's sift.c (Debian's 0.9.21,
+/// COLMAP's vendored copy), so a few extrema may differ; 98 % must be the same.
+#[cfg(feature = "vlfeat")]
+#[test]
+fn vlfeat_sift_frames_are_colmaps_sift_keypoints() {
+    use descl::detect::{DetectorKind, Selection, COLMAP_PEAK_CONTRAST_THRESHOLD};
+    let Some(data) = common::data_root_or_skip("vlfeat_sift_is_colmaps") else {
+        return;
+    };
+    if !common::colmap_or_skip("vlfeat_sift_is_colmaps") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (crop, db) = crop_and_colmap_database(&data, dir.path());
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let blob: Vec<u8> = c
+        .query_row("SELECT data FROM keypoints", [], |r| r.get(0))
+        .unwrap();
+    let theirs: Vec<[f32; 6]> = blob
+        .chunks_exact(24)
+        .map(|r| {
+            std::array::from_fn(|i| f32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap()))
+        })
+        .collect();
+    let cfg = DetectorConfig {
+        kind: DetectorKind::VlfeatSift,
+        max_keypoints: 8192,
+        contrast_threshold: COLMAP_PEAK_CONTRAST_THRESHOLD,
+        selection: Selection::Colmap,
+        ..DetectorConfig::default()
+    };
+    let ours = detect(&load_gray(&crop).unwrap(), &cfg).unwrap();
+    let m = cfg.magnification;
+    assert!(theirs.len() > 300, "{} COLMAP keypoints", theirs.len());
+    let same = theirs
+        .iter()
+        .filter(|k| {
+            ours.iter().any(|d| {
+                let r = d.frame.to_row();
+                (r[0] - (k[0] - 0.5)).abs() < 1e-3
+                    && (r[1] - (k[1] - 0.5)).abs() < 1e-3
+                    && (2..6).all(|i| (r[i] / m - k[i]).abs() < 1e-3 * k[2].hypot(k[4]))
+            })
+        })
+        .count();
+    eprintln!(
+        "{} COLMAP keypoints, {} vlfeat-sift frames, {same} the same",
+        theirs.len(),
+        ours.len()
+    );
+    assert!(
+        same * 100 >= theirs.len() * 98,
+        "{same} of {}",
+        theirs.len()
+    );
+    assert!(ours.len().abs_diff(theirs.len()) * 50 <= theirs.len());
 }

@@ -93,6 +93,9 @@ pub enum DetectorKind {
     /// VLFeat's Harris-Affine (`vl_covdet` Harris-Laplace + affine shape, [`vlfeat`]): the
     /// reference for descl's own; needs the cargo feature `vlfeat`.
     VlfeatHarrisAffine,
+    /// VLFeat's SIFT detector (`vl_sift`) run as COLMAP 4's CPU SIFT extraction runs it
+    /// ([`vlfeat::detect_vlfeat_sift`]): COLMAP's keypoints; needs the cargo feature `vlfeat`.
+    VlfeatSift,
 }
 
 impl DetectorKind {
@@ -102,6 +105,7 @@ impl DetectorKind {
         DetectorKind::HarrisAffine,
         DetectorKind::VlfeatDog,
         DetectorKind::VlfeatHarrisAffine,
+        DetectorKind::VlfeatSift,
     ];
 
     /// The name on the command line and in features files.
@@ -111,6 +115,7 @@ impl DetectorKind {
             DetectorKind::HarrisAffine => "harris-affine",
             DetectorKind::VlfeatDog => "vlfeat-dog",
             DetectorKind::VlfeatHarrisAffine => "vlfeat-harris-affine",
+            DetectorKind::VlfeatSift => "vlfeat-sift",
         }
     }
 }
@@ -185,6 +190,14 @@ pub fn detect(img: &GrayImage, cfg: &DetectorConfig) -> Result<Vec<Detection>> {
         DetectorKind::VlfeatHarrisAffine => {
             vlfeat::detect_vlfeat(img, vlfeat::Method::HarrisAffine, cfg.magnification)?
         }
+        DetectorKind::VlfeatSift => vlfeat::detect_vlfeat_sift(
+            img,
+            // OpenCV's contrastThreshold / nOctaveLayers is VLFeat's peak threshold
+            // ([`COLMAP_PEAK_CONTRAST_THRESHOLD`]).
+            f64::from(cfg.contrast_threshold) / f64::from(dog::SIFT_OCTAVE_LAYERS),
+            dog::SIFT_EDGE_THRESHOLD,
+            cfg.magnification,
+        )?,
     };
     match cfg.selection {
         Selection::Strongest => sort_and_cap(&mut dets, cfg.max_keypoints),
