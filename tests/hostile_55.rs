@@ -931,3 +931,41 @@ fn an_h5_match_beside_a_running_npz_run_does_not_both_win() {
     assert!(ok, "{err}");
     assert!(out.join(MATCH_PLAN_FILE).is_file() && out.join(EXTRACT_PLAN_FILE).is_file());
 }
+
+/// Issue 55, item 6: a second `descl extract` shard with other settings into the folder of a
+/// first one replaced the first shard's plan and exited 0; the mix was found only at match or
+/// merge time, blaming the first shard's files. It is refused before any work, naming the
+/// plan and the differing setting, and leaves the folder as it was; the same run's other
+/// shard writes there. (Fixed in 45989cd without a test of its own.)
+#[test]
+fn an_extract_shard_of_other_settings_is_refused() {
+    use descl::io::plan::EXTRACT_PLAN_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["0000.png", "0001.png", "0002.png", "0003.png"];
+    let imgs = small_images(dir.path(), &names);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &["--shard", "0/2", "--max-keypoints", "300"]);
+    assert!(ok, "{err}");
+    let plan = feats.join(EXTRACT_PLAN_FILE);
+    let (before, files_before) = (std::fs::read(&plan).unwrap(), common::files_in(&feats));
+    let (ok, err) = extract(&imgs, &feats, &["--shard", "1/2", "--max-keypoints", "200"]);
+    assert!(!ok, "a shard of other settings exited 0: {err}");
+    assert!(
+        err.contains(&plan.display().to_string()) && err.contains("max_keypoints"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&plan).unwrap(),
+        before,
+        "the plan was replaced"
+    );
+    assert_eq!(
+        common::files_in(&feats),
+        files_before,
+        "the refused shard wrote"
+    );
+    let (ok, err) = extract(&imgs, &feats, &["--shard", "1/2", "--max-keypoints", "300"]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &dir.path().join("m"), &[]);
+    assert!(ok, "{err}");
+}
