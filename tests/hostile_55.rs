@@ -794,3 +794,178 @@ fn merge_says_the_threshold_its_pairs_were_verified_at() {
         );
     }
 }
+
+/// Runs `a` until it holds its claim on `out` (its `.descl-run-*` file is there and no run is
+/// inside the claims' short lock), freezes it there (SIGSTOP), runs `b` to its end while `a`
+/// is alive and claimed, then lets `a` go on: two runs into one folder at once, whatever the
+/// machine's speed. Returns (success, stderr) of `a` and of `b`.
+fn while_running(a: &mut Command, out: &Path, b: &mut Command) -> [(bool, String); 2] {
+    use descl::io::atomic::{CLAIMS_LOCK_FILE, RUN_CLAIM_PREFIX};
+    let claimed = || {
+        let names = common::files_in(out);
+        names.iter().any(|n| n.starts_with(RUN_CLAIM_PREFIX))
+            && !names.iter().any(|n| n == CLAIMS_LOCK_FILE)
+    };
+    let mut first = a
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = first.id().to_string();
+    let signal = |s: &str| {
+        assert!(Command::new("kill")
+            .args([s, &pid])
+            .status()
+            .unwrap()
+            .success())
+    };
+    loop {
+        if claimed() {
+            signal("-STOP");
+            if claimed() {
+                break;
+            }
+            signal("-CONT");
+        }
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first run ended before it was seen holding its claim on {}",
+            out.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let (ok_b, _, err_b) = run(b);
+    signal("-CONT");
+    let done = first.wait_with_output().unwrap();
+    let err_a = String::from_utf8_lossy(&done.stderr).into_owned();
+    for err in [&err_a, &err_b] {
+        assert!(!err.contains("panicked"), "descl panicked: {err}");
+    }
+    [(done.status.success(), err_a), (ok_b, err_b)]
+}
+
+/// Issue 55, item 6 for hloc's files: `descl match --format h5` took no claim on its folder
+/// (and wrote the extract plan of its features before any check), so beside a live npz run of
+/// other settings in the same folder (a match; an extraction) both exited 0 and the folder
+/// held the npz run's files under the h5 run's plan (`sfm merge` then refused the npz run's
+/// pair files; `match --images` its features). Now it claims the folder as npz runs do
+/// (`io::plan::record_match_plan`, its extract plan written under that claim) and is refused
+/// while the other run writes; the other run's results stay whole. Two h5 runs were already
+/// serialised by `features.h5`'s lock.
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_match_beside_a_running_npz_run_does_not_both_win() {
+    use descl::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("{i:04}.png")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let imgs = small_images(dir.path(), &names);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let h5_match = |out: &Path| {
+        let mut c = descl();
+        c.args(["match", "--exhaustive", "--format", "h5", "--images"])
+            .arg(&imgs)
+            .arg("--out-dir")
+            .arg(out)
+            .args(SIFT)
+            .args(["--min-inliers", "16"]);
+        c
+    };
+    let refused = |(ok, err): &(bool, String), out: &Path| {
+        assert!(!ok, "an h5 match beside another run exited 0: {err}");
+        assert!(
+            err.contains("another descl run with other settings")
+                && err.contains(&out.display().to_string()),
+            "{err}"
+        );
+    };
+    // Beside an npz match of other settings: that run's pair files and plan stay whole.
+    let out = dir.path().join("m");
+    let mut npz_match = descl();
+    npz_match
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&feats)
+        .arg("--out-dir")
+        .arg(&out)
+        .args(["--min-inliers", "15"]);
+    let [(ok, err), b] = while_running(&mut npz_match, &out, &mut h5_match(&out));
+    assert!(ok, "{err}");
+    refused(&b, &out);
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "merge", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&out)
+        .arg("--database")
+        .arg(dir.path().join("m.db")));
+    assert!(ok, "the npz run's results are gone: {err}");
+    let plan = std::fs::read_to_string(out.join(MATCH_PLAN_FILE)).unwrap();
+    assert!(plan.contains("\"min_inliers\":15"), "{plan}");
+    // Beside an npz extraction of other settings: its features stay under its own plan.
+    let out = dir.path().join("x");
+    let mut npz_extract = descl();
+    npz_extract
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&out)
+        .args(SIFT)
+        .args(["--max-keypoints", "300"]);
+    let [(ok, err), b] = while_running(&mut npz_extract, &out, &mut h5_match(&out));
+    assert!(ok, "{err}");
+    refused(&b, &out);
+    assert!(!out.join(MATCH_PLAN_FILE).exists() && !out.join("features.h5").exists());
+    let plan = std::fs::read_to_string(out.join(EXTRACT_PLAN_FILE)).unwrap();
+    assert!(plan.contains("\"max_keypoints\":300"), "{plan}");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&out)
+        .arg("--out-dir")
+        .arg(dir.path().join("mx")));
+    assert!(ok, "the npz extraction's features are gone: {err}");
+    // Alone, the h5 match writes both plans.
+    let out = dir.path().join("h5");
+    let (ok, _, err) = run(&mut h5_match(&out));
+    assert!(ok, "{err}");
+    assert!(out.join(MATCH_PLAN_FILE).is_file() && out.join(EXTRACT_PLAN_FILE).is_file());
+}
+
+/// Issue 55, item 6: a second `descl extract` shard with other settings into the folder of a
+/// first one replaced the first shard's plan and exited 0; the mix was found only at match or
+/// merge time, blaming the first shard's files. It is refused before any work, naming the
+/// plan and the differing setting, and leaves the folder as it was; the same run's other
+/// shard writes there. (Fixed in 45989cd without a test of its own.)
+#[test]
+fn an_extract_shard_of_other_settings_is_refused() {
+    use descl::io::plan::EXTRACT_PLAN_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["0000.png", "0001.png", "0002.png", "0003.png"];
+    let imgs = small_images(dir.path(), &names);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &["--shard", "0/2", "--max-keypoints", "300"]);
+    assert!(ok, "{err}");
+    let plan = feats.join(EXTRACT_PLAN_FILE);
+    let (before, files_before) = (std::fs::read(&plan).unwrap(), common::files_in(&feats));
+    let (ok, err) = extract(&imgs, &feats, &["--shard", "1/2", "--max-keypoints", "200"]);
+    assert!(!ok, "a shard of other settings exited 0: {err}");
+    assert!(
+        err.contains(&plan.display().to_string()) && err.contains("max_keypoints"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&plan).unwrap(),
+        before,
+        "the plan was replaced"
+    );
+    assert_eq!(
+        common::files_in(&feats),
+        files_before,
+        "the refused shard wrote"
+    );
+    let (ok, err) = extract(&imgs, &feats, &["--shard", "1/2", "--max-keypoints", "300"]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &dir.path().join("m"), &[]);
+    assert!(ok, "{err}");
+}

@@ -1,12 +1,21 @@
-//! A state machine over one working folder (issue 44, item 5): random sequences of `descl
+//! A state machine over one working folder (issues 44 and 55): random sequences of `descl
 //! extract` (describer, preset, budget, format, shard, resume), `descl match --images` (npz and
-//! `--format h5`), `descl pairs`, `descl sfm merge` (to a database and to hloc's files), image
-//! replacements (some by a blank, uniform picture without keypoints) and deletions, features files deleted or copied over another image's, commands
-//! killed at a random point and two commands run at once.
+//! `--format h5`), `descl pairs`, `descl sfm merge` (to a database, with `--camera-params` or
+//! `--cameras-file` or neither, and to hloc's files), `descl sfm map` (pycolmap's and colmap's
+//! mapper, `--hold-intrinsics` or not), image replacements (some by a blank, uniform picture
+//! without keypoints) and deletions, an image replaced by a link (to a copy outside the folder,
+//! or to another image of the set), the image folder reached through a link, a link inside it
+//! to itself, features files deleted or copied over another image's, commands killed at a
+//! random point and two commands run at once (any two of the commands above).
 //!
-//! The folder holds `images/` (three small images), `feats/` (npz features), `matches/`,
-//! `merged.db`, `h5/` (`--format h5`: features.h5 and matches.h5), `hloc/` (`sfm merge --hloc`)
-//! and `pairs.txt`. Each step is chosen by a seeded RNG (`StdRng::seed_from_u64`). Without the
+//! The folder holds `images/` (three small images: crops of fountain-P11's photographs when
+//! the shared data is there, synthetic patterns, a blank picture), `images-link` (a link to it), `outside/`
+//! (pictures that links of `images/` point to), `feats/` (npz features), `matches/`,
+//! `merged.db`, `sparse/` (`sfm map`), `cameras.txt` (a cameras file written from the images
+//! of the moment), `h5/` (`--format h5`: features.h5 and matches.h5), `hloc/` (`sfm merge
+//! --hloc`) and `pairs.txt`. A mapper that cannot run here (`--mapper pycolmap` without a
+//! `$DESCL_PYTHON` that imports pycolmap, `--mapper colmap` without `colmap`) is left out of the
+//! alphabet with a printed note. Each step is chosen by a seeded RNG (`StdRng::seed_from_u64`). Without the
 //! cargo feature `h5` the HDF5 commands are left out of the alphabet.
 //!
 //! The invariant, after every command:
@@ -18,9 +27,19 @@
 //!   - pairs: `pairs.txt` equals a fresh `descl pairs` over a copy of the features folder;
 //!   - merge: every table of the database (every dataset of hloc's two files) equals that of a
 //!     fresh extract, match and merge of the current images with the settings the features
-//!     record (a merge refuses stale features, matches and replaced images, so a merge that
-//!     succeeds must equal it);
-//! - one that exits non-zero says why on stderr, naming a path of the working folder;
+//!     record and the same camera flags (a merge refuses stale features, matches and replaced
+//!     images, and a cameras file that does not fit the images, so a merge that succeeds must
+//!     equal it);
+//!   - map: `sparse/` holds at least one model, every one whole (images.bin, cameras.bin and
+//!     points3D.bin read back, at least two registered images and one point); every registered
+//!     image is an image of the database as it is (or was when a command beside it started),
+//!     under its name, and its camera has that database camera's width and height; with
+//!     `--hold-intrinsics`, a camera the database knows (`prior_focal_length`, from
+//!     `--camera-params` or `--cameras-file`) has exactly the database's parameters. The images
+//!     are tiny and few, so a mapping may fail: that is a refusal like any other;
+//! - one that exits non-zero says why on stderr, naming a path of the working folder; a map
+//!   leaves no partial model (every model folder in `sparse/` reads back whole) and no sparse
+//!   folder where there was none;
 //! - no command panics.
 //!
 //! For two commands at once, an output may equal the reference of either one's settings, or
@@ -158,6 +177,77 @@ fn record_args(record: &str) -> Vec<String> {
     ]
 }
 
+/// The mappers of `descl sfm map`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Mapper {
+    Pycolmap,
+    Colmap,
+}
+
+impl Mapper {
+    fn name(self) -> &'static str {
+        match self {
+            Mapper::Pycolmap => "pycolmap",
+            Mapper::Colmap => "colmap",
+        }
+    }
+
+    /// Whether this mapper can run here (pycolmap importable by `$DESCL_PYTHON`; `colmap`
+    /// runs).
+    fn runs_here(self) -> bool {
+        let mut c = match self {
+            Mapper::Pycolmap => {
+                let mut c = Command::new(descl::sfm::mapper::pycolmap::python_exe());
+                c.args(["-c", "import pycolmap"]);
+                c
+            }
+            Mapper::Colmap => {
+                let mut c = Command::new(descl::sfm::mapper::colmap::colmap_exe());
+                c.arg("help");
+                c
+            }
+        };
+        c.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+/// The mappers in the alphabet: those that run here, the others left out with a note.
+fn mappers() -> &'static [Mapper] {
+    static MAPPERS: std::sync::OnceLock<Vec<Mapper>> = std::sync::OnceLock::new();
+    MAPPERS.get_or_init(|| {
+        let mut kept = Vec::new();
+        for m in [Mapper::Pycolmap, Mapper::Colmap] {
+            if m.runs_here() {
+                kept.push(m);
+            } else {
+                eprintln!(
+                    "state machine: `sfm map --mapper {}` left out of the alphabet (it cannot \
+                     run here)",
+                    m.name()
+                );
+            }
+        }
+        kept
+    })
+}
+
+/// Known cameras given to `sfm merge`: the same parameters for every image, or
+/// `cameras.txt` (written from the images of its moment by [`Op::WriteCameras`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Cameras {
+    Params,
+    File,
+}
+
+/// `--camera-params` of [`Cameras::Params`]: SIMPLE_RADIAL f, cx, cy, k; the principal point
+/// inside every picture (each at least 320×240).
+const CAMERA_PARAMS: &str = "400,160,120,0";
+/// The focal length of every camera of `cameras.txt`.
+const CAMERAS_FILE_FOCAL: f64 = 380.0;
+
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum PairsKind {
     Exhaustive,
@@ -191,7 +281,25 @@ enum Op {
     },
     Merge {
         hloc: bool,
+        cameras: Option<Cameras>,
     },
+    Map {
+        mapper: Mapper,
+        hold: bool,
+        overwrite: bool,
+    },
+    /// Write `cameras.txt`: a SIMPLE_RADIAL camera per image there is now, of its size.
+    WriteCameras,
+    /// Replace image `slot` by a link: to another image of the set (`dup`), or to a copy of
+    /// the picture moved outside the folder.
+    LinkImage {
+        slot: usize,
+        dup: bool,
+    },
+    /// Commands read the images through `images-link` (or again through `images/`).
+    LinkFolder,
+    /// A link inside `images/` to `images/` itself.
+    LoopLink,
     /// Replace image `slot` with picture `variant` (other bytes, or a blank picture), or put
     /// it back if deleted.
     Replace {
@@ -216,6 +324,11 @@ enum Op {
     Both(Box<Op>, Box<Op>),
 }
 
+/// A merge's camera flags: mostly none.
+fn random_cameras(rng: &mut StdRng) -> Option<Cameras> {
+    [None, None, Some(Cameras::Params), Some(Cameras::File)][rng.gen_range(0..4)]
+}
+
 fn random_format(rng: &mut StdRng) -> Format {
     if H5 && rng.gen_bool(0.3) {
         Format::H5
@@ -234,6 +347,7 @@ impl Op {
         let missing = match &op {
             Op::Match { format: Format::H5 } => !folder.h5.join("features.h5").exists(),
             Op::Merge { .. } => !folder.matches.exists(),
+            Op::Map { .. } => !folder.db.exists(),
             _ => false,
         };
         match op {
@@ -246,12 +360,16 @@ impl Op {
             Op::Merge { .. } if missing && rng.gen_bool(0.8) => Op::Match {
                 format: Format::Npz,
             },
+            Op::Map { .. } if missing && rng.gen_bool(0.8) => Op::Merge {
+                hloc: false,
+                cameras: random_cameras(rng),
+            },
             op => op,
         }
     }
 
     fn any_command(rng: &mut StdRng, main: Spec) -> Op {
-        match rng.gen_range(0..14) {
+        match rng.gen_range(0..17) {
             0..=5 => {
                 let format = random_format(rng);
                 Op::Extract {
@@ -278,14 +396,24 @@ impl Op {
                     PairsKind::Retrieval,
                 ][rng.gen_range(0..3)],
             },
-            _ => Op::Merge {
-                hloc: H5 && rng.gen_bool(0.4),
+            14..=16 if !mappers().is_empty() => Op::Map {
+                mapper: mappers()[rng.gen_range(0..mappers().len())],
+                hold: rng.gen_bool(0.5),
+                overwrite: rng.gen_bool(0.8),
             },
+            _ => {
+                let hloc = H5 && rng.gen_bool(0.4);
+                Op::Merge {
+                    hloc,
+                    // hloc's files hold no cameras: refused with them.
+                    cameras: if hloc { None } else { random_cameras(rng) },
+                }
+            }
         }
     }
 
     fn random(rng: &mut StdRng, main: Spec, folder: &Folder) -> Op {
-        match rng.gen_range(0..21) {
+        match rng.gen_range(0..24) {
             0..=11 => Op::random_command(rng, main, folder),
             12..=13 => {
                 let slot = rng.gen_range(0..3);
@@ -311,10 +439,17 @@ impl Op {
                 op: Box::new(Op::random_command(rng, main, folder)),
                 after_ms: rng.gen_range(0..=400),
             },
-            _ => Op::Both(
+            19 | 20 => Op::Both(
                 Box::new(Op::random_command(rng, main, folder)),
                 Box::new(Op::random_command(rng, main, folder)),
             ),
+            21 => Op::WriteCameras,
+            22 => Op::LinkImage {
+                slot: rng.gen_range(0..3),
+                dup: rng.gen_bool(0.5),
+            },
+            _ if rng.gen_bool(0.5) => Op::LinkFolder,
+            _ => Op::LoopLink,
         }
     }
 
@@ -323,19 +458,53 @@ impl Op {
     }
 }
 
-/// Pictures per slot: variants 0..4 textured, [`BLANK_VARIANT`] uniform.
+/// Pictures per slot: variants 0 and 1 photographs ([`PHOTOS`], when the data is there), the
+/// rest up to 4 textured, [`BLANK_VARIANT`] uniform.
 const VARIANTS: u32 = 5;
 /// The variant that is a blank, uniform picture (issue 55: no keypoints, so features with no
 /// rows, pairs with no match, and no VLAD for retrieval).
 const BLANK_VARIANT: u32 = 4;
 
+/// The photographs of variants 0 and 1 of each slot (fountain-P11, Strecha et al. 2008, in
+/// the shared data): neighbouring views with parallax, so that a mapping of the set can
+/// succeed (the synthetic pictures are one pattern at one place: no two-view geometry).
+const PHOTOS: [[&str; 2]; 3] = [
+    ["0003.jpg", "0006.jpg"],
+    ["0004.jpg", "0007.jpg"],
+    ["0005.jpg", "0008.jpg"],
+];
+/// The size photographs are shrunk to before the crop of a slot's width × 240 from their
+/// middle.
+const PHOTO_SIZE: (u32, u32) = (384, 256);
+
+/// fountain-P11's images folder, when the shared data is there (else every picture is
+/// synthetic, with a note).
+fn photos_dir() -> Option<&'static Path> {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = common::data_root_or_skip("state machine photographs")?
+            .join("strecha/fountain-P11/images");
+        dir.is_dir().then_some(dir)
+    })
+    .as_deref()
+}
+
 /// Image `slot` as picture `variant` (0..[`VARIANTS`]): each (slot, variant) has its own width.
 fn picture(slot: usize, variant: u32) -> image::GrayImage {
-    gray_image(
-        320 + 16 * slot as u32 + 4 * variant,
-        240,
-        variant == BLANK_VARIANT,
-    )
+    let (w, h) = (320 + 16 * slot as u32 + 4 * variant, 240);
+    if let (Some(dir), true) = (photos_dir(), variant < 2) {
+        let photo = image::open(dir.join(PHOTOS[slot][variant as usize]))
+            .unwrap()
+            .resize_exact(
+                PHOTO_SIZE.0,
+                PHOTO_SIZE.1,
+                image::imageops::FilterType::Triangle,
+            )
+            .into_luma8();
+        let (x, y) = ((PHOTO_SIZE.0 - w) / 2, (PHOTO_SIZE.1 - h) / 2);
+        return image::imageops::crop_imm(&photo, x, y, w, h).to_image();
+    }
+    gray_image(w, h, variant == BLANK_VARIANT)
 }
 
 fn hash_bytes(parts: &[&[u8]]) -> u64 {
@@ -472,13 +641,6 @@ fn outcome(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
-/// Runs a command that must succeed (a reference run).
-fn must(cmd: &mut Command) {
-    if let Err(e) = outcome(cmd) {
-        panic!("reference run {cmd:?} failed: {e}");
-    }
-}
-
 /// What a fresh extract, match and merge of a set writes: the database's tables and hloc's
 /// two files (`sfm merge --hloc`), or the refusal of one of its steps.
 #[derive(Clone, PartialEq, Debug)]
@@ -498,7 +660,8 @@ struct Refs {
     /// By the hash of `features.h5` and its plan: matches.h5, or the refusal.
     matches_h5: HashMap<u64, Result<H5Dump, String>>,
     pairs: HashMap<(u64, PairsKind), Result<String, String>>,
-    merges: HashMap<(Vec<u64>, String), Result<MergeRef, String>>,
+    /// By image hashes, recorded settings and camera flags (with the cameras file's bytes).
+    merges: HashMap<(Vec<u64>, String, u64), Result<MergeRef, String>>,
 }
 
 impl Refs {
@@ -507,14 +670,15 @@ impl Refs {
         self.dir.join(format!("r{}", self.n))
     }
 
-    /// The fresh features of the image with bytes `hash` in `images`.
+    /// The fresh features of the image with bytes `hash` in `images`, or the fresh run's
+    /// refusal (a set that holds one file twice, through a link).
     fn features(
         &mut self,
         images: &Path,
         hash: u64,
         s: Spec,
         format: Format,
-    ) -> &(Vec<Frame>, Descriptors) {
+    ) -> Result<&(Vec<Frame>, Descriptors), String> {
         if !self.features.contains_key(&(hash, s, format)) {
             let out = self.fresh_dir();
             let mut c = descl();
@@ -526,14 +690,14 @@ impl Refs {
             if format == Format::H5 {
                 c.args(["--format", "h5"]);
             }
-            must(&mut c);
+            outcome(&mut c)?;
             for name in present(images) {
                 let h = hash_bytes(&[&std::fs::read(images.join(name)).unwrap()]);
                 let f = read_image_features(format, &out, name).unwrap();
                 self.features.insert((h, s, format), f);
             }
         }
-        &self.features[&(hash, s, format)]
+        Ok(&self.features[&(hash, s, format)])
     }
 
     /// A fresh match of a copy of the features folder `feats`.
@@ -597,9 +761,26 @@ impl Refs {
     }
 
     /// A fresh extract, match and merge (database and, with HDF5, hloc's files) of `images`
-    /// with the recorded settings `record`.
-    fn merge(&mut self, images: &Path, record: &str) -> Result<MergeRef, String> {
-        let key = (image_hashes(images), record.to_string());
+    /// with the recorded settings `record` and the merge's camera flags `cameras` (hloc's
+    /// files only without them: they hold no cameras).
+    fn merge(
+        &mut self,
+        images: &Path,
+        record: &str,
+        cameras: &[String],
+    ) -> Result<MergeRef, String> {
+        let file = cameras
+            .iter()
+            .skip_while(|a| *a != "--cameras-file")
+            .nth(1)
+            .map(|f| std::fs::read(f).unwrap_or_default())
+            .unwrap_or_default();
+        let flags = cameras.join(" ");
+        let key = (
+            image_hashes(images),
+            record.to_string(),
+            hash_bytes(&[flags.as_bytes(), &file]),
+        );
         if !self.merges.contains_key(&key) {
             let out = self.fresh_dir();
             let (feats, m, db, hloc) = (
@@ -625,9 +806,9 @@ impl Refs {
                         .arg(&m),
                 )
             })
-            .and_then(|()| outcome(&mut merge_command(&feats, &m, images, &db)))
+            .and_then(|()| outcome(merge_command(&feats, &m, images, &db).args(cameras)))
             .and_then(|()| {
-                if !H5 {
+                if !H5 || !cameras.is_empty() {
                     return Ok(None);
                 }
                 outcome(
@@ -701,6 +882,151 @@ struct Alternatives {
     merges: Vec<String>,
     /// The kinds of `descl pairs` whose `pairs.txt` may be there.
     pairs: Vec<PairsKind>,
+    /// The databases a map may have read (None: there was none).
+    dbs: Vec<Option<DbCameras>>,
+    /// Whether `sparse/` was there before the command started.
+    sparse_existed: bool,
+}
+
+/// What a map is held to of a COLMAP database: each image's camera by name, and each camera's
+/// width, height, parameters and whether its focal length is known (`prior_focal_length`).
+#[derive(Clone, Debug, PartialEq)]
+struct DbCameras {
+    images: BTreeMap<String, i64>,
+    cameras: BTreeMap<i64, (i64, i64, Vec<f64>, bool)>,
+}
+
+/// The images and cameras of the database `db`, read only; None when there is none (or it
+/// is no database).
+fn db_cameras(db: &Path) -> Option<DbCameras> {
+    use rusqlite::OpenFlags;
+    if !db.is_file() {
+        return None;
+    }
+    let c = rusqlite::Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    let mut q = c.prepare("SELECT name, camera_id FROM images").ok()?;
+    let images = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .ok()?
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let mut q = c
+        .prepare("SELECT camera_id, width, height, params, prior_focal_length FROM cameras")
+        .ok()?;
+    let cameras = q
+        .query_map([], |r| {
+            let blob: Vec<u8> = r.get(3)?;
+            let params = blob
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+                .collect();
+            Ok((
+                r.get(0)?,
+                (r.get(1)?, r.get(2)?, params, r.get::<_, i64>(4)? != 0),
+            ))
+        })
+        .ok()?
+        .collect::<Result<_, _>>()
+        .ok()?;
+    Some(DbCameras { images, cameras })
+}
+
+/// COLMAP's number of parameters of a camera model id (SIMPLE_PINHOLE, PINHOLE,
+/// SIMPLE_RADIAL, RADIAL, OPENCV).
+fn camera_param_count(model: i32) -> Option<usize> {
+    [3, 4, 4, 5, 8].get(usize::try_from(model).ok()?).copied()
+}
+
+/// A model's cameras: camera id → (width, height, parameters).
+type ModelCameras = BTreeMap<i64, (i64, i64, Vec<f64>)>;
+
+/// `cameras.bin` of a model folder.
+fn model_cameras(model: &Path) -> Result<ModelCameras, String> {
+    let path = model.join("cameras.bin");
+    let b = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut at = 0;
+    let mut take = |n: usize| -> Result<&[u8], String> {
+        let s = b
+            .get(at..at + n)
+            .ok_or_else(|| format!("{}: truncated at byte {at}", path.display()))?;
+        at += n;
+        Ok(s)
+    };
+    let u64_of = |s: &[u8]| u64::from_le_bytes(s.try_into().unwrap());
+    let n = u64_of(take(8)?);
+    let mut out = BTreeMap::new();
+    for _ in 0..n {
+        let id = u32::from_le_bytes(take(4)?.try_into().unwrap());
+        let model = i32::from_le_bytes(take(4)?.try_into().unwrap());
+        let (w, h) = (u64_of(take(8)?), u64_of(take(8)?));
+        let count = camera_param_count(model)
+            .ok_or_else(|| format!("{}: camera model {model}", path.display()))?;
+        let params = take(8 * count)?
+            .chunks_exact(8)
+            .map(|c| f64::from_bits(u64_of(c)))
+            .collect();
+        out.insert(i64::from(id), (w as i64, h as i64, params));
+    }
+    Ok(out)
+}
+
+/// Every model folder of `sparse` read back whole: (registered image names and camera ids,
+/// the number of points, the cameras).
+type ModelRead = (Vec<(String, i64)>, usize, ModelCameras);
+
+fn read_models(sparse: &Path) -> Result<Vec<(PathBuf, ModelRead)>, String> {
+    let folders = descl::io::colmap_model::model_folders(sparse).map_err(|e| e.to_string())?;
+    folders
+        .into_iter()
+        .map(|m| {
+            let r = descl::io::colmap_model::read_model(&m).map_err(|e| e.to_string())?;
+            let images = r
+                .images
+                .iter()
+                .map(|i| (i.name.clone(), i64::from(i.camera_id)))
+                .collect();
+            Ok((m.clone(), (images, r.num_points, model_cameras(&m)?)))
+        })
+        .collect()
+}
+
+/// Whether the model `m` (folder `at`) fits the database `db` (see the module doc); Err says
+/// how it does not.
+fn model_fits(at: &Path, m: &ModelRead, db: &DbCameras, hold: bool) -> Result<(), String> {
+    let (images, _, cameras) = m;
+    for (name, camera) in images {
+        let Some(db_camera) = db.images.get(name) else {
+            return Err(format!(
+                "{}: registers {name}, which is not an image of the database",
+                at.display()
+            ));
+        };
+        let (w, h, params, known) = &db.cameras[db_camera];
+        let Some((mw, mh, mp)) = cameras.get(camera) else {
+            return Err(format!(
+                "{}: {name}'s camera {camera} is not in cameras.bin",
+                at.display()
+            ));
+        };
+        if (mw, mh) != (w, h) {
+            return Err(format!(
+                "{}: {name}'s camera is {mw}×{mh}, the database's {w}×{h}",
+                at.display()
+            ));
+        }
+        let same = mp.len() == params.len()
+            && mp
+                .iter()
+                .zip(params)
+                .all(|(a, b)| (a - b).abs() <= 1e-9 * b.abs().max(1.0));
+        if hold && *known && !same {
+            return Err(format!(
+                "{}: {name}'s camera {mp:?} under --hold-intrinsics, the database's known {params:?}",
+                at.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The working folder.
@@ -713,6 +1039,14 @@ struct Folder {
     h5: PathBuf,
     hloc: PathBuf,
     pairs: PathBuf,
+    sparse: PathBuf,
+    cameras_file: PathBuf,
+    /// `images-link`, a link to `images/`.
+    images_link: PathBuf,
+    /// Pictures outside `images/` that its links point to.
+    outside: PathBuf,
+    /// Whether commands read the images through `images-link`.
+    via_link: bool,
     variants: [u32; 3],
     present: [bool; 3],
 }
@@ -730,13 +1064,41 @@ impl Folder {
             h5: root.join("h5"),
             hloc: root.join("hloc"),
             pairs: root.join("pairs.txt"),
+            sparse: root.join("sparse"),
+            cameras_file: root.join("cameras.txt"),
+            images_link: root.join("images-link"),
+            outside: root.join("outside"),
+            via_link: false,
             variants: [0; 3],
             present: [true; 3],
         };
         for (slot, name) in NAMES.iter().enumerate() {
             picture(slot, 0).save(f.images.join(name)).unwrap();
         }
+        std::os::unix::fs::symlink(&f.images, &f.images_link).unwrap();
+        std::fs::create_dir_all(&f.outside).unwrap();
         f
+    }
+
+    /// The image folder as commands name it (through `images-link` or not).
+    fn input_images(&self) -> &Path {
+        if self.via_link {
+            &self.images_link
+        } else {
+            &self.images
+        }
+    }
+
+    /// A merge's camera flags.
+    fn camera_args(&self, cameras: Option<Cameras>) -> Vec<String> {
+        match cameras {
+            None => vec![],
+            Some(Cameras::Params) => vec!["--camera-params".into(), CAMERA_PARAMS.into()],
+            Some(Cameras::File) => vec![
+                "--cameras-file".into(),
+                self.cameras_file.display().to_string(),
+            ],
+        }
     }
 
     fn command(&self, op: &Op) -> Command {
@@ -754,7 +1116,7 @@ impl Folder {
                     &self.feats
                 };
                 c.arg("extract")
-                    .arg(&self.images)
+                    .arg(self.input_images())
                     .arg("--out")
                     .arg(out)
                     .args(s.args());
@@ -789,12 +1151,39 @@ impl Folder {
                     .arg(&self.pairs)
                     .args(kind.args());
             }
-            Op::Merge { hloc: false } => {
-                c = merge_command(&self.feats, &self.matches, &self.images, &self.db)
+            Op::Merge {
+                hloc: false,
+                cameras,
+            } => {
+                c = merge_command(&self.feats, &self.matches, self.input_images(), &self.db);
+                c.args(self.camera_args(*cameras));
             }
-            Op::Merge { hloc: true } => {
-                c = merge_command(&self.feats, &self.matches, &self.images, &self.hloc);
+            Op::Merge {
+                hloc: true,
+                cameras,
+            } => {
+                c = merge_command(&self.feats, &self.matches, self.input_images(), &self.hloc);
                 c.arg("--hloc").arg(&self.hloc);
+                c.args(self.camera_args(*cameras));
+            }
+            Op::Map {
+                mapper,
+                hold,
+                overwrite,
+            } => {
+                c.args(["sfm", "map"])
+                    .arg(&self.db)
+                    .arg("--images")
+                    .arg(self.input_images())
+                    .arg("--sparse-dir")
+                    .arg(&self.sparse)
+                    .args(["--mapper", mapper.name()]);
+                if *hold {
+                    c.arg("--hold-intrinsics");
+                }
+                if *overwrite {
+                    c.arg("--overwrite");
+                }
             }
             _ => unreachable!("not a command: {op:?}"),
         }
@@ -850,7 +1239,7 @@ impl Folder {
             let hash = hash_bytes(&[&std::fs::read(self.images.join(name)).unwrap()]);
             let same = owners
                 .iter()
-                .any(|s| refs.features(&self.images, hash, *s, format) == &got);
+                .any(|s| refs.features(&self.images, hash, *s, format) == Ok(&got));
             if !same {
                 return Err(format!(
                     "{}: {name} not what a fresh extract of the current image with {owners:?} \
@@ -939,15 +1328,17 @@ impl Folder {
         &mut self,
         refs: &mut Refs,
         hloc: bool,
+        cameras: Option<Cameras>,
         alts: &Alternatives,
     ) -> Result<(), String> {
         if alts.merges.is_empty() {
             return Err("merge succeeded over no readable features".into());
         }
+        let flags = self.camera_args(cameras);
         let fresh: Vec<_> = alts
             .merges
             .iter()
-            .map(|r| refs.merge(&self.images, r))
+            .map(|r| refs.merge(&self.images, r, &flags))
             .collect();
         let fresh = succeeded(fresh, "merge")?;
         if hloc {
@@ -981,6 +1372,54 @@ impl Folder {
         ))
     }
 
+    /// A map that exited 0: at least one model, each whole and fitting a database it may have
+    /// read (the module doc).
+    fn check_map(&self, hold: bool, alts: &Alternatives) -> Result<(), String> {
+        let models =
+            read_models(&self.sparse).map_err(|e| format!("after a successful map: {e}"))?;
+        if models.is_empty() {
+            return Err(format!(
+                "{}: a map exited 0 and wrote no model",
+                self.sparse.display()
+            ));
+        }
+        for (at, m) in &models {
+            if m.0.len() < 2 || m.1 == 0 {
+                return Err(format!(
+                    "{}: a model of {} images and {} points",
+                    at.display(),
+                    m.0.len(),
+                    m.1
+                ));
+            }
+            let fits: Vec<Result<(), String>> = alts
+                .dbs
+                .iter()
+                .map(|db| match db {
+                    Some(db) => model_fits(at, m, db, hold),
+                    None => Err(format!("{}: a model without a database", at.display())),
+                })
+                .collect();
+            if !fits.iter().any(Result::is_ok) {
+                return fits.into_iter().find_map(Result::err).map_or(Ok(()), Err);
+            }
+        }
+        Ok(())
+    }
+
+    /// A map that failed: no partial model, and no sparse folder where there was none.
+    fn check_failed_map(&self, alts: &Alternatives) -> Result<(), String> {
+        if !alts.sparse_existed && self.sparse.exists() {
+            return Err(format!(
+                "{}: a failed map left a sparse folder where there was none",
+                self.sparse.display()
+            ));
+        }
+        read_models(&self.sparse)
+            .map(drop)
+            .map_err(|e| format!("a failed map left a partial model: {e}"))
+    }
+
     /// Judges a finished command: `None` exit status when it was killed.
     fn judge(
         &mut self,
@@ -1008,6 +1447,8 @@ impl Folder {
                     Err(format!(
                         "failed without naming a path of the folder: {stderr:?}"
                     ))
+                } else if matches!(op, Op::Map { .. }) {
+                    self.check_failed_map(alts)
                 } else {
                     Ok(())
                 }
@@ -1021,7 +1462,8 @@ impl Folder {
                 } => self.check_match(refs, alts),
                 Op::Match { format: Format::H5 } => self.check_match_h5(refs, alts),
                 Op::Pairs { .. } => self.check_pairs(refs, alts),
-                Op::Merge { hloc } => self.check_merge(refs, *hloc, alts),
+                Op::Merge { hloc, cameras } => self.check_merge(refs, *hloc, *cameras, alts),
+                Op::Map { hold, .. } => self.check_map(*hold, alts),
                 _ => unreachable!(),
             },
         }
@@ -1044,7 +1486,32 @@ impl Folder {
             feats: vec![self.feats.clone()],
             h5: vec![self.h5.clone()],
             merges: self.feature_records(),
+            dbs: vec![db_cameras(&self.db)],
+            sparse_existed: self.sparse.exists(),
         }
+    }
+
+    /// Replaces image `slot` by a link to another image of the set (`dup`; none when no
+    /// other is there), or to its picture moved outside the folder.
+    fn link_image(&mut self, slot: usize, dup: bool) {
+        let path = self.images.join(NAMES[slot]);
+        let target = if dup {
+            let others = [(slot + 1) % 3, (slot + 2) % 3];
+            // To the file itself, so that two links never point at each other.
+            let file = |o: usize| std::fs::canonicalize(self.images.join(NAMES[o])).ok();
+            match others.into_iter().find_map(file) {
+                Some(f) => f,
+                None => return,
+            }
+        } else {
+            let copy = self.outside.join(NAMES[slot]);
+            let _ = std::fs::remove_file(&copy);
+            picture(slot, self.variants[slot]).save(&copy).unwrap();
+            copy
+        };
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink(target, path).unwrap();
+        self.present[slot] = true;
     }
 
     fn spawn(&self, op: &Op) -> Child {
@@ -1072,17 +1539,56 @@ impl Folder {
     /// Applies `op`; Err describes a broken invariant.
     fn step(&mut self, refs: &mut Refs, op: &Op) -> Result<(), String> {
         match op {
-            Op::Extract { .. } | Op::Match { .. } | Op::Pairs { .. } | Op::Merge { .. } => {
+            Op::Extract { .. }
+            | Op::Match { .. }
+            | Op::Pairs { .. }
+            | Op::Merge { .. }
+            | Op::Map { .. } => {
+                let sparse_existed = self.sparse.exists();
                 let (status, err) = Folder::finish(self.spawn(op), false);
-                let alts = self.alone(op);
+                let alts = Alternatives {
+                    sparse_existed,
+                    ..self.alone(op)
+                };
                 self.judge(refs, op, status, &err, &alts)
             }
             Op::Replace { slot, variant } => {
                 self.variants[*slot] = *variant;
                 self.present[*slot] = true;
-                picture(*slot, *variant)
-                    .save(self.images.join(NAMES[*slot]))
-                    .unwrap();
+                // A link is replaced, not written through.
+                let path = self.images.join(NAMES[*slot]);
+                let _ = std::fs::remove_file(&path);
+                picture(*slot, *variant).save(path).unwrap();
+                Ok(())
+            }
+            Op::WriteCameras => {
+                let lines: Vec<String> = present(&self.images)
+                    .into_iter()
+                    .map(|n| {
+                        let (w, h) = image::image_dimensions(self.images.join(n)).unwrap();
+                        format!(
+                            "{n} SIMPLE_RADIAL {w} {h} {CAMERAS_FILE_FOCAL} {} {} 0",
+                            f64::from(w) / 2.0,
+                            f64::from(h) / 2.0
+                        )
+                    })
+                    .collect();
+                std::fs::write(&self.cameras_file, lines.join("\n") + "\n").unwrap();
+                Ok(())
+            }
+            Op::LinkImage { slot, dup } => {
+                self.link_image(*slot, *dup);
+                Ok(())
+            }
+            Op::LinkFolder => {
+                self.via_link = !self.via_link;
+                Ok(())
+            }
+            Op::LoopLink => {
+                let link = self.images.join("again");
+                if !link.is_symlink() {
+                    std::os::unix::fs::symlink(&self.images, link).unwrap();
+                }
                 Ok(())
             }
             Op::DeleteImage { slot } => {
@@ -1100,10 +1606,14 @@ impl Folder {
                 Ok(())
             }
             Op::Kill { op, after_ms } => {
+                let sparse_existed = self.sparse.exists();
                 let child = self.spawn(op);
                 std::thread::sleep(std::time::Duration::from_millis(*after_ms));
                 let (status, err) = Folder::finish(child, true);
-                let alts = self.alone(op);
+                let alts = Alternatives {
+                    sparse_existed,
+                    ..self.alone(op)
+                };
                 self.judge(refs, op, status, &err, &alts)
             }
             Op::Both(a, b) => {
@@ -1112,6 +1622,7 @@ impl Folder {
                 copy_files(&self.feats, &before, |_| true);
                 copy_files(&self.h5, &before_h5, is_h5_input);
                 let merges_before = self.feature_records();
+                let (db_before, sparse_existed) = (db_cameras(&self.db), self.sparse.exists());
                 let children = [self.spawn(a), self.spawn(b)];
                 let results = children.map(|c| Folder::finish(c, false));
                 let mut alts = Alternatives::default();
@@ -1125,6 +1636,8 @@ impl Folder {
                 alts.feats = vec![self.feats.clone()];
                 alts.h5 = vec![self.h5.clone()];
                 alts.merges = self.feature_records();
+                alts.dbs = vec![db_before, db_cameras(&self.db)];
+                alts.sparse_existed = sparse_existed;
                 if a.is_extract() || b.is_extract() {
                     alts.feats.push(before);
                     alts.h5.push(before_h5);
@@ -1159,8 +1672,17 @@ fn count(op: &Op, status: Option<bool>) {
         } => "match npz",
         Op::Match { .. } => "match h5",
         Op::Pairs { .. } => "pairs",
-        Op::Merge { hloc: false } => "merge database",
+        Op::Merge {
+            hloc: false,
+            cameras: None,
+        } => "merge database",
+        Op::Merge { hloc: false, .. } => "merge database, known cameras",
         Op::Merge { .. } => "merge hloc",
+        Op::Map {
+            mapper: Mapper::Pycolmap,
+            ..
+        } => "map pycolmap",
+        Op::Map { .. } => "map colmap",
         _ => "other",
     };
     let column = match status {
@@ -1250,6 +1772,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 fn random_histories_keep_every_output_equal_to_a_fresh_run() {
     let n = env_u64("DESCL_STATE_SEQUENCES", CI_SEQUENCES);
     let seed = env_u64("DESCL_STATE_SEED", CI_SEED);
+    // The alphabet's mappers, with a note for each left out, before any sequence.
+    mappers();
     let refs_dir = tempfile::tempdir().unwrap();
     let mut refs = Refs {
         dir: refs_dir.path().to_path_buf(),

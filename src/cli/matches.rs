@@ -278,7 +278,7 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     if args.overwrite || args.shard.is_none() {
         writer.replace_other_plan();
     }
-    record_extract_plan(args, out_dir, &inputs)?;
+    record_extract_plan(args, writer.as_mut(), &inputs)?;
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
     let summary = image_set::run(&inputs, &cfg, &loader, camera, writer, &bar)?;
@@ -314,14 +314,19 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
 
 /// hloc's `features.h5` extracted here from images gets its extract plan, as `descl extract
 /// --format h5` writes it: without one, the group of an image deleted since an earlier run
-/// stayed and `descl match --images OUT/features.h5` matched it again (issue 55).
-fn record_extract_plan(args: &Args, out_dir: &Path, inputs: &[SetInput]) -> anyhow::Result<()> {
+/// stayed and `descl match --images OUT/features.h5` matched it again (issue 55). The writer
+/// writes it with the match plan, under the run's claim on the folder (written before the
+/// claim, it replaced the plan of an npz extraction running there, both exiting 0).
+fn record_extract_plan(
+    args: &Args,
+    writer: &mut dyn descl::io::writer::Writer,
+    inputs: &[SetInput],
+) -> anyhow::Result<()> {
     if args.format != Format::H5 || inputs.iter().any(|i| is_features_input(&i.path)) {
         return Ok(());
     }
     let settings = args.describe.extractor()?.settings();
-    let plan = descl::io::plan::ExtractPlan::of(inputs, settings);
-    descl::io::plan::write_plan(out_dir, descl::io::plan::EXTRACT_PLAN_FILE, &plan)?;
+    writer.expect_extract_plan(descl::io::plan::ExtractPlan::of(inputs, settings));
     Ok(())
 }
 

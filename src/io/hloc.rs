@@ -37,11 +37,12 @@
 use crate::describe::{Descriptors, BINARY_BITS};
 use crate::error::{Error, Result};
 use crate::features::Features;
+use crate::io::atomic::RunClaim;
 use crate::io::atomic::{
     remove_stale_temporaries, remove_stale_temporaries_below, temp_beside, tmp_tag, FolderLock,
     OutputLock,
 };
-use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
+use crate::io::plan::{record_match_plan, write_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE};
 use crate::io::writer::{ImageRecord, PairRecord, StoredPair, Writer};
 use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use half::f16;
@@ -311,6 +312,15 @@ pub struct HlocFolder {
     /// and `matches.h5`'s own are removed under their exclusive locks ([`H5Out::open`]).
     /// Declared last, so released after the files.
     _folder_lock: FolderLock,
+    /// The run's claim on the folder, taken with its match plan as an npz run takes it
+    /// ([`crate::io::plan::record_match_plan`]): a run of another plan, in either format, is
+    /// refused while this one writes.
+    claim: Option<RunClaim>,
+    /// Replace a match plan of other settings already in the folder rather than refuse it
+    /// ([`Writer::replace_other_plan`]).
+    replace_other_plan: bool,
+    /// Written with the match plan ([`Writer::expect_extract_plan`]).
+    extract_plan: Option<ExtractPlan>,
 }
 
 impl HlocFolder {
@@ -349,6 +359,9 @@ impl HlocFolder {
             pair_id,
             run_names: None,
             _folder_lock: folder_lock,
+            claim: None,
+            replace_other_plan: false,
+            extract_plan: None,
         })
     }
 
@@ -931,12 +944,29 @@ impl Writer for HlocFolder {
         }
     }
 
-    /// Refuses, before any work, pairs that hloc's keys cannot tell apart (`claim_pair_key`).
+    /// Refuses, before any work, pairs that hloc's keys cannot tell apart (`claim_pair_key`);
+    /// then records the plan as an npz folder does ([`crate::io::plan::record_match_plan`]:
+    /// the folder claimed, another run's plan of other settings refused unless
+    /// [`Writer::replace_other_plan`]), and the extract plan of the features stored from
+    /// images beside it.
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         for [a, b] in &plan.pairs {
             self.claim_pair_key(a, b)?;
         }
-        write_plan(&self.dir, MATCH_PLAN_FILE, plan)
+        let claim = record_match_plan(&self.dir, plan, self.replace_other_plan)?;
+        self.claim = Some(claim);
+        match &self.extract_plan {
+            Some(extract) => write_plan(&self.dir, EXTRACT_PLAN_FILE, extract),
+            None => Ok(()),
+        }
+    }
+
+    fn expect_extract_plan(&mut self, plan: ExtractPlan) {
+        self.extract_plan = Some(plan);
+    }
+
+    fn replace_other_plan(&mut self) {
+        self.replace_other_plan = true;
     }
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
@@ -1013,12 +1043,15 @@ impl Writer for HlocFolder {
             dir,
             features,
             matches,
+            claim,
             ..
         } = *self;
         features.finish()?;
         if let Some(m) = matches {
             m.finish()?;
         }
+        // Released once both files are in place.
+        drop(claim);
         Ok(dir)
     }
 

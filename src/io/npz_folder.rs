@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::io::atomic::{is_temporary_with_extension, remove_stale_temporaries_below, FolderLock};
 use crate::io::features::write_features;
 use crate::io::matches::{write_matches, MatchesFile};
-use crate::io::plan::{write_plan, MatchPlan, MATCH_PLAN_FILE};
+use crate::io::plan::{record_match_plan, MatchPlan};
 use crate::io::writer::{ImageRecord, PairRecord, Writer};
 use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use std::collections::{HashMap, HashSet};
@@ -311,12 +311,8 @@ impl Writer for NpzFolder {
                 )));
             }
         }
-        let claim = crate::io::plan::claim_folder(&self.dir, MATCH_PLAN_FILE, plan)?;
-        if !self.replace_other_plan {
-            crate::io::plan::refuse_other_match_run(&self.dir, plan)?;
-        }
+        let claim = record_match_plan(&self.dir, plan, self.replace_other_plan)?;
         self._claim = Some(claim);
-        write_plan(&self.dir, MATCH_PLAN_FILE, plan)?;
         self.remove_pairs_outside(plan)
     }
 

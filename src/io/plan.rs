@@ -396,6 +396,21 @@ pub fn refuse_other_match_run(dir: &Path, plan: &MatchPlan) -> Result<()> {
     )))
 }
 
+/// The one way a match run records its plan in its output folder, whatever the format (npz
+/// pair files or hloc's `matches.h5`): claims the folder for the plan ([`claim_folder`]: a run
+/// of another plan writing there, in either format, is refused while this one lives), refuses
+/// a plan of other settings already there ([`refuse_other_match_run`]) unless
+/// `replace_other` (a whole run, or `--overwrite`), then writes `plan`. Returns the claim,
+/// to be held for the run's whole life.
+pub fn record_match_plan(dir: &Path, plan: &MatchPlan, replace_other: bool) -> Result<RunClaim> {
+    let claim = claim_folder(dir, MATCH_PLAN_FILE, plan)?;
+    if !replace_other {
+        refuse_other_match_run(dir, plan)?;
+    }
+    write_plan(dir, MATCH_PLAN_FILE, plan)?;
+    Ok(claim)
+}
+
 /// The dotted paths of the object fields where `old` and `new` differ (a list or a value
 /// that differs is named as a whole).
 fn differing_fields(

@@ -96,6 +96,11 @@ pub trait Writer: Send {
     fn record_plan(&mut self, _plan: &MatchPlan) -> Result<()> {
         Ok(())
     }
+    /// The extract plan of the features the run stores from images (`descl match --images
+    /// IMAGES --format h5`'s `features.h5`), written by [`Writer::record_plan`] beside the
+    /// match plan, under the run's claim on the folder; formats that store no features set of
+    /// their own ignore it.
+    fn expect_extract_plan(&mut self, _plan: crate::io::plan::ExtractPlan) {}
     /// Lets [`Writer::record_plan`] replace a plan of another run's settings already in the
     /// output (`descl match --overwrite`) where it would refuse it; formats that refuse none
     /// ignore it.
