@@ -135,7 +135,8 @@ const SKIPPED: &[(&str, &str)] = &[
     (
         "scripts/wheel-bullseye",
         "needs root and debootstrap (a Debian 11 chroot, minutes): scripts/check-install runs \
-         the README's Python install as written before a release",
+         the README's Python install as written before a release (docs/USAGE.md, \"Before a \
+         release\")",
     ),
     (
         "scripts/wheel-models --out target/bullseye/wheels",
@@ -145,7 +146,8 @@ const SKIPPED: &[(&str, &str)] = &[
     (
         "pip install --find-links target/bullseye/wheels 'descl[models]'",
         "installs the wheels of the two lines above: scripts/check-install runs it in a fresh \
-         CPython 3.9 venv in Debian 11, then the README's Python block",
+         CPython 3.9 venv in Debian 11, then the README's Python block (docs/USAGE.md, \"Before \
+         a release\")",
     ),
     (
         "descl bench",
