@@ -7,8 +7,9 @@ mod common;
 use descl::detect::{detect, DetectorConfig};
 use descl::image::load_gray;
 
-/// COLMAP's keypoints (x, y, scale) of the one image in its database, in COLMAP's convention.
-fn colmap_keypoints(db: &std::path::Path) -> Vec<(f32, f32, f32)> {
+/// COLMAP's keypoint rows (x, y, a11, a12, a21, a22) of the one image in its database, in
+/// COLMAP's convention.
+fn colmap_rows(db: &std::path::Path) -> Vec<[f32; 6]> {
     let c = rusqlite::Connection::open(db).unwrap();
     let (rows, cols, blob): (i64, i64, Vec<u8>) = c
         .query_row("SELECT rows, cols, data FROM keypoints", [], |r| {
@@ -25,6 +26,14 @@ fn colmap_keypoints(db: &std::path::Path) -> Vec<(f32, f32, f32)> {
         .collect();
     assert_eq!(v.len() as i64, rows * cols);
     v.chunks_exact(6)
+        .map(|k| [k[0], k[1], k[2], k[3], k[4], k[5]])
+        .collect()
+}
+
+/// COLMAP's keypoints (x, y, scale) of the one image in its database, in COLMAP's convention.
+fn colmap_keypoints(db: &std::path::Path) -> Vec<(f32, f32, f32)> {
+    colmap_rows(db)
+        .iter()
         .map(|k| (k[0], k[1], (k[2] * k[5] - k[3] * k[4]).abs().sqrt()))
         .collect()
 }
@@ -139,16 +148,7 @@ fn vlfeat_sift_frames_are_colmaps_sift_keypoints() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (crop, db) = crop_and_colmap_database(&data, dir.path());
-    let c = rusqlite::Connection::open(&db).unwrap();
-    let blob: Vec<u8> = c
-        .query_row("SELECT data FROM keypoints", [], |r| r.get(0))
-        .unwrap();
-    let theirs: Vec<[f32; 6]> = blob
-        .chunks_exact(24)
-        .map(|r| {
-            std::array::from_fn(|i| f32::from_le_bytes(r[4 * i..4 * i + 4].try_into().unwrap()))
-        })
-        .collect();
+    let theirs = colmap_rows(&db);
     let cfg = DetectorConfig {
         kind: DetectorKind::VlfeatSift,
         max_keypoints: 8192,
