@@ -508,9 +508,6 @@ pub struct Prepared {
     meta: FeatureMeta,
 }
 
-/// A frame of an image shrunk by `scale` (x, y factors) in the original image's pixels: pixel
-/// centres map as (x + ½)/s − ½ (ARCHITECTURE.md "Conventions": the top-left pixel centre is
-/// (0, 0)), the shape's rows scale by 1/s.
 /// Inverse of [`to_original`]: a frame in the original image's pixels in the work image's.
 fn to_work(f: &Frame, scale: [f32; 2]) -> Frame {
     Frame {
@@ -523,6 +520,9 @@ fn to_work(f: &Frame, scale: [f32; 2]) -> Frame {
     }
 }
 
+/// A frame of an image shrunk by `scale` (x, y factors) in the original image's pixels: pixel
+/// centres map as (x + ½)/s − ½ (ARCHITECTURE.md "Conventions": the top-left pixel centre is
+/// (0, 0)), the shape's rows scale by 1/s.
 fn to_original(f: &Frame, scale: [f32; 2]) -> Frame {
     Frame {
         x: (f.x + 0.5) / scale[0] - 0.5,

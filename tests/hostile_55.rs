@@ -370,15 +370,30 @@ fn assert_serialised(results: &[(bool, String); 2], check: impl Fn() -> (bool, S
     }
 }
 
+/// `n` small images `0000.png`, `0001.png`, … under `dir/images` ([`small_images`]).
+fn numbered_images(dir: &Path, n: usize) -> PathBuf {
+    let names: Vec<String> = (0..n).map(|i| format!("{i:04}.png")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    small_images(dir, &names)
+}
+
+/// Twelve numbered images and their npz features in `dir/feats`: the inputs of the concurrent
+/// match tests.
+fn twelve_images_with_features(dir: &Path) -> (PathBuf, PathBuf) {
+    let imgs = numbered_images(dir, 12);
+    let feats = dir.join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    (imgs, feats)
+}
+
 /// Issue 55, item 6: two `descl extract` runs of different settings into one npz folder, started
 /// together, both exited 0 while the folder held a mix (and the last plan); now the second is
 /// refused while the first writes. Shards of one run still share the folder.
 #[test]
 fn two_extractions_of_other_settings_into_one_folder_do_not_both_win() {
     let dir = tempfile::tempdir().unwrap();
-    let names: Vec<String> = (0..24).map(|i| format!("{i:04}.png")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let imgs = small_images(dir.path(), &names);
+    let imgs = numbered_images(dir.path(), 24);
     for round in 0..3 {
         let feats = dir.path().join(format!("feats{round}"));
         let cmd = |keypoints: &str| {
@@ -428,12 +443,7 @@ fn two_extractions_of_other_settings_into_one_folder_do_not_both_win() {
 #[test]
 fn two_match_runs_of_other_settings_into_one_folder_do_not_both_win() {
     let dir = tempfile::tempdir().unwrap();
-    let names: Vec<String> = (0..12).map(|i| format!("{i:04}.png")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let imgs = small_images(dir.path(), &names);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (_, feats) = twelve_images_with_features(dir.path());
     for round in 0..3 {
         let out = dir.path().join(format!("m{round}"));
         let cmd = |inliers: &str| {
@@ -857,12 +867,7 @@ fn while_running(a: &mut Command, out: &Path, b: &mut Command) -> [(bool, String
 fn an_h5_match_beside_a_running_npz_run_does_not_both_win() {
     use descl::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
     let dir = tempfile::tempdir().unwrap();
-    let names: Vec<String> = (0..12).map(|i| format!("{i:04}.png")).collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let imgs = small_images(dir.path(), &names);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = twelve_images_with_features(dir.path());
     let h5_match = |out: &Path| {
         let mut c = descl();
         c.args(["match", "--exhaustive", "--format", "h5", "--images"])

@@ -192,25 +192,13 @@ impl Mapper {
         }
     }
 
-    /// Whether this mapper can run here (pycolmap importable by `$DESCL_PYTHON`; `colmap`
-    /// runs).
+    /// Whether this mapper can run here: the library's own checks (pycolmap importable by
+    /// `$DESCL_PYTHON`; `colmap` starts).
     fn runs_here(self) -> bool {
-        let mut c = match self {
-            Mapper::Pycolmap => {
-                let mut c = Command::new(descl::sfm::mapper::pycolmap::python_exe());
-                c.args(["-c", "import pycolmap"]);
-                c
-            }
-            Mapper::Colmap => {
-                let mut c = Command::new(descl::sfm::mapper::colmap::colmap_exe());
-                c.arg("help");
-                c
-            }
-        };
-        c.stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+        match self {
+            Mapper::Pycolmap => descl::sfm::mapper::pycolmap::version().is_ok(),
+            Mapper::Colmap => descl::sfm::mapper::colmap_available(),
+        }
     }
 }
 

@@ -37,10 +37,9 @@
 use crate::describe::{Descriptors, BINARY_BITS};
 use crate::error::{Error, Result};
 use crate::features::Features;
-use crate::io::atomic::RunClaim;
 use crate::io::atomic::{
     remove_stale_temporaries, remove_stale_temporaries_below, temp_beside, tmp_tag, FolderLock,
-    OutputLock,
+    OutputLock, RunClaim,
 };
 use crate::io::plan::{record_match_plan, write_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE};
 use crate::io::writer::{ImageRecord, PairRecord, StoredPair, Writer};
