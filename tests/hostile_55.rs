@@ -215,6 +215,63 @@ fn sfm_map_refuses_images_of_another_size() {
     assert!(!sparse.exists(), "a sparse folder was left");
 }
 
+/// Medium: other pictures of the same size under the database's names passed the size check
+/// and were mapped, their points coloured from the wrong pictures. descl's database records
+/// each image's SHA-256 (its features' provenance), and `sfm map` holds the folder to it.
+#[test]
+fn sfm_map_refuses_other_pictures_of_the_same_size() {
+    if !common::colmap_or_skip("sfm_map_refuses_other_pictures_of_the_same_size") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT));
+    assert!(ok, "{err}");
+    // The same folder with the first picture's grey levels inverted: every file of the
+    // database's size.
+    let other = dir.path().join("inverted");
+    std::fs::create_dir(&other).unwrap();
+    for name in NAMES {
+        std::fs::copy(imgs.join(name), other.join(name)).unwrap();
+    }
+    let mut inverted = image::open(imgs.join(NAMES[0])).unwrap();
+    inverted.invert();
+    inverted.save(other.join(NAMES[0])).unwrap();
+    let sparse = dir.path().join("sparse");
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&other)
+        .arg("--sparse-dir")
+        .arg(&sparse));
+    assert!(
+        !ok,
+        "mapped other pictures under the database's names: {err}"
+    );
+    assert!(
+        err.contains(&other.join(NAMES[0]).display().to_string()) && err.contains("SHA-256"),
+        "{err}"
+    );
+    assert!(!sparse.exists(), "a sparse folder was left");
+    // The folder the database was made from passes the check (whatever the mapper then makes
+    // of three small synthetic pictures).
+    let (_, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&imgs)
+        .arg("--sparse-dir")
+        .arg(&sparse));
+    assert!(!err.contains("SHA-256"), "{err}");
+}
+
 /// The set's images under `dir` and their database matched without verification
 /// (`--geometry none`): a database with no verified pair.
 fn unverified_database(dir: &Path) -> (PathBuf, PathBuf) {

@@ -38,6 +38,11 @@ const CREATE_IMAGES: &str = "CREATE TABLE IF NOT EXISTS images   (image_id   INT
 const CREATE_KEYPOINTS: &str = "CREATE TABLE IF NOT EXISTS keypoints   (image_id  INTEGER  PRIMARY KEY  NOT NULL,    rows      INTEGER               NOT NULL,    cols      INTEGER               NOT NULL,    data      BLOB,FOREIGN KEY(image_id) REFERENCES images(image_id) ON DELETE CASCADE);";
 const CREATE_DESCRIPTORS: &str = "CREATE TABLE IF NOT EXISTS descriptors   (image_id  INTEGER  PRIMARY KEY  NOT NULL,    rows      INTEGER               NOT NULL,    cols      INTEGER               NOT NULL,    data      BLOB,FOREIGN KEY(image_id) REFERENCES images(image_id) ON DELETE CASCADE);";
 const CREATE_MATCHES: &str = "CREATE TABLE IF NOT EXISTS matches   (pair_id  INTEGER  PRIMARY KEY  NOT NULL,    rows     INTEGER               NOT NULL,    cols     INTEGER               NOT NULL,    data     BLOB);";
+/// descl's one table beside COLMAP's: the SHA-256 of each image file the features were
+/// extracted from (as their provenance records it), so that `descl sfm map` can hold an image
+/// folder to the database (issue 55). COLMAP and pycolmap open a database with tables they do
+/// not know, and a database without it (COLMAP's own, an older descl's) is checked by size only.
+const CREATE_DESCL_IMAGE_SHA256: &str = "CREATE TABLE IF NOT EXISTS descl_image_sha256   (image_id      INTEGER  PRIMARY KEY  NOT NULL,    image_sha256  TEXT                  NOT NULL,FOREIGN KEY(image_id) REFERENCES images(image_id) ON DELETE CASCADE);";
 const CREATE_TWO_VIEW_GEOMETRIES: &str = "CREATE TABLE IF NOT EXISTS two_view_geometries   (pair_id  INTEGER  PRIMARY KEY  NOT NULL,    rows     INTEGER               NOT NULL,    cols     INTEGER               NOT NULL,    data     BLOB,    config   INTEGER               NOT NULL,    F        BLOB,    E        BLOB,    H        BLOB,    qvec     BLOB,    tvec     BLOB);";
 
 /// COLMAP camera models used here (`CameraModelId` in COLMAP's camera_models.h).
@@ -321,6 +326,7 @@ impl Database {
             CREATE_DESCRIPTORS,
             CREATE_MATCHES,
             CREATE_TWO_VIEW_GEOMETRIES,
+            CREATE_DESCL_IMAGE_SHA256,
         ] {
             conn.execute_batch(sql).map_err(db_err)?;
         }
@@ -382,6 +388,18 @@ impl Database {
             )
             .map_err(|e| self.err(e))?;
         Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Records the SHA-256 of the file image `image_id` was extracted from (its features'
+    /// provenance), which [`check_image_folder`] holds `descl sfm map`'s folder to.
+    pub fn record_image_sha256(&self, image_id: i64, sha256: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO descl_image_sha256(image_id, image_sha256) VALUES (?1, ?2)",
+                params![image_id, sha256],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
     }
 
     /// Keypoints as N×6 f32 (x, y, a11, a12, a21, a22), x and y in COLMAP pixel convention.
@@ -666,13 +684,51 @@ pub fn image_sizes(path: &Path) -> Result<Vec<(String, u32, u32)>> {
     Ok(out)
 }
 
+/// The SHA-256 each image's file had at extraction, by image name, as descl records them
+/// (`descl_image_sha256`); empty for a database without that table (COLMAP's own, an older
+/// descl's) and without an entry for an image whose features recorded no hash.
+pub fn image_sha256s(path: &Path) -> Result<std::collections::HashMap<String, String>> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
+    let has_table: bool = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'descl_image_sha256'",
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .map_err(db_err)?
+        > 0;
+    let mut out = std::collections::HashMap::new();
+    if !has_table {
+        return Ok(out);
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT images.name, descl_image_sha256.image_sha256 FROM descl_image_sha256 \
+             JOIN images ON images.image_id = descl_image_sha256.image_id",
+        )
+        .map_err(db_err)?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })
+        .map_err(db_err)?;
+    for row in rows {
+        let (name, sha) = row.map_err(db_err)?;
+        out.insert(name, sha);
+    }
+    Ok(out)
+}
+
 /// Checks, before mapping, that the folder `images` holds the database's images as they were
 /// extracted: each image file there, at its camera's width and height (read from the file's
-/// header only). The mapper colours the points from these files, and other pictures under the
-/// same names, or the same pictures resized, would colour them wrongly with exit 0. Returns
-/// the number of images.
+/// header), and with the SHA-256 its features recorded where the database holds one (descl's
+/// databases do: [`Database::record_image_sha256`]). The mapper colours the points from these
+/// files, and other pictures under the same names, or the same pictures resized, would colour
+/// them wrongly with exit 0. Returns the number of images.
 pub fn check_image_folder(path: &Path, images: &Path) -> Result<usize> {
     let sizes = image_sizes(path)?;
+    let recorded = image_sha256s(path)?;
     for (name, w, h) in &sizes {
         let file = images.join(name);
         if !file.is_file() {
@@ -695,6 +751,15 @@ pub fn check_image_folder(path: &Path, images: &Path) -> Result<usize> {
                 got.1,
                 path.display()
             )));
+        }
+        if let Some(want) = recorded.get(name) {
+            if crate::provenance::image_sha256(&file)? != *want {
+                return Err(Error::InvalidInput(format!(
+                    "{}: not the picture the database {} was extracted from (the file's SHA-256 differs from the one recorded for {name}); give the folder the database was made from",
+                    file.display(),
+                    path.display()
+                )));
+            }
         }
     }
     Ok(sizes.len())

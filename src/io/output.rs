@@ -279,6 +279,14 @@ impl Writer for ColmapWriter {
         };
         self.cameras.insert(image.name.to_string(), holds);
         let image_id = self.database.add_image(image.name, camera_id)?;
+        if let Some(sha) = f
+            .meta
+            .provenance
+            .as_ref()
+            .and_then(|p| p.image_sha256.as_deref())
+        {
+            self.database.record_image_sha256(image_id, sha)?;
+        }
         self.database.add_keypoints(image_id, &f.frames)?;
         self.database.add_descriptors(image_id, &f.descriptors)?;
         self.image_ids.insert(image.name.to_string(), image_id);
