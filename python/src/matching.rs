@@ -156,6 +156,7 @@ pub fn verify<'py>(
             threshold_px: threshold.unwrap_or(defaults.threshold_px),
             confidence: confidence.unwrap_or(defaults.confidence),
             max_iters: max_iters.unwrap_or(defaults.max_iters),
+            ..defaults
         },
         min_inliers: min_inliers.unwrap_or(COLMAP_MIN_NUM_INLIERS),
         ..PairConfig::default()

@@ -375,6 +375,7 @@ impl MatchArgs {
                 threshold_px: self.threshold.unwrap_or(default_threshold),
                 confidence: self.confidence,
                 max_iters: self.max_iters,
+                seed: 0,
             },
             guided_radius: self.guided_radius,
             min_inliers: self.min_inliers,

@@ -110,8 +110,11 @@ pub struct MappingArgs {
     /// on the three validation scenes (docs/BENCHMARKS.md, "Mapping policy").
     #[arg(long, conflicts_with = "filter_max_reproj_error")]
     refine: bool,
-    /// The mapper's random seed (COLMAP's `--random_seed`, pycolmap's `random_seed`; 0 when not
-    /// given): another seed, another initial pair and RANSAC samples, to see a scene's spread.
+    /// The run's random seed (0 when not given): the mapper's (COLMAP's `--random_seed`,
+    /// pycolmap's `random_seed`) and, in `descl sfm`, the pair verification's draw (the matches
+    /// reach USAC shuffled by seed N). Another seed, another initial pair and other RANSAC
+    /// samples: to see a scene's spread. `sfm map` and `sfm merge` seed the mapper only (their
+    /// pairs are verified already).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64).map(u64::from))]
     random_seed: Option<u64>,
     /// Hold every camera's focal length and distortion as the database gives them (COLMAP's
@@ -519,9 +522,11 @@ impl Args {
     /// The run's settings; `--geometry none` with `--reconstruct` is refused (nothing would be
     /// verified for the mapper to map).
     fn config(&self) -> anyhow::Result<SfmConfig> {
-        let pair = self
+        let mut pair = self
             .matching
             .pair_config_with(SfmConfig::default().pair.ransac.threshold_px)?;
+        // One seed draws every random part of the run: the verification's too.
+        pair.ransac.seed = self.mapping.random_seed.unwrap_or(0);
         if self.reconstruct && pair.geometry.is_none() {
             bail!("--geometry none --reconstruct: the mapper maps verified pairs only, and none would be verified; leave out --geometry none, or --reconstruct");
         }

@@ -57,6 +57,14 @@ pub struct RansacConfig {
     pub threshold_px: f64,
     pub confidence: f64,
     pub max_iters: i32,
+    /// Which of USAC's draws: OpenCV seeds its USAC with a fixed state, so the same matches in
+    /// the same order always give the same model. 0 hands the matches over in their order;
+    /// k > 0 shuffles them by seed k first ([`shuffled_order`]), so USAC's uniform sampler
+    /// draws other minimal samples: another run of the same estimator, which is what a
+    /// scene's spread across runs is made of (`descl sfm --random-seed`, `descl bench sfm`'s
+    /// runs). Records without it (before 2026-11-29) read as 0.
+    #[serde(default)]
+    pub seed: u64,
 }
 
 impl Default for RansacConfig {
@@ -69,6 +77,7 @@ impl Default for RansacConfig {
             threshold_px: 1.0,
             confidence: 0.9999,
             max_iters: 10_000,
+            seed: 0,
         }
     }
 }
@@ -314,9 +323,45 @@ fn homography(
     )?)
 }
 
+/// The order [`RansacConfig::seed`] `seed` (> 0) hands `n` matches to USAC in: a Fisher–Yates
+/// shuffle driven by ChaCha8 seeded with `seed` (portable: the same order on every machine
+/// and build).
+pub fn shuffled_order(n: usize, seed: u64) -> Vec<usize> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+    order
+}
+
 /// Fits `kind` to the matched points `pa[k] ↔ pb[k]` (pixels). `intrinsics` (of A and B) is
-/// required for [`ModelKind::Essential`] and ignored otherwise.
+/// required for [`ModelKind::Essential`] and ignored otherwise. With a [`RansacConfig::seed`]
+/// the matches reach USAC in [`shuffled_order`]; the inlier flags come back in the caller's
+/// order either way.
 pub fn verify(
+    pa: &[[f64; 2]],
+    pb: &[[f64; 2]],
+    kind: ModelKind,
+    config: &RansacConfig,
+    intrinsics: Option<(&Intrinsics, &Intrinsics)>,
+) -> Result<Verification> {
+    if config.seed == 0 || pa.len() != pb.len() {
+        return verify_in_order(pa, pb, kind, config, intrinsics);
+    }
+    let order = shuffled_order(pa.len(), config.seed);
+    let qa: Vec<[f64; 2]> = order.iter().map(|&i| pa[i]).collect();
+    let qb: Vec<[f64; 2]> = order.iter().map(|&i| pb[i]).collect();
+    let mut v = verify_in_order(&qa, &qb, kind, config, intrinsics)?;
+    let mut inliers = vec![false; order.len()];
+    for (&i, &flag) in order.iter().zip(&v.inliers) {
+        inliers[i] = flag;
+    }
+    v.inliers = inliers;
+    Ok(v)
+}
+
+/// [`verify`] of the matches in the order given.
+fn verify_in_order(
     pa: &[[f64; 2]],
     pb: &[[f64; 2]],
     kind: ModelKind,
