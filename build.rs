@@ -21,17 +21,15 @@ fn main() {
 /// the build root of scripts/wheel-bullseye and scripts/bundle-bullseye.
 const OPENCV_FIXED: [u32; 3] = [4, 5, 2];
 
-/// Two cfgs for an OpenCV older than [`OPENCV_FIXED`]:
-/// - `descl_opencv_essential_no_max_iters`: its `findEssentialMat(points, points, K, method,
-///   prob, threshold, mask)` takes no `maxIters`;
-/// - `descl_opencv_usac_sigma_crash`: its `findHomography` with `USAC_MAGSAC` crashes
-///   (SIGSEGV) in the σ-consensus local optimisation on hard pairs (issue 57; src/geometry).
+/// The cfg `descl_opencv_essential_no_max_iters` for an OpenCV older than [`OPENCV_FIXED`]: its
+/// `findEssentialMat(points, points, K, method, prob, threshold, mask)` takes no `maxIters`.
+/// (Its homography crash, issue 57, needs no cfg: every build avoids the crashing local
+/// optimisation, src/geometry.)
 ///
 /// The version is pkg-config's, as the opencv crate finds OpenCV on Linux; without pkg-config
 /// the current API is assumed.
 fn opencv_version_cfgs() {
     println!("cargo::rustc-check-cfg=cfg(descl_opencv_essential_no_max_iters)");
-    println!("cargo::rustc-check-cfg=cfg(descl_opencv_usac_sigma_crash)");
     println!("cargo::rerun-if-env-changed=PKG_CONFIG_PATH");
     if std::env::var_os("CARGO_FEATURE_FULL").is_none() {
         return;
@@ -49,6 +47,5 @@ fn opencv_version_cfgs() {
         .collect();
     if out.status.success() && version.len() >= 3 && version[..3] < OPENCV_FIXED[..] {
         println!("cargo::rustc-cfg=descl_opencv_essential_no_max_iters");
-        println!("cargo::rustc-cfg=descl_opencv_usac_sigma_crash");
     }
 }

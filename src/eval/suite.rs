@@ -209,7 +209,9 @@ pub fn run(
             max_keypoints: cfg.max_keypoints,
             magnification: det.magnification,
             matcher: "mutual nearest neighbour, no ratio test".into(),
-            homography_ransac: format!("USAC MAGSAC {HOMOGRAPHY_RANSAC_PX} px"),
+            homography_ransac: format!(
+                "USAC MAGSAC++ score, inner + iterative LO, {HOMOGRAPHY_RANSAC_PX} px"
+            ),
             pose_ransac: format!("USAC MAGSAC {POSE_RANSAC_PX} px / mean focal, recoverPose"),
             sfm_max_keypoints: cfg
                 .suites

@@ -272,36 +272,21 @@ fn essential(
     Ok((e, pose))
 }
 
-/// The homography of `pa ↔ pb` by USAC with MAGSAC++ scoring; `mask` receives the inliers.
-#[cfg(not(descl_opencv_usac_sigma_crash))]
-fn homography(
-    pa: &[[f64; 2]],
-    pb: &[[f64; 2]],
-    config: &RansacConfig,
-    mask: &mut Mat,
-) -> Result<Mat> {
-    Ok(opencv::calib3d::find_homography_ext(
-        &points(pa),
-        &points(pb),
-        opencv::calib3d::USAC_MAGSAC,
-        config.threshold_px,
-        mask,
-        config.max_iters,
-        config.confidence,
-    )?)
-}
-
-/// The homography on OpenCV < 4.5.2 (Debian 11's 4.5.1: the bullseye wheel and bundle; build.rs
-/// sets the cfg). There the `USAC_MAGSAC` preset's local optimisation, σ-consensus
-/// (`LOCAL_OPTIM_SIGMA`), crashes with SIGSEGV on hard pairs: on Oxford wall 1→6 with any
-/// threshold from 1 to 10 px and any score (RANSAC, MSAC, MAGSAC), never with another local
-/// optimisation, and not on easy pairs (issue 57; `scripts/usac-homography-repro.cpp` shows it
-/// outside descl). So this asks USAC for MAGSAC++ scoring with the inner-and-iterative local
-/// optimisation (`LOCAL_OPTIM_INNER_AND_ITER_LO`) instead, the other settings `UsacParams`'
-/// defaults (uniform sampling, seed 0, serial). On the 8 Oxford pairs (SIFT, 650 matches)
-/// where 4.5.1's preset does not crash, it finds the preset's inlier counts, on 4.5.1 and
-/// on 4.6.0 alike; F and E keep the preset, which does not crash there.
-#[cfg(descl_opencv_usac_sigma_crash)]
+/// The homography of `pa ↔ pb` by USAC with MAGSAC++ scoring and the inner-and-iterative
+/// local optimisation (`LOCAL_OPTIM_INNER_AND_ITER_LO`), the other settings `UsacParams`'
+/// defaults (uniform sampling, seed 0, serial); `mask` receives the inliers.
+///
+/// Not the `USAC_MAGSAC` preset that F and E use: the preset's local optimisation,
+/// σ-consensus (`LOCAL_OPTIM_SIGMA`), crashes with SIGSEGV in OpenCV 4.5.1 (Debian 11: the
+/// bullseye wheel and bundle) on hard pairs: on Oxford wall 1→6 with any threshold from 1 to
+/// 10 px and any score, never with another local optimisation (issue 57;
+/// `scripts/usac-homography-repro.cpp` shows it outside descl). Every build uses this one
+/// configuration so that every build finds the same homographies: with it, `descl bench
+/// sequences` on the dev data gives the same numbers on OpenCV 4.5.1 and 4.6 (corner errors
+/// equal to 1e-11 relative), where the preset on 4.6 and this on 4.5.1 differed at 1 px on 2
+/// of the 35 pairs of the default model. Over those 35 pairs it is as accurate as the preset
+/// on 4.6 for the default model and RootSIFT, and more accurate for SIFT (docs/BENCHMARKS.md
+/// "Homography sequences").
 fn homography(
     pa: &[[f64; 2]],
     pb: &[[f64; 2]],
