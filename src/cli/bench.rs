@@ -100,8 +100,8 @@ pub struct Args {
     #[arg(long, default_value_t = SFM_MAX_KEYPOINTS)]
     sfm_max_keypoints: usize,
     /// Runs per pipeline and scene of the sfm suite: each row is the run with the median centre
-    /// error (of an even count the better middle one: prefer odd counts), every run beside it (descl's deterministic database is mapped again each run;
-    /// COLMAP's pipeline, whose descriptors and matches vary, runs whole each time).
+    /// error (of an even count the better middle one: prefer odd counts), every run beside it. Each run is a whole
+    /// pipeline seeded with its index: descl's verification draw and mapper, the peers' mapper.
     #[arg(long, default_value_t = DEFAULT_SFM_RUNS, value_parser = clap::value_parser!(u16).range(1..=100).map(usize::from))]
     sfm_runs: usize,
     /// The mapper of descl's side of the sfm suite (as `descl sfm --mapper`); COLMAP's own

@@ -14,13 +14,16 @@
 //! `descl sfm` gets.
 //!
 //! Each pipeline runs several times ([`DEFAULT_SFM_RUNS`], `descl bench --sfm-runs`) and the
-//! row is the run with the median centre error, every run beside it. What a run repeats is what
-//! varies: descl's database is deterministic (one extraction, OpenCV's USAC seeded), so its
-//! runs map that one database again (`colmap mapper`'s own run-to-run change was ≤ 0.001 % of
-//! the extent on the Strecha scenes); COLMAP's CPU SIFT descriptors and matches differ from run
-//! to run (same keypoints, other descriptor bytes and match counts on Herz-Jesus-P8, measured
-//! 2026-11-26), and its reconstructions with them moved 0.053–0.070 % on fountain-P11, as much
-//! as descriptors differ, so its runs repeat the whole pipeline.
+//! row is the run with the median centre error, every run beside it. Every run repeats the whole
+//! pipeline with its index k as the seed of everything random in it. COLMAP's CPU SIFT
+//! descriptors and matches differ from run to run (same keypoints, other descriptor bytes and
+//! match counts on Herz-Jesus-P8, measured 2026-11-26), and its reconstructions with them moved
+//! 0.053–0.070 % on fountain-P11. descl's features are deterministic, but its verification is
+//! a random draw too: run k verifies with [`crate::geometry::RansacConfig::seed`] k (run 0 is
+//! `descl sfm`'s default draw) and maps with mapper seed k. Until 2026-11-29 descl's runs
+//! mapped one database again, and showed no spread; one imperceptible change of the input (the
+//! grey image rounded to 8 bits) moved castle-P19 from 0.45 to 0.61 % (docs/BENCHMARKS.md,
+//! "Grey weights"), as wide as pycolmap's runs.
 
 use crate::describe::Describer;
 use crate::detect::DetectorConfig;
@@ -225,13 +228,8 @@ impl SceneReconstruction {
         self.runs.iter().filter_map(|r| r.refined_at_px).collect()
     }
 
-    /// The reconstruction made of `runs` (at least one), after a shared database that took
-    /// `database_seconds` (0 when each run built its own).
-    fn of_runs(
-        runs: Vec<SfmRun>,
-        database_seconds: f64,
-        database_cpu_seconds: f64,
-    ) -> SceneReconstruction {
+    /// The reconstruction made of `runs` (at least one), each a whole pipeline.
+    fn of_runs(runs: Vec<SfmRun>) -> SceneReconstruction {
         let key = |r: &SfmRun| {
             r.accuracy
                 .as_ref()
@@ -247,8 +245,8 @@ impl SceneReconstruction {
         SceneReconstruction {
             accuracy: median.and_then(|r| r.accuracy.clone()),
             error: median.map_or_else(|| Some("no run".into()), |r| r.error.clone()),
-            seconds: database_seconds + first,
-            cpu_seconds: first_cpu.map(|c| database_cpu_seconds + c),
+            seconds: first,
+            cpu_seconds: first_cpu,
             runs,
         }
     }
@@ -453,57 +451,35 @@ impl SfmWork<'_> {
 }
 
 /// Reconstructs `scene` `runs` times (at least once) in `method`'s folder of `work`:
-/// `prepare(images, folder)` runs once (descl's deterministic database: its runs map that one
-/// database again; nothing for a peer, whose descriptors and matches vary, so its runs repeat
-/// the whole pipeline), then `run(prepared, images, run_folder, seed)` in every run, run k with
-/// seed k; each model is aligned to the scene's ground truth. What cannot be prepared or run
-/// is a failed row or run, not an error of the benchmark.
-fn reconstruct<T>(
+/// `run(images, run_folder, seed)` makes the whole reconstruction, run k with seed k; each
+/// model is aligned to the scene's ground truth. What cannot be run is a failed run, not an
+/// error of the benchmark.
+fn reconstruct(
     scene: &PoseScene,
     method: &str,
     work: &SfmWork,
     runs: usize,
-    prepare: impl FnOnce(&Path, &Path) -> Result<T>,
-    run: impl Fn(&T, &Path, &Path, u64) -> Result<Made>,
+    run: impl Fn(&Path, &Path, u64) -> Result<Made>,
 ) -> Result<SceneReconstruction> {
     let images = image_dir(scene)?;
     let truth = ground_truth(scene);
     let (dir, _temporary) = work.folder(&scene.name, method)?;
-    let started = Instant::now();
-    let cpu = CpuClock::start();
-    let prepared = match prepare(images, &dir) {
-        Ok(p) => p,
-        Err(e) => {
-            return Ok(SceneReconstruction {
-                accuracy: None,
-                error: Some(e.to_string()),
-                seconds: since(started),
-                cpu_seconds: cpu.elapsed(),
-                runs: Vec::new(),
-            })
-        }
-    };
-    let prepare_seconds = since(started);
-    let prepare_cpu_seconds = cpu.elapsed().unwrap_or(0.0);
     let mut done = Vec::with_capacity(runs.max(1));
     for k in 0..runs.max(1) {
         let t = Instant::now();
         let run_cpu = CpuClock::start();
         let folder = dir.join(format!("run-{k}"));
         std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
-        let made = run(&prepared, images, &folder, k as u64);
+        let made = run(images, &folder, k as u64);
         done.push(outcome(made, &truth, t, run_cpu, k as u64));
     }
-    Ok(SceneReconstruction::of_runs(
-        done,
-        prepare_seconds,
-        prepare_cpu_seconds,
-    ))
+    Ok(SceneReconstruction::of_runs(done))
 }
 
 /// Reconstructs `scene` with `describer` on DoG frames (`det`, its `max_keypoints` per image)
-/// through `descl sfm`'s path, in its folder of `work`; its one database is mapped by
-/// `mapper` (with `descl sfm`'s fallbacks) in each of `runs` runs.
+/// through `descl sfm`'s path, in its folder of `work`, in each of `runs` runs: run k builds
+/// its database with verification seed k and maps it with `mapper` (with `descl sfm`'s
+/// fallbacks) at mapper seed k.
 pub fn reconstruct_with(
     scene: &PoseScene,
     describer: &Describer,
@@ -515,34 +491,22 @@ pub fn reconstruct_with(
 ) -> Result<SceneReconstruction> {
     let extractor = Extractor::with_describer(describer.try_clone()?, *det)
         .max_image_size(COLMAP_MAX_IMAGE_SIZE);
-    let prepare = |images: &Path, dir: &Path| -> Result<(PathBuf, StageSeconds)> {
+    let run = |images: &Path, dir: &Path, seed: u64| {
+        let mut config = SfmConfig::default();
+        config.pair.ransac.seed = seed;
         let db = dir.join("database.db");
-        let summary = build_database(
-            images,
-            &db,
-            false,
-            &SfmConfig::default(),
-            &extractor,
-            progress,
-        )?;
+        let summary = build_database(images, &db, false, &config, &extractor, progress)?;
+        let t = Instant::now();
+        let options = mapper_options(mapper, seed);
+        let mapped = crate::sfm::map(&db, images, &dir.join("sparse"), &options, false)?;
         let stages = StageSeconds {
             extract: summary.seconds.features,
             matching: summary.seconds.pairs,
-            map: 0.0,
-        };
-        Ok((db, stages))
-    };
-    let run = |(db, stages): &(PathBuf, StageSeconds), images: &Path, dir: &Path, seed| {
-        let t = Instant::now();
-        let options = mapper_options(mapper, seed);
-        let mapped = crate::sfm::map(db, images, &dir.join("sparse"), &options, false)?;
-        let stages = StageSeconds {
             map: since(t),
-            ..*stages
         };
         Ok(Made::of_mapped(mapped, stages))
     };
-    reconstruct(scene, describer.name(), work, runs, prepare, run)
+    reconstruct(scene, describer.name(), work, runs, run)
 }
 
 /// Reconstructs `scene` with `peer`'s own SIFT pipeline, at most `max_features` per image,
@@ -554,8 +518,7 @@ pub fn reconstruct_with_peer(
     work: &SfmWork,
     runs: usize,
 ) -> Result<SceneReconstruction> {
-    let prepare = |_: &Path, _: &Path| Ok(());
-    let run = |_: &(), images: &Path, dir: &Path, seed: u64| match peer {
+    let run = |images: &Path, dir: &Path, seed: u64| match peer {
         Peer::Colmap => colmap_run(images, dir, max_features, seed),
         Peer::PycolmapIncremental | Peer::PycolmapGlobal => {
             let global = peer == Peer::PycolmapGlobal;
@@ -568,7 +531,7 @@ pub fn reconstruct_with_peer(
             ))
         }
     };
-    reconstruct(scene, peer.method(), work, runs, prepare, run)
+    reconstruct(scene, peer.method(), work, runs, run)
 }
 
 /// Reconstructs `scene` with COLMAP's own CPU SIFT pipeline (the [`Peer::Colmap`] row).
@@ -701,33 +664,26 @@ mod tests {
     #[test]
     fn the_row_is_the_run_with_the_median_centre_error_failed_runs_counting_as_worst() {
         // Errors 0.3 %, failed, 0.1 %: ordered 0.1, 0.3, failed; the middle one is 0.3 %.
-        let r = SceneReconstruction::of_runs(
-            vec![run(Some(0.003), 30), run(None, 0), run(Some(0.001), 10)],
-            5.0,
-            6.0,
-        );
+        let r = SceneReconstruction::of_runs(vec![
+            run(Some(0.003), 30),
+            run(None, 0),
+            run(Some(0.001), 10),
+        ]);
         let a = r.accuracy.as_ref().unwrap();
         assert_eq!(a.median_centre_error_rel, 0.003);
         // Its other fields are that run's, not a blend.
         assert_eq!(a.num_points, 30);
         assert!(r.error.is_none());
-        // One pipeline's time: the database and the first run.
-        assert_eq!(r.seconds, 7.0);
-        assert_eq!(r.cpu_seconds, Some(9.0));
+        // One pipeline's time: the first run's, each run being a whole pipeline.
+        assert_eq!(r.seconds, 2.0);
+        assert_eq!(r.cpu_seconds, Some(3.0));
         assert_eq!(r.centre_errors_rel(), vec![Some(0.003), None, Some(0.001)]);
         // Two runs: the better middle one.
-        let r = SceneReconstruction::of_runs(
-            vec![run(Some(0.002), 20), run(Some(0.001), 10)],
-            0.0,
-            0.0,
-        );
+        let r = SceneReconstruction::of_runs(vec![run(Some(0.002), 20), run(Some(0.001), 10)]);
         assert_eq!(r.accuracy.unwrap().num_points, 10);
         // Two of three failed: the median run is a failure, and says why.
-        let r = SceneReconstruction::of_runs(
-            vec![run(None, 0), run(Some(0.001), 10), run(None, 0)],
-            0.0,
-            0.0,
-        );
+        let r =
+            SceneReconstruction::of_runs(vec![run(None, 0), run(Some(0.001), 10), run(None, 0)]);
         assert!(r.accuracy.is_none());
         assert_eq!(
             r.error.as_deref(),

@@ -561,7 +561,7 @@ impl BenchReport {
         if let Some(n) = self.settings.sfm_runs.filter(|&n| n > 1) {
             let _ = writeln!(
                 s,
-                "Each pipeline run {n} times (mapper seed = run index): descl's database (deterministic) mapped {n} times, each peer (its SIFT descriptors and matches vary from run to run) run whole {n} times. Each row is the run with the median centre error (of an even count, the better middle one); the last columns give the runs' spread and every run's centre error in the order they ran (– : no model).\n"
+                "Each pipeline run whole {n} times, run k seeded with k: descl's verification (its matches shuffled by seed k before USAC draws) and mapper, each peer's mapper (its SIFT descriptors and matches vary from run to run besides). Each row is the run with the median centre error (of an even count, the better middle one); the last columns give the runs' spread and every run's centre error in the order they ran (– : no model).\n"
             );
         }
         let _ = writeln!(

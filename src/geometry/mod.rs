@@ -465,6 +465,68 @@ mod tests {
     }
 
     #[test]
+    fn a_seeded_draw_returns_the_flags_in_the_callers_order() {
+        let order = shuffled_order(100, 7);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..100).collect::<Vec<_>>(), "not a permutation");
+        assert_ne!(order, sorted, "seed 7 left the order as it was");
+        assert_eq!(
+            order,
+            shuffled_order(100, 7),
+            "the same seed, another order"
+        );
+        assert_ne!(order, shuffled_order(100, 8));
+        // The outliers are the first 40 matches: every seed must flag them there.
+        let h = [[0.9, 0.1, 20.0], [-0.05, 1.1, -10.0], [1e-4, -5e-5, 1.0]];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let pa: Vec<[f64; 2]> = (0..200)
+            .map(|_| [rng.gen_range(0.0..640.0), rng.gen_range(0.0..480.0)])
+            .collect();
+        let mut pb: Vec<[f64; 2]> = pa.iter().map(|&p| apply_h(&h, p)).collect();
+        for p in pb.iter_mut().take(40) {
+            *p = [rng.gen_range(0.0..640.0), rng.gen_range(0.0..480.0)];
+        }
+        for seed in [0, 1, 2, 3] {
+            let config = RansacConfig {
+                seed,
+                ..RansacConfig::default()
+            };
+            for kind in [ModelKind::Homography, ModelKind::Fundamental] {
+                let v = verify(&pa, &pb, kind, &config, None).unwrap();
+                assert!(v.model.is_some(), "seed {seed} {kind:?}");
+                assert_eq!(v.inliers.len(), 200);
+                assert!(
+                    v.inliers[40..].iter().all(|&b| b),
+                    "seed {seed} {kind:?}: an inlier lost"
+                );
+                // Each flag belongs to its match: a flagged match fits the model (an
+                // outlier may fit F, whose constraint is one line, by chance).
+                let m = v.model.unwrap();
+                for (i, _) in v.inliers.iter().enumerate().filter(|(_, &f)| f) {
+                    let err = match kind {
+                        ModelKind::Homography => {
+                            let q = apply_h(&m, pa[i]);
+                            (q[0] - pb[i][0]).hypot(q[1] - pb[i][1])
+                        }
+                        _ => {
+                            let x = [pa[i][0], pa[i][1], 1.0];
+                            let l: Vec<f64> = (0..3)
+                                .map(|r| (0..3).map(|c| m[r][c] * x[c]).sum())
+                                .collect();
+                            (l[0] * pb[i][0] + l[1] * pb[i][1] + l[2]).abs() / l[0].hypot(l[1])
+                        }
+                    };
+                    assert!(
+                        err < 3.0,
+                        "seed {seed} {kind:?}: match {i} flagged at {err} px"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn too_few_matches_is_a_result_not_an_error() {
         let p = vec![[0.0, 0.0]; 4];
         let v = verify(
