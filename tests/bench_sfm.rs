@@ -209,13 +209,13 @@ fn sfm_suite_reconstructs_a_scene_with_each_method_and_colmaps_sift_pipeline() {
     );
     assert_eq!(report.settings.sfm_runs, Some(RUNS));
     assert!(
-        md.contains(&format!("Each pipeline run {RUNS} times")),
+        md.contains(&format!("Each pipeline run whole {RUNS} times")),
         "{md}"
     );
-    // --sfm-keep leaves each method's database and each run's model in SCENE/METHOD ...
+    // --sfm-keep leaves each run's database and model in SCENE/METHOD/run-K ...
     let kept = root.path().join("keep").join("fountain-small");
     for (method, db) in [
-        (ROOTSIFT, "database.db"),
+        (ROOTSIFT, "run-0/database.db"),
         (COLMAP_SIFT_PIPELINE, "run-0/colmap.db"),
     ]
     .into_iter()

@@ -1031,3 +1031,114 @@ fn an_extract_shard_of_other_settings_is_refused() {
     let (ok, err) = match_set(&feats, &dir.path().join("m"), &[]);
     assert!(ok, "{err}");
 }
+
+/// Critical (second hostile round): outputs written over the pictures behind features files,
+/// which the command reads but was not given: `pairs FEATS --out IMAGES/0001.png`, `match
+/// A.npz B.npz --out IMAGES/0001.png`, `sfm merge --database IMAGES/0001.png --overwrite`
+/// without `--images`; and `pairs --reference M --out M/<a matches file>`. Each exited 0 over
+/// the file it destroyed. A picture at an output path is refused, and so is a file of the
+/// reference run.
+#[test]
+fn no_list_matches_or_database_lands_on_a_picture_behind_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let m = dir.path().join("m");
+    let (ok, _, err) = run(descl()
+        .args(["match", "--images"])
+        .arg(&feats)
+        .args(["--exhaustive", "--out-dir"])
+        .arg(&m));
+    assert!(ok, "{err}");
+    let victim = imgs.join(NAMES[1]);
+    let before = std::fs::read(&victim).unwrap();
+    let npz = |name: &str| feats.join(name.replace(".png", ".npz"));
+    let cases: Vec<(&str, Command)> = vec![
+        ("pairs", {
+            let mut c = descl();
+            c.arg("pairs")
+                .arg(&feats)
+                .arg("--exhaustive")
+                .arg("--out")
+                .arg(&victim);
+            c
+        }),
+        ("match", {
+            let mut c = descl();
+            c.arg("match")
+                .arg(npz(NAMES[0]))
+                .arg(npz(NAMES[1]))
+                .arg("--out")
+                .arg(&victim);
+            c
+        }),
+        ("sfm merge", {
+            let mut c = descl();
+            c.args(["sfm", "merge", "--features"])
+                .arg(&feats)
+                .arg("--matches")
+                .arg(&m)
+                .arg("--database")
+                .arg(&victim)
+                .arg("--overwrite");
+            c
+        }),
+    ];
+    for (what, mut cmd) in cases {
+        let (ok, _, err) = run(&mut cmd);
+        assert!(!ok, "{what} wrote over the picture: {err}");
+        assert!(
+            err.contains(&victim.display().to_string()) && err.contains("picture"),
+            "{what}: {err}"
+        );
+        assert_eq!(std::fs::read(&victim).unwrap(), before, "{what} changed it");
+    }
+    // A matches file of the reference run is read by `pairs --reference`.
+    let reference_file = std::fs::read_dir(&m)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "npz"))
+        .unwrap();
+    let kept = std::fs::read(&reference_file).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--retrieval", "1", "--reference"])
+        .arg(&m)
+        .arg("--out")
+        .arg(&reference_file));
+    assert!(!ok, "pairs wrote over its reference: {err}");
+    assert!(err.contains("is an input of this command"), "{err}");
+    assert_eq!(std::fs::read(&reference_file).unwrap(), kept);
+}
+
+/// Critical (second hostile round): `descl bench --json` or `--md` inside a data folder
+/// replaced an Oxford image or an HPatches homography file with the report, exit 0, and the
+/// next benchmark failed on it. A report path inside a data folder is refused before any work.
+#[test]
+fn no_bench_report_lands_in_the_benchmark_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let oxford = dir.path().join("oxford");
+    let seq = oxford.join("wall");
+    std::fs::create_dir_all(&seq).unwrap();
+    let homography = seq.join("H1to2p");
+    std::fs::write(&homography, "1 0 0\n0 1 0\n0 0 1\n").unwrap();
+    let before = std::fs::read(&homography).unwrap();
+    for flag in ["--json", "--md"] {
+        let (ok, _, err) = run(descl()
+            .args(["bench", "sequences", "-m", "sift", "--oxford"])
+            .arg(&oxford)
+            .arg("--hpatches-sequences")
+            .arg(&oxford)
+            .arg(flag)
+            .arg(&homography));
+        assert!(!ok, "{flag}: {err}");
+        assert!(
+            err.contains("inside the benchmark data folder"),
+            "{flag}: {err}"
+        );
+        assert_eq!(std::fs::read(&homography).unwrap(), before);
+    }
+}

@@ -14,7 +14,7 @@ use descl::io::atomic::write_bytes_atomic;
 use descl::model::card::ModelCard;
 use descl::model::DEFAULT_MODEL;
 use descl::sfm::SFM_MAX_KEYPOINTS;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SuiteArg {
@@ -185,6 +185,7 @@ impl Args {
                 anyhow::bail!("{flag} {}: {what} (the data of {suites})", d.display());
             }
         }
+        self.check_outputs_outside(given.iter().filter_map(|(_, dir, _)| dir.as_deref()))?;
         let any_given = given.iter().any(|(_, dir, _)| dir.is_some());
         if self.suites.contains(&SuiteArg::All) && !any_given && descl::data::data_root().is_none()
         {
@@ -192,6 +193,38 @@ impl Args {
                 "bench all: no data: there is no data root (${} or ../shared/data); give --data DIR or the suites' folders",
                 descl::data::DATA_ENV
             );
+        }
+        Ok(())
+    }
+
+    /// Refuses a report (`--json`, `--md`) or `--plots` folder inside a data folder (`given`,
+    /// else the default data root): it would write over or among the benchmark's own files (a
+    /// report over an HPatches `H_1_2` or an Oxford image, issue 55).
+    fn check_outputs_outside<'a>(
+        &self,
+        given: impl Iterator<Item = &'a Path>,
+    ) -> anyhow::Result<()> {
+        let root = descl::data::data_root();
+        let data: Vec<PathBuf> = given
+            .map(Path::to_path_buf)
+            .chain(root)
+            .filter_map(|d| d.canonicalize().ok())
+            .collect();
+        let outputs = [
+            ("--json", self.json.as_deref()),
+            ("--md", self.md.as_deref()),
+            ("--plots", self.plots.as_deref()),
+        ];
+        for (flag, out) in outputs {
+            let Some(out) = out else { continue };
+            let resolved = resolve_output(out);
+            if let Some(d) = data.iter().find(|d| resolved.starts_with(d)) {
+                anyhow::bail!(
+                    "{flag} {}: inside the benchmark data folder {}; a report written there could replace the data, so choose a path outside it",
+                    out.display(),
+                    d.display()
+                );
+            }
         }
         Ok(())
     }
@@ -308,4 +341,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `path` with its longest existing ancestor canonicalised (links resolved) and the rest
+/// appended: where a new output would land.
+fn resolve_output(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    for base in absolute.ancestors() {
+        if let Ok(real) = base.canonicalize() {
+            let rest = absolute.strip_prefix(base).unwrap_or(Path::new(""));
+            return real.join(rest);
+        }
+    }
+    absolute
 }

@@ -130,8 +130,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .matching
             .pair_config_with(default_threshold(args.planar_check))?
     };
-    for out in args.out.iter().chain(&args.viz) {
+    if let Some(out) = &args.out {
         descl::io::atomic::check_writable(out)?;
+    }
+    if let Some(picture) = &args.viz {
+        descl::io::atomic::check_writable_picture(picture)?;
     }
     let loader = FeatureLoader::new(&args.describe);
     let camera = match_camera(args.intrinsics.given()?);

@@ -397,8 +397,8 @@ fn check_merge_outputs(args: &MergeArgs) -> anyhow::Result<()> {
         bail!("--single-camera, --camera-model, --camera-params and --cameras-file set the cameras of a COLMAP database (--database); hloc's files (--hloc) hold no cameras");
     }
     if let Some(db) = &args.database {
-        descl::io::atomic::check_writable(db)?;
-        // --overwrite replaces a database, never a features or matches file the merge reads.
+        // --overwrite replaces a database, never a features or matches file the merge reads
+        // (checked first: the message names the input).
         let mut read = Vec::new();
         for dir in [&args.features, &args.matches] {
             for pairs in [false, true] {
@@ -410,6 +410,7 @@ fn check_merge_outputs(args: &MergeArgs) -> anyhow::Result<()> {
         if let Some(images) = &args.images {
             descl::image_set::check_output_outside_set(db, images)?;
         }
+        descl::io::atomic::check_writable(db)?;
     }
     Ok(())
 }

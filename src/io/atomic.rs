@@ -69,7 +69,77 @@ pub fn check_writable(path: &Path) -> Result<()> {
         )));
     }
     check_not_a_plan(path)?;
+    check_not_a_picture(path)?;
     temp_beside(path, "", "").map(drop)
+}
+
+/// [`check_writable`] for an output that is itself a picture (`descl match --viz`), which may
+/// replace an earlier picture of its own; that it is none of the command's input pictures is
+/// [`check_not_an_input`]'s to check.
+pub fn check_writable_picture(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::InvalidInput(format!(
+            "{}: is a folder, not a file name",
+            path.display()
+        )));
+    }
+    check_not_a_plan(path)?;
+    temp_beside(path, "", "").map(drop)
+}
+
+/// The kind of picture a file's first bytes say it is (JPEG, PNG, GIF, TIFF, WebP, BMP with
+/// its size field matching the file's, PNM `P1`–`P7` followed by a size), or None.
+fn picture_kind(path: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let n = file.read(&mut head).ok()?;
+    let head = &head[..n];
+    let starts = |sig: &[u8]| head.starts_with(sig);
+    if starts(&[0xFF, 0xD8, 0xFF]) {
+        Some("JPEG")
+    } else if starts(b"\x89PNG\r\n\x1a\n") {
+        Some("PNG")
+    } else if starts(b"GIF87a") || starts(b"GIF89a") {
+        Some("GIF")
+    } else if starts(b"II*\0") || starts(b"MM\0*") {
+        Some("TIFF")
+    } else if starts(b"RIFF") && head.get(8..12) == Some(b"WEBP") {
+        Some("WebP")
+    } else if starts(b"BM")
+        && head
+            .get(2..6)
+            .is_some_and(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as u64 == len)
+    {
+        Some("BMP")
+    } else if head.len() >= 4
+        && head[0] == b'P'
+        && (b'1'..=b'7').contains(&head[1])
+        && head[2].is_ascii_whitespace()
+        && head[3..]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(u8::is_ascii_digit)
+    {
+        Some("PNM")
+    } else {
+        None
+    }
+}
+
+/// Refuses to replace a picture with an output that is none (a pairs list, matches, a
+/// database, a report): a picture at an output path is almost surely one of the user's
+/// images, read by the command through a features file or not read at all, and `--overwrite`
+/// or a rerun would destroy it with exit 0 (issue 55).
+pub fn check_not_a_picture(path: &Path) -> Result<()> {
+    if let Some(kind) = picture_kind(path) {
+        return Err(Error::InvalidInput(format!(
+            "{}: an existing {kind} picture; descl writes no list, matches, database or report over a picture, so choose another output path",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The plan of `descl extract` in its output folder (`io::plan`). Defined here, with the

@@ -309,6 +309,7 @@ impl Database {
     /// Starts a new database at `path`. An existing file is refused unless `overwrite`.
     pub fn create(path: &Path, overwrite: bool) -> Result<Self> {
         refuse_existing(path, overwrite)?;
+        crate::io::atomic::check_not_a_picture(path)?;
         let lock = OutputLock::acquire(path, "choose another --database")?;
         // Checked again under the lock: a run that finished meanwhile wrote the file.
         refuse_existing(path, overwrite)?;
