@@ -173,6 +173,32 @@ fn pairs_of_one_image_are_all_of_exhaustive() {
     );
 }
 
+/// The set's images under `dir` and their database (`descl sfm -m sift`): (images, database).
+fn sift_database(dir: &Path) -> (PathBuf, PathBuf) {
+    let imgs = small_images(dir, &NAMES);
+    let db = dir.join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT));
+    assert!(ok, "{err}");
+    (imgs, db)
+}
+
+/// `descl sfm map DB --images IMAGES --sparse-dir SPARSE`: (success, stderr).
+fn sfm_map(db: &Path, images: &Path, sparse: &Path) -> (bool, String) {
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(db)
+        .arg("--images")
+        .arg(images)
+        .arg("--sparse-dir")
+        .arg(sparse));
+    (ok, err)
+}
+
 /// Medium: `descl sfm map DB --images DIR` checked only that files of the database's names
 /// exist; the same pictures at half size (or others) were mapped, their points coloured
 /// wrongly. The camera's width and height are checked against each file's header.
@@ -182,15 +208,7 @@ fn sfm_map_refuses_images_of_another_size() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let db = dir.path().join("scene.db");
-    let (ok, _, err) = run(descl()
-        .arg("sfm")
-        .arg(&imgs)
-        .arg("--database")
-        .arg(&db)
-        .args(SIFT));
-    assert!(ok, "{err}");
+    let (imgs, db) = sift_database(dir.path());
     let other = dir.path().join("half");
     std::fs::create_dir(&other).unwrap();
     for name in NAMES {
@@ -199,17 +217,20 @@ fn sfm_map_refuses_images_of_another_size() {
             .save(other.join(name))
             .unwrap();
     }
-    let sparse = dir.path().join("sparse");
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "map"])
-        .arg(&db)
-        .arg("--images")
-        .arg(&other)
-        .arg("--sparse-dir")
-        .arg(&sparse));
-    assert!(!ok, "mapped pictures of another size: {err}");
+    assert_map_refused(&db, &other, "records");
+}
+
+/// `descl sfm map DB --images OTHER` fails naming OTHER's first image and `needle`, and leaves
+/// no sparse folder.
+fn assert_map_refused(db: &Path, other: &Path, needle: &str) {
+    let sparse = other.with_extension("sparse");
+    let (ok, err) = sfm_map(db, other, &sparse);
     assert!(
-        err.contains(&other.join(NAMES[0]).display().to_string()) && err.contains("records"),
+        !ok,
+        "mapped other pictures under the database's names: {err}"
+    );
+    assert!(
+        err.contains(&other.join(NAMES[0]).display().to_string()) && err.contains(needle),
         "{err}"
     );
     assert!(!sparse.exists(), "a sparse folder was left");
@@ -224,15 +245,7 @@ fn sfm_map_refuses_other_pictures_of_the_same_size() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let db = dir.path().join("scene.db");
-    let (ok, _, err) = run(descl()
-        .arg("sfm")
-        .arg(&imgs)
-        .arg("--database")
-        .arg(&db)
-        .args(SIFT));
-    assert!(ok, "{err}");
+    let (imgs, db) = sift_database(dir.path());
     // The same folder with the first picture's grey levels inverted: every file of the
     // database's size.
     let other = dir.path().join("inverted");
@@ -243,32 +256,10 @@ fn sfm_map_refuses_other_pictures_of_the_same_size() {
     let mut inverted = image::open(imgs.join(NAMES[0])).unwrap();
     inverted.invert();
     inverted.save(other.join(NAMES[0])).unwrap();
-    let sparse = dir.path().join("sparse");
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "map"])
-        .arg(&db)
-        .arg("--images")
-        .arg(&other)
-        .arg("--sparse-dir")
-        .arg(&sparse));
-    assert!(
-        !ok,
-        "mapped other pictures under the database's names: {err}"
-    );
-    assert!(
-        err.contains(&other.join(NAMES[0]).display().to_string()) && err.contains("SHA-256"),
-        "{err}"
-    );
-    assert!(!sparse.exists(), "a sparse folder was left");
+    assert_map_refused(&db, &other, "SHA-256");
     // The folder the database was made from passes the check (whatever the mapper then makes
     // of three small synthetic pictures).
-    let (_, _, err) = run(descl()
-        .args(["sfm", "map"])
-        .arg(&db)
-        .arg("--images")
-        .arg(&imgs)
-        .arg("--sparse-dir")
-        .arg(&sparse));
+    let (_, err) = sfm_map(&db, &imgs, &dir.path().join("sparse"));
     assert!(!err.contains("SHA-256"), "{err}");
 }
 
@@ -298,13 +289,7 @@ fn sfm_map_without_verified_pairs_leaves_no_folder() {
     let dir = tempfile::tempdir().unwrap();
     let (imgs, db) = unverified_database(dir.path());
     let sparse = dir.path().join("sparse");
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "map"])
-        .arg(&db)
-        .arg("--images")
-        .arg(&imgs)
-        .arg("--sparse-dir")
-        .arg(&sparse));
+    let (ok, err) = sfm_map(&db, &imgs, &sparse);
     assert!(!ok && err.contains("a model needs two"), "{err}");
     assert!(!sparse.exists(), "an empty sparse folder was left");
 }

@@ -432,8 +432,9 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn homography_recovered_with_outliers_marked() {
+    /// 200 matches of a homography H, the first 40 replaced by random points: (H, A, B).
+    #[allow(clippy::type_complexity)]
+    fn homography_with_outliers() -> ([[f64; 3]; 3], Vec<[f64; 2]>, Vec<[f64; 2]>) {
         let h = [[0.9, 0.1, 20.0], [-0.05, 1.1, -10.0], [1e-4, -5e-5, 1.0]];
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let pa: Vec<[f64; 2]> = (0..200)
@@ -443,6 +444,12 @@ mod tests {
         for p in pb.iter_mut().take(40) {
             *p = [rng.gen_range(0.0..640.0), rng.gen_range(0.0..480.0)];
         }
+        (h, pa, pb)
+    }
+
+    #[test]
+    fn homography_recovered_with_outliers_marked() {
+        let (h, pa, pb) = homography_with_outliers();
         let v = verify(
             &pa,
             &pb,
@@ -478,15 +485,7 @@ mod tests {
         );
         assert_ne!(order, shuffled_order(100, 8));
         // The outliers are the first 40 matches: every seed must flag them there.
-        let h = [[0.9, 0.1, 20.0], [-0.05, 1.1, -10.0], [1e-4, -5e-5, 1.0]];
-        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        let pa: Vec<[f64; 2]> = (0..200)
-            .map(|_| [rng.gen_range(0.0..640.0), rng.gen_range(0.0..480.0)])
-            .collect();
-        let mut pb: Vec<[f64; 2]> = pa.iter().map(|&p| apply_h(&h, p)).collect();
-        for p in pb.iter_mut().take(40) {
-            *p = [rng.gen_range(0.0..640.0), rng.gen_range(0.0..480.0)];
-        }
+        let (_, pa, pb) = homography_with_outliers();
         for seed in [0, 1, 2, 3] {
             let config = RansacConfig {
                 seed,

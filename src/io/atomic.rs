@@ -61,16 +61,10 @@ fn output_permissions() -> std::fs::Permissions {
 
 /// Checks before any work that a file can be written at `path` (its folder exists and takes a
 /// new file), so a run does not fail at its last step with some outputs already written.
+/// An existing picture there is refused ([`check_not_a_picture`]).
 pub fn check_writable(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        return Err(Error::InvalidInput(format!(
-            "{}: is a folder, not a file name",
-            path.display()
-        )));
-    }
-    check_not_a_plan(path)?;
-    check_not_a_picture(path)?;
-    temp_beside(path, "", "").map(drop)
+    check_writable_picture(path)?;
+    check_not_a_picture(path)
 }
 
 /// [`check_writable`] for an output that is itself a picture (`descl match --viz`), which may
