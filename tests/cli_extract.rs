@@ -122,7 +122,9 @@ fn extract_folder_with_a_model_path_and_a_bad_image() {
         .iter()
         .filter_map(|i| i["seconds"].as_f64())
         .sum();
-    assert!(images > 0.0 && images <= work * 1.01 + 1e-3, "{summary}");
+    // Slack for the clock reads around each share: 10 ms on these millisecond stages (the
+    // check is against a ~5x over-count, not a timing).
+    assert!(images > 0.0 && images <= work * 1.01 + 0.01, "{summary}");
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let total = summary["seconds"]["total"].as_f64().unwrap();
     assert!(work <= total * (threads + 1.0), "{summary}");
