@@ -198,7 +198,7 @@ impl Args {
     }
 
     /// Refuses a report (`--json`, `--md`) or `--plots` folder inside a data folder (`given`,
-    /// else the default data root): it would write over or among the benchmark's own files (a
+    /// and the default data root, which holds the same data): it would write over or among the benchmark's own files (a
     /// report over an HPatches `H_1_2` or an Oxford image, issue 55).
     fn check_outputs_outside<'a>(
         &self,
