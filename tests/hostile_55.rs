@@ -263,6 +263,82 @@ fn sfm_map_refuses_other_pictures_of_the_same_size() {
     assert!(!err.contains("SHA-256"), "{err}");
 }
 
+/// Medium: a database whose images have no recorded SHA-256 (COLMAP's own, an older descl's,
+/// a removed row) was checked by name and size only, and `sfm map` did not say so.
+#[test]
+fn sfm_map_says_which_images_it_checked_by_size_only() {
+    if !common::colmap_or_skip("sfm_map_says_which_images_it_checked_by_size_only") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let removed = conn
+        .execute(
+            "DELETE FROM descl_image_sha256 WHERE image_id = \
+             (SELECT image_id FROM images WHERE name = ?1)",
+            [NAMES[1]],
+        )
+        .unwrap();
+    assert_eq!(removed, 1);
+    drop(conn);
+    let (_, err) = sfm_map(&db, &imgs, &dir.path().join("sparse"));
+    assert!(
+        err.contains("1 of the 3 images")
+            && err.contains("checked by name and size only")
+            && err.contains(NAMES[1]),
+        "{err}"
+    );
+}
+
+/// Medium: `descl sfm --camera-params` holds the given cameras, but `descl sfm map` of a
+/// database made with them (`sfm merge --camera-params`, or `descl sfm` without
+/// --reconstruct) let the mapper refine them unless --hold-intrinsics was given. descl records
+/// the given cameras (`descl_given_camera`), and `sfm map` holds them unless told to refine.
+#[test]
+fn sfm_map_holds_the_cameras_the_user_gave() {
+    if !common::colmap_or_skip("sfm_map_holds_the_cameras_the_user_gave") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let given = dir.path().join("given.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&given)
+        .args(SIFT)
+        .args(["--camera-params", "150,80,60,0"]));
+    assert!(ok, "{err}");
+    let (_, err) = sfm_map(&given, &imgs, &dir.path().join("given-sparse"));
+    assert!(err.contains("held fixed"), "{err}");
+    let (_, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&given)
+        .arg("--images")
+        .arg(&imgs)
+        .arg("--sparse-dir")
+        .arg(dir.path().join("refined-sparse"))
+        .arg("--refine-intrinsics"));
+    assert!(!err.contains("held fixed"), "{err}");
+    // Estimated cameras: refined as before, and --refine-intrinsics has nothing to refine.
+    let (estimated_imgs, estimated) = sift_database(&dir.path().join("estimated"));
+    let (_, err) = sfm_map(
+        &estimated,
+        &estimated_imgs,
+        &dir.path().join("estimated-sparse"),
+    );
+    assert!(!err.contains("held fixed"), "{err}");
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&estimated)
+        .arg("--images")
+        .arg(&estimated_imgs)
+        .arg("--refine-intrinsics"));
+    assert!(!ok && err.contains("no camera of"), "{err}");
+}
+
 /// The set's images under `dir` and their database matched without verification
 /// (`--geometry none`): a database with no verified pair.
 fn unverified_database(dir: &Path) -> (PathBuf, PathBuf) {

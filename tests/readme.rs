@@ -129,7 +129,8 @@ const RECIPES: &[Recipe] = &[
 const SKIPPED: &[(&str, &str)] = &[
     (
         "scripts/demo",
-        "installs Debian packages and builds descl: what scripts/test has done before this test",
+        "installs Debian packages and a binary: scripts/test runs it as written after the \
+         tests, into a scratch CARGO_INSTALL_ROOT, and checks its matches picture and h5 output",
     ),
     ("scripts/test", "runs this test"),
     (

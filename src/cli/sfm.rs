@@ -236,9 +236,50 @@ pub struct MapArgs {
     overwrite: bool,
     #[command(flatten)]
     mapping: MappingArgs,
+    /// For a database whose cameras were given (`descl sfm merge --camera-params` or
+    /// `--cameras-file`): let the mapper refine them (by default it holds them, as `descl sfm`
+    /// does).
+    #[arg(long, conflicts_with = "hold_intrinsics")]
+    refine_intrinsics: bool,
     /// Print a JSON summary on stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// Whether `sfm map` holds the database's cameras: asked to, or every camera was given by the
+/// user (descl's `descl_given_camera` table) and --refine-intrinsics is not given. Says why on
+/// stderr when it decides for the user, and when only some cameras were given.
+fn map_holds_intrinsics(args: &MapArgs) -> anyhow::Result<bool> {
+    let given = descl::io::colmap::given_cameras(&args.database)?;
+    if args.mapping.hold_intrinsics {
+        return Ok(true);
+    }
+    if args.refine_intrinsics {
+        if given.given == 0 {
+            bail!(
+                "--refine-intrinsics: no camera of {} was given (--camera-params or --cameras-file); the mapper refines them without the flag",
+                args.database.display()
+            );
+        }
+        return Ok(false);
+    }
+    if given.all() {
+        eprintln!(
+            "note: the {} cameras of {} were given (--camera-params or --cameras-file): held fixed, as `descl sfm` holds them (--refine-intrinsics refines them)",
+            given.total,
+            args.database.display()
+        );
+        return Ok(true);
+    }
+    if given.given > 0 {
+        eprintln!(
+            "warning: {} of the {} cameras of {} were given, the others estimated: the mapper refines all of them (--hold-intrinsics holds all)",
+            given.given,
+            given.total,
+            args.database.display()
+        );
+    }
+    Ok(false)
 }
 
 fn map(args: MapArgs) -> anyhow::Result<()> {
@@ -265,22 +306,35 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
     // colour the points silently). pycolmap is imported by sfm::map before it makes the folder.
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
     descl::sfm::require_colmap(&args.mapping.options(), "descl sfm map")?;
-    let total_images = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
+    let folder = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
+    if let Some(first) = folder.by_size_only.first() {
+        eprintln!(
+            "warning: {} of the {} images of {} have no recorded SHA-256 (a database COLMAP or an older descl made, or a removed row): checked by name and size only, not as the same pictures (e.g. {first})",
+            folder.by_size_only.len(),
+            folder.images,
+            args.database.display()
+        );
+    }
+    let total_images = folder.images;
+    let mut mapping = args.mapping.clone();
+    mapping.hold_intrinsics = map_holds_intrinsics(&args)?;
     let mapped = map_and_report(
         &args.database,
         &args.images,
         &sparse,
-        &args.mapping,
+        &mapping,
         args.overwrite,
         total_images,
     )?;
     if args.json {
         let runs: Vec<f64> = mapped.attempts.iter().map(|a| a.seconds).collect();
-        let out = serde_json::json!({
+        let mut out = serde_json::json!({
             "database": args.database,
             "reconstruction": reconstruction_json(&mapped, total_images),
+            "images_checked_by_size_only": folder.by_size_only,
             "seconds": {"mapper": started.elapsed().as_secs_f64(), "mapper_runs": runs},
         });
+        out["reconstruction"]["intrinsics_held"] = mapping.hold_intrinsics.into();
         outln!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())

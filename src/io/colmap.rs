@@ -38,11 +38,15 @@ const CREATE_IMAGES: &str = "CREATE TABLE IF NOT EXISTS images   (image_id   INT
 const CREATE_KEYPOINTS: &str = "CREATE TABLE IF NOT EXISTS keypoints   (image_id  INTEGER  PRIMARY KEY  NOT NULL,    rows      INTEGER               NOT NULL,    cols      INTEGER               NOT NULL,    data      BLOB,FOREIGN KEY(image_id) REFERENCES images(image_id) ON DELETE CASCADE);";
 const CREATE_DESCRIPTORS: &str = "CREATE TABLE IF NOT EXISTS descriptors   (image_id  INTEGER  PRIMARY KEY  NOT NULL,    rows      INTEGER               NOT NULL,    cols      INTEGER               NOT NULL,    data      BLOB,FOREIGN KEY(image_id) REFERENCES images(image_id) ON DELETE CASCADE);";
 const CREATE_MATCHES: &str = "CREATE TABLE IF NOT EXISTS matches   (pair_id  INTEGER  PRIMARY KEY  NOT NULL,    rows     INTEGER               NOT NULL,    cols     INTEGER               NOT NULL,    data     BLOB);";
-/// descl's one table beside COLMAP's: the SHA-256 of each image file the features were
+/// descl's first table beside COLMAP's: the SHA-256 of each image file the features were
 /// extracted from (as their provenance records it), so that `descl sfm map` can hold an image
 /// folder to the database (issue 55). COLMAP and pycolmap open a database with tables they do
 /// not know, and a database without it (COLMAP's own, an older descl's) is checked by size only.
 const CREATE_DESCL_IMAGE_SHA256: &str = "CREATE TABLE IF NOT EXISTS descl_image_sha256   (image_id      INTEGER  PRIMARY KEY  NOT NULL,    image_sha256  TEXT                  NOT NULL,FOREIGN KEY(image_id) REFERENCES images(image_id) ON DELETE CASCADE);";
+/// descl's second table: the cameras whose parameters the user gave (`--camera-params`,
+/// `--cameras-file`), which `descl sfm map` holds fixed as `descl sfm` does unless asked to refine
+/// them. COLMAP's `prior_focal_length` cannot say it: an EXIF focal length sets it too.
+const CREATE_DESCL_GIVEN_CAMERA: &str = "CREATE TABLE IF NOT EXISTS descl_given_camera   (camera_id  INTEGER  PRIMARY KEY  NOT NULL,FOREIGN KEY(camera_id) REFERENCES cameras(camera_id) ON DELETE CASCADE);";
 const CREATE_TWO_VIEW_GEOMETRIES: &str = "CREATE TABLE IF NOT EXISTS two_view_geometries   (pair_id  INTEGER  PRIMARY KEY  NOT NULL,    rows     INTEGER               NOT NULL,    cols     INTEGER               NOT NULL,    data     BLOB,    config   INTEGER               NOT NULL,    F        BLOB,    E        BLOB,    H        BLOB,    qvec     BLOB,    tvec     BLOB);";
 
 /// COLMAP camera models used here (`CameraModelId` in COLMAP's camera_models.h).
@@ -328,6 +332,7 @@ impl Database {
             CREATE_MATCHES,
             CREATE_TWO_VIEW_GEOMETRIES,
             CREATE_DESCL_IMAGE_SHA256,
+            CREATE_DESCL_GIVEN_CAMERA,
         ] {
             conn.execute_batch(sql).map_err(db_err)?;
         }
@@ -398,6 +403,18 @@ impl Database {
             .execute(
                 "INSERT INTO descl_image_sha256(image_id, image_sha256) VALUES (?1, ?2)",
                 params![image_id, sha256],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Records that camera `camera_id` holds parameters the user gave, which `descl sfm map`
+    /// holds fixed ([`given_cameras`]).
+    pub fn record_given_camera(&self, camera_id: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO descl_given_camera(camera_id) VALUES (?1)",
+                params![camera_id],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -691,16 +708,8 @@ pub fn image_sizes(path: &Path) -> Result<Vec<(String, u32, u32)>> {
 pub fn image_sha256s(path: &Path) -> Result<std::collections::HashMap<String, String>> {
     let db_err = |e: rusqlite::Error| database_error(path, e);
     let conn = open_read_only(path)?;
-    let has_table: bool = conn
-        .query_row(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'descl_image_sha256'",
-            [],
-            |row| row.get::<_, i64>(0),
-        )
-        .map_err(db_err)?
-        > 0;
     let mut out = std::collections::HashMap::new();
-    if !has_table {
+    if !has_table(&conn, path, "descl_image_sha256")? {
         return Ok(out);
     }
     let mut stmt = conn
@@ -721,15 +730,75 @@ pub fn image_sha256s(path: &Path) -> Result<std::collections::HashMap<String, St
     Ok(out)
 }
 
+/// Whether a table of this name is in the database (descl's own tables are absent from
+/// COLMAP's databases and older descl's).
+fn has_table(conn: &Connection, path: &Path, table: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |row| row.get::<_, i64>(0),
+        )
+        .map_err(|e| database_error(path, e))?
+        > 0)
+}
+
+/// The database's cameras: how many there are, and how many hold parameters the user gave
+/// (`descl_given_camera`; none in a database COLMAP made).
+pub fn given_cameras(path: &Path) -> Result<GivenCameras> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
+    let count = |sql: &str| -> Result<usize> {
+        conn.query_row(sql, [], |row| row.get::<_, i64>(0))
+            .map(|n| n.max(0) as usize)
+            .map_err(db_err)
+    };
+    let total = count("SELECT COUNT(*) FROM cameras")?;
+    let given = if has_table(&conn, path, "descl_given_camera")? {
+        count(
+            "SELECT COUNT(*) FROM descl_given_camera \
+             JOIN cameras ON cameras.camera_id = descl_given_camera.camera_id",
+        )?
+    } else {
+        0
+    };
+    Ok(GivenCameras { total, given })
+}
+
+/// [`given_cameras`]' count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GivenCameras {
+    pub total: usize,
+    pub given: usize,
+}
+
+impl GivenCameras {
+    /// Every camera's parameters were given (and there is one).
+    pub fn all(&self) -> bool {
+        self.total > 0 && self.given == self.total
+    }
+}
+
+/// What [`check_image_folder`] checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageFolderCheck {
+    /// The database's images, all found at their cameras' sizes.
+    pub images: usize,
+    /// Those without a recorded SHA-256 (a database COLMAP made, an older descl's, a deleted
+    /// row), checked by name and size only.
+    pub by_size_only: Vec<String>,
+}
+
 /// Checks, before mapping, that the folder `images` holds the database's images as they were
 /// extracted: each image file there, at its camera's width and height (read from the file's
 /// header), and with the SHA-256 its features recorded where the database holds one (descl's
 /// databases do: [`Database::record_image_sha256`]). The mapper colours the points from these
 /// files, and other pictures under the same names, or the same pictures resized, would colour
-/// them wrongly with exit 0. Returns the number of images.
-pub fn check_image_folder(path: &Path, images: &Path) -> Result<usize> {
+/// them wrongly with exit 0. Says which images had no hash to check.
+pub fn check_image_folder(path: &Path, images: &Path) -> Result<ImageFolderCheck> {
     let sizes = image_sizes(path)?;
     let recorded = image_sha256s(path)?;
+    let mut by_size_only = Vec::new();
     for (name, w, h) in &sizes {
         let file = images.join(name);
         if !file.is_file() {
@@ -761,9 +830,14 @@ pub fn check_image_folder(path: &Path, images: &Path) -> Result<usize> {
                     path.display()
                 )));
             }
+        } else {
+            by_size_only.push(name.clone());
         }
     }
-    Ok(sizes.len())
+    Ok(ImageFolderCheck {
+        images: sizes.len(),
+        by_size_only,
+    })
 }
 
 /// The images of a COLMAP database (descl's or COLMAP's own) that have a verified pair of at

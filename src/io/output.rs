@@ -267,6 +267,9 @@ impl Writer for ColmapWriter {
                 let id = self
                     .database
                     .add_camera(model, w, h, &params, focal_known)?;
+                if known.is_some() {
+                    self.database.record_given_camera(id)?;
+                }
                 let holds = (k, focal_known);
                 self.shared_camera = Some(SharedCamera {
                     id,
