@@ -1,13 +1,27 @@
 //! Retrieval pairs: the few image pairs of a large set worth matching, chosen from descl's own
 //! local descriptors, as hloc chooses them with NetVLAD and COLMAP with a vocabulary tree.
 //!
-//! Each image gets one global descriptor, a VLAD vector (Jégou et al., "Aggregating local
-//! descriptors into a compact image representation", CVPR 2010): its local descriptors are
-//! assigned to the nearest of `K` centres of a codebook, and the residuals to each centre summed,
-//! `v_k = Σ_{x : NN(x) = k} (x − μ_k)`. Each `v_k` is L2-normalised on its own
-//! (intra-normalisation, Arandjelović & Zisserman, "All about VLAD", CVPR 2013: it keeps bursts
-//! of repeated structure — façade windows — from dominating), then the whole vector. Images are
-//! compared by the dot product of their vectors and each is paired with its top `k`.
+//! Each image's local descriptors are assigned to the nearest of `K` centres (visual words) of
+//! a codebook, and the residuals to each centre summed, `v_c = Σ_{x : NN(x) = c} (x − μ_c)`,
+//! then L2-normalised per word: VLAD's blocks (Jégou et al., "Aggregating local descriptors
+//! into a compact image representation", CVPR 2010) with intra-normalisation (Arandjelović &
+//! Zisserman, "All about VLAD", CVPR 2013: it keeps bursts of repeated structure — façade
+//! windows — from dominating). These are the aggregated, normalised residuals `V̂(X_c)` of the
+//! aggregated selective match kernel (ASMK; Tolias, Avrithis & Jégou, "To aggregate or not to
+//! aggregate: selective match kernels for image search", ICCV 2013), and images are compared by
+//! that kernel rather than by VLAD's dot product:
+//!
+//! `K(X, Y) = γ(X) γ(Y) Σ_{c shared} σ_α(V̂(X_c)ᵀ V̂(Y_c))`, `σ_α(u) = sign(u)|u|^α` for `u > τ`,
+//! else 0, `γ(X) = (Σ_c σ_α(1))^{-1/2}` = one over the square root of `X`'s occupied words,
+//!
+//! with the paper's α = 3, τ = 0, and no idf weights. Why not the dot product: the codebook is
+//! learned on the set itself, so each word's residuals sum to about zero over the set, and two
+//! unrelated images of a small set score about −1/(n − 1). An image that shares no word with
+//! the others (a checkerboard, a blurred frame, noise) scored 0 and outranked every real
+//! neighbour of negative score (issue 55). Under the kernel only agreeing words count: a shared
+//! word of opposite residuals adds 0, not a penalty, and an image sharing nothing scores 0,
+//! below any image with one agreeing word. Measured in docs/BENCHMARKS.md, "Retrieval pairs
+//! with degenerate images".
 //!
 //! The codebook is learned by k-means on the set itself (a deterministic sample of each image's
 //! descriptors), so it needs no training data and follows the model: float descriptors as they
@@ -36,6 +50,11 @@ pub const KMEANS_SEED: u64 = 0x5eed_41ad;
 const KMEANS_CHUNK: usize = 1024;
 /// Rows of the image-similarity matrix computed at once (bounds its memory).
 const SIMILARITY_BLOCK: usize = 256;
+/// ASMK's selectivity exponent α (Tolias et al. 2013, §3; 3 in their experiments): a word's
+/// residual agreement `u` counts as `u^α`, so weak agreements count little.
+pub const ASMK_ALPHA: i32 = 3;
+/// ASMK's selectivity threshold τ (0 in the paper's ASMK): agreements at or below it count 0.
+pub const ASMK_TAU: f32 = 0.0;
 
 /// Settings of retrieval pairs.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,9 +167,10 @@ impl Codebook {
             .collect()
     }
 
-    /// The VLAD vector of one image's descriptor rows: residual sums per centre,
-    /// intra-normalised, then L2-normalised (all zeros for an image without descriptors).
-    pub fn vlad(&self, x: ArrayView2<f32>) -> Vec<f32> {
+    /// One image's aggregated residuals per word, `V̂(X_c)`: the residual sums of its descriptor
+    /// rows per centre, each L2-normalised (intra-normalised VLAD blocks, concatenated; a word
+    /// none of its rows falls in is a zero block, and an image without descriptors all zeros).
+    pub fn word_residuals(&self, x: ArrayView2<f32>) -> Vec<f32> {
         let (k, dim) = self.centres.dim();
         let mut v = Array2::<f32>::zeros((k, dim));
         for (row, c) in x.rows().into_iter().zip(self.assign(x)) {
@@ -163,10 +183,6 @@ impl Codebook {
             if norm > 0.0 {
                 block /= norm;
             }
-        }
-        let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-        if norm > 0.0 {
-            v /= norm;
         }
         v.into_raw_vec_and_offset().0
     }
@@ -268,9 +284,10 @@ fn sample_rows(x: &Array2<f32>, per_image: usize) -> Array2<f32> {
     x.select(Axis(0), &picks)
 }
 
-/// One VLAD vector per image (rows of the result), `load(i)` giving image `i`'s descriptors;
-/// each image is loaded twice (sample, then aggregate), one at a time per thread.
-pub fn global_descriptors<F>(n: usize, load: F, cfg: &RetrievalConfig) -> Result<Array2<f32>>
+/// Every image's word residuals ([`Codebook::word_residuals`]): one row per image, `K` blocks of
+/// the descriptors' dimension. `load(i)` gives image `i`'s descriptors; each image is loaded
+/// twice (sample, then aggregate), one at a time per thread.
+pub fn global_descriptors<F>(n: usize, load: F, cfg: &RetrievalConfig) -> Result<WordResiduals>
 where
     F: Fn(usize) -> Result<Descriptors> + Sync,
 {
@@ -299,25 +316,86 @@ where
     let book = Codebook::train(sample.view(), cfg.codebook_size, cfg.iterations, cfg.seed)?;
     let rows: Vec<Vec<f32>> = (0..n)
         .into_par_iter()
-        .map(|i| load(i).map(|d| book.vlad(float_rows(&d).view())))
+        .map(|i| load(i).map(|d| book.word_residuals(float_rows(&d).view())))
         .collect::<Result<_>>()?;
     let width = book.centres.len();
-    Ok(Array2::from_shape_fn((n, width), |(i, k)| rows[i][k]))
+    Ok(WordResiduals {
+        rows: Array2::from_shape_fn((n, width), |(i, k)| rows[i][k]),
+        dim: book.centres.ncols(),
+    })
 }
 
-/// Each image with its `k` most similar others by dot product (ties to the lower index), as
-/// sorted unique pairs `(i, j)`, i < j. An image without descriptors (an all-zero vector: a
-/// blank or uniform picture) is in no pair: its similarity 0 to every image would beat every
-/// negative similarity and take the real neighbours' places, and it has nothing to match.
-pub fn top_k_pairs(globals: ArrayView2<f32>, k: usize) -> Vec<(usize, usize)> {
-    let n = globals.nrows();
-    let empty = images_without_descriptors(globals);
+/// The images' word residuals: `rows` (one per image) of `K` blocks of `dim` values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WordResiduals {
+    pub rows: Array2<f32>,
+    pub dim: usize,
+}
+
+/// ASMK's selectivity function `σ_α(u)` with [`ASMK_ALPHA`] and [`ASMK_TAU`] (τ ≥ 0, so a
+/// kept `u` is positive and `sign(u)|u|^α = u^α`).
+fn selectivity(u: f32) -> f32 {
+    if u > ASMK_TAU {
+        u.powi(ASMK_ALPHA)
+    } else {
+        0.0
+    }
+}
+
+impl WordResiduals {
+    /// `γ(X)` of every image: one over the square root of its occupied words (0 for none).
+    fn gammas(&self) -> Vec<f32> {
+        self.rows
+            .rows()
+            .into_iter()
+            .map(|r| {
+                let words = r
+                    .exact_chunks(self.dim)
+                    .into_iter()
+                    .filter(|b| b.iter().any(|v| *v != 0.0))
+                    .count();
+                if words == 0 {
+                    0.0
+                } else {
+                    1.0 / (words as f32).sqrt()
+                }
+            })
+            .collect()
+    }
+
+    /// The kernel `K(X_i, X_j)` of images `rows` (a range) against every image: one GEMM per
+    /// word, its agreements through `σ_α`, summed, scaled by `γ_i γ_j`.
+    pub fn similarities(&self, rows: std::ops::Range<usize>, gammas: &[f32]) -> Array2<f32> {
+        let n = self.rows.nrows();
+        let words = self.rows.ncols() / self.dim.max(1);
+        let mut sims = Array2::<f32>::zeros((rows.len(), n));
+        for c in 0..words {
+            let cols = c * self.dim..(c + 1) * self.dim;
+            let a = self.rows.slice(s![rows.clone(), cols.clone()]);
+            let b = self.rows.slice(s![.., cols]);
+            let u = a.dot(&b.t());
+            sims.zip_mut_with(&u, |acc, &u| *acc += selectivity(u));
+        }
+        for (mut row, gi) in sims.rows_mut().into_iter().zip(&gammas[rows]) {
+            row.iter_mut().zip(gammas).for_each(|(s, gj)| *s *= gi * gj);
+        }
+        sims
+    }
+}
+
+/// Each image with its `k` most similar others by the ASMK kernel (ties to the lower index), as
+/// sorted unique pairs `(i, j)`, i < j. An image without descriptors (all-zero residuals: a
+/// blank or uniform picture) is in no pair: it has nothing to match.
+pub fn top_k_pairs(globals: &WordResiduals, k: usize) -> Vec<(usize, usize)> {
+    let n = globals.rows.nrows();
+    let empty = images_without_descriptors(globals.rows.view());
+    let gammas = globals.gammas();
     let mut pairs: Vec<(usize, usize)> = (0..n.div_ceil(SIMILARITY_BLOCK))
         .into_par_iter()
         .flat_map_iter(|blk| {
             let start = blk * SIMILARITY_BLOCK;
             let end = (start + SIMILARITY_BLOCK).min(n);
-            let sims = globals.slice(s![start..end, ..]).dot(&globals.t());
+            let sims = globals.similarities(start..end, &gammas);
             (start..end)
                 .filter(|i| !empty.contains(i))
                 .flat_map(|i| {
@@ -336,7 +414,7 @@ pub fn top_k_pairs(globals: ArrayView2<f32>, k: usize) -> Vec<(usize, usize)> {
     pairs
 }
 
-/// The images (rows of `globals`, sorted) whose global vector is all zeros: no descriptors,
+/// The images (rows of `globals`, sorted) whose word residuals are all zeros: no descriptors,
 /// so never a retrieval neighbour ([`top_k_pairs`]).
 pub fn images_without_descriptors(globals: ArrayView2<f32>) -> Vec<usize> {
     globals
@@ -363,7 +441,7 @@ where
         return Ok(Vec::new());
     }
     let globals = global_descriptors(n, load, cfg)?;
-    Ok(top_k_pairs(globals.view(), cfg.neighbours))
+    Ok(top_k_pairs(&globals, cfg.neighbours))
 }
 
 /// The share of `reference` pairs that `candidates` keep (1 for an empty reference); both
@@ -385,22 +463,90 @@ mod tests {
     use ndarray::array;
 
     #[test]
-    fn vlad_of_a_hand_computed_case() {
+    fn word_residuals_of_a_hand_computed_case() {
         // Two centres in 2-D; x1 = (1, 1) and x2 = (3, 0) go to c0 = (0, 0), x3 = (10, 11) to
         // c1 = (10, 10). Residual sums: v0 = (4, 1), v1 = (0, 1); intra-normalised
-        // (4, 1)/√17 and (0, 1); then the whole vector divided by √2.
+        // (4, 1)/√17 and (0, 1).
         let book = Codebook {
             centres: array![[0.0, 0.0], [10.0, 10.0]],
         };
         let x = array![[1.0, 1.0], [3.0, 0.0], [10.0, 11.0]];
         assert_eq!(book.assign(x.view()), vec![0, 0, 1]);
-        let v = book.vlad(x.view());
-        let r = 17f32.sqrt() * 2f32.sqrt();
-        let want = [4.0 / r, 1.0 / r, 0.0, 1.0 / 2f32.sqrt()];
+        let v = book.word_residuals(x.view());
+        let r = 17f32.sqrt();
+        let want = [4.0 / r, 1.0 / r, 0.0, 1.0];
         for (a, b) in v.iter().zip(want) {
             assert!((a - b).abs() < 1e-6, "{v:?}");
         }
-        assert_eq!(book.vlad(Array2::zeros((0, 2)).view()), vec![0.0; 4]);
+        assert_eq!(
+            book.word_residuals(Array2::zeros((0, 2)).view()),
+            vec![0.0; 4]
+        );
+    }
+
+    /// Images of 2 words of 2-D residuals (rows: image; blocks: words).
+    fn residuals(rows: Array2<f32>) -> WordResiduals {
+        WordResiduals { rows, dim: 2 }
+    }
+
+    #[test]
+    fn asmk_kernel_of_a_hand_computed_case() {
+        // X = [(1,0), (0,1)], Y = [(0.6,0.8), (0,−1)], Z = [0, (0.6,0.8)].
+        // K(X,Y) = (1/√2)(1/√2)(σ(0.6) + σ(−1)) = 0.216/2; K(X,Z) = (1/√2)·1·σ(0.8) = 0.512/√2;
+        // K(Y,Z) = σ(−0.8)·… = 0; K(X,X) = (1/2)(1 + 1) = 1.
+        let g = residuals(array![
+            [1.0, 0.0, 0.0, 1.0],
+            [0.6, 0.8, 0.0, -1.0],
+            [0.0, 0.0, 0.6, 0.8]
+        ]);
+        let gammas = g.gammas();
+        let half = 0.5f32.sqrt();
+        assert!(
+            (gammas[0] - half).abs() < 1e-6 && gammas[2] == 1.0,
+            "{gammas:?}"
+        );
+        let k = g.similarities(0..3, &gammas);
+        let want = [
+            [1.0, 0.108, 0.512 * half],
+            [0.108, 1.0, 0.0],
+            [0.512 * half, 0.0, 1.0],
+        ];
+        for i in 0..3 {
+            for j in 0..3 {
+                assert!((k[[i, j]] - want[i][j]).abs() < 1e-5, "{k:?}");
+            }
+        }
+        // Rows computed in another block give the same values.
+        assert_eq!(g.similarities(1..3, &gammas), k.slice(s![1..3, ..]));
+    }
+
+    #[test]
+    fn an_image_sharing_no_agreeing_word_ranks_below_a_real_neighbour() {
+        // Issue 55: A's real neighbour B agrees on word 0 and opposes it on word 1, so their
+        // VLAD dot product is negative (−0.1); C shares no word with A (a checkerboard's own
+        // cluster, shared with D only) and D opposes A everywhere. The dot product ranked C
+        // first for A (0 > −0.1); the kernel ranks B first (σ(0.8)/2 = 0.256 against 0 and 0).
+        let g = WordResiduals {
+            rows: array![
+                [1.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+                [0.8, 0.6, -1.0, 0.0, 0.0, 0.0],
+                [0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+                [-1.0, 0.0, -1.0, 0.0, 1.0, 0.0]
+            ],
+            dim: 2,
+        };
+        let unit = |i: usize| {
+            let r = g.rows.row(i);
+            &r / r.dot(&r).sqrt()
+        };
+        assert!(
+            unit(0).dot(&unit(2)) > unit(0).dot(&unit(1)),
+            "the dot product's order this test is about"
+        );
+        let k = g.similarities(0..1, &g.gammas());
+        assert!((k[[0, 1]] - 0.256).abs() < 1e-6 && k[[0, 2]] == 0.0 && k[[0, 3]] == 0.0);
+        // A → B, B → D (their agreeing word 1), C ↔ D (word 2).
+        assert_eq!(top_k_pairs(&g, 1), vec![(0, 1), (1, 3), (2, 3)]);
     }
 
     #[test]
@@ -438,26 +584,34 @@ mod tests {
 
     #[test]
     fn top_k_and_recall() {
-        // Images 0,1 alike, 2,3 alike.
-        let g = array![[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]];
-        let pairs = top_k_pairs(g.view(), 1);
+        // Images 0,1 alike, 2,3 alike (one word each).
+        let g = residuals(array![
+            [1.0, 0.0, 0.0, 0.0],
+            [0.9, 0.1, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0],
+            [0.1, 0.9, 0.0, 0.0]
+        ]);
+        let pairs = top_k_pairs(&g, 1);
         assert_eq!(pairs, vec![(0, 1), (2, 3)]);
         assert_eq!(pair_recall(&pairs, &[(0, 1), (1, 2)]), 0.5);
         assert_eq!(pair_recall(&pairs, &[]), 1.0);
-        assert_eq!(top_k_pairs(g.view(), 3).len(), 6);
+        assert_eq!(top_k_pairs(&g, 3).len(), 6);
     }
 
     #[test]
     fn an_image_without_descriptors_is_no_neighbour() {
-        // Image 1 has no descriptors (VLAD all zeros); 2's best real neighbour is 3 (dot
-        // −0.322). Image 1's similarity 0 used to beat it and take 2's only neighbour.
-        let g = array![[1.0, 0.0], [0.0, 0.0], [-0.6, 0.8], [0.95, 0.31]];
-        assert_eq!(images_without_descriptors(g.view()), vec![1]);
-        let pairs = top_k_pairs(g.view(), 1);
+        // Image 1 has no descriptors (all zeros): in no pair, whatever k.
+        let g = residuals(array![
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+            [-0.6, 0.8, 0.0, 0.0],
+            [0.95, 0.31, 0.0, 0.0]
+        ]);
+        assert_eq!(images_without_descriptors(g.rows.view()), vec![1]);
+        let pairs = top_k_pairs(&g, 1);
         assert!(pairs.iter().all(|&(i, j)| i != 1 && j != 1), "{pairs:?}");
-        assert_eq!(pairs, vec![(0, 3), (2, 3)]);
-        assert!(top_k_pairs(g.view(), 3)
-            .iter()
-            .all(|&(i, j)| i != 1 && j != 1));
+        // 0 → 3 (σ(0.95)); 2 agrees with no one: its neighbour is the lowest index, 0.
+        assert_eq!(pairs, vec![(0, 2), (0, 3)]);
+        assert!(top_k_pairs(&g, 3).iter().all(|&(i, j)| i != 1 && j != 1));
     }
 }

@@ -151,6 +151,79 @@ fn retrieval_pairs_no_image_without_descriptors() {
     assert!(err.contains("in no retrieval pair"), "{err}");
 }
 
+/// High (second round): with SIFT, a checkerboard and noise pictures (descriptors, but none
+/// like the photographs') took places in the photographs' retrieval lists. The set-learned
+/// codebook makes unrelated images of a small set score below 0 under VLAD's dot product, and
+/// a picture sharing no visual word scored 0 above them. Under ASMK's kernel only agreeing
+/// words count, so each photograph's neighbours are photographs.
+#[test]
+fn retrieval_ranks_no_pattern_or_noise_above_the_photographs() {
+    let Some(root) =
+        common::data_root_or_skip("retrieval_ranks_no_pattern_or_noise_above_the_photographs")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir_all(&imgs).unwrap();
+    // Herz-Jesus-P8 at 768 px and 300 keypoints: the hostile round's set of eight photographs
+    // of a walk past a façade, few descriptors each.
+    let scene = root.join("strecha/Herz-Jesus-P8/images");
+    let mut photos = Vec::new();
+    for entry in std::fs::read_dir(&scene).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        std::fs::copy(&path, imgs.join(&name)).unwrap();
+        photos.push(name);
+    }
+    photos.sort();
+    // A checkerboard of 32-pixel squares and two pictures of uniform noise (a fixed LCG).
+    image::GrayImage::from_fn(768, 512, |x, y| {
+        image::Luma([if (x / 32 + y / 32) % 2 == 0 { 40 } else { 215 }])
+    })
+    .save(imgs.join("pattern.png"))
+    .unwrap();
+    let mut state = 12345u32;
+    for name in ["noise-a.png", "noise-b.png"] {
+        image::GrayImage::from_fn(768, 512, |_, _| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            image::Luma([(state >> 24) as u8])
+        })
+        .save(imgs.join(name))
+        .unwrap();
+    }
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(
+        &imgs,
+        &feats,
+        &["--max-image-size", "768", "--max-keypoints", "300"],
+    );
+    assert!(ok, "{err}");
+    let out = dir.path().join("pairs.txt");
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--retrieval", "3", "--out"])
+        .arg(&out));
+    assert!(ok, "{err}");
+    let pairs = std::fs::read_to_string(&out).unwrap();
+    let is_photo = |n: &str| photos.iter().any(|p| p == n);
+    // Each of the 3 other pictures brings its own 3 neighbours; no photograph lists one.
+    let with_others = pairs
+        .lines()
+        .filter(|l| l.split(' ').any(|n| !is_photo(n)))
+        .count();
+    assert!(
+        with_others <= 9,
+        "{with_others} pairs with the pattern or noise:\n{pairs}"
+    );
+    // The photographs' sequence neighbours are all kept.
+    for w in photos.windows(2) {
+        let pair = format!("{} {}", w[0], w[1]);
+        assert!(pairs.lines().any(|l| l == pair), "{pair} lost:\n{pairs}");
+    }
+}
+
 /// Low: `descl pairs` on one image reported a share of exhaustive of 0.0 (0 of 0 pairs).
 #[test]
 fn pairs_of_one_image_are_all_of_exhaustive() {

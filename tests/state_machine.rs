@@ -34,7 +34,8 @@
 //!     points3D.bin read back, at least two registered images and one point); every registered
 //!     image is an image of the database as it is (or was when a command beside it started),
 //!     under its name, and its camera has that database camera's width and height; with
-//!     `--hold-intrinsics`, a camera the database knows (`prior_focal_length`, from
+//!     `--hold-intrinsics`, or every camera of the database given (`descl_given_camera`), a
+//!     camera the database knows (`prior_focal_length`, from
 //!     `--camera-params` or `--cameras-file`) has exactly the database's parameters. The images
 //!     are tiny and few, so a mapping may fail: that is a refusal like any other;
 //! - one that exits non-zero says why on stderr, naming a path of the working folder; a map
@@ -876,12 +877,15 @@ struct Alternatives {
     sparse_existed: bool,
 }
 
-/// What a map is held to of a COLMAP database: each image's camera by name, and each camera's
-/// width, height, parameters and whether its focal length is known (`prior_focal_length`).
+/// What a map is held to of a COLMAP database: each image's camera by name, each camera's
+/// width, height, parameters and whether its focal length is known (`prior_focal_length`), and
+/// whether the user gave every camera (descl's `descl_given_camera`: `sfm map` then holds
+/// them without --hold-intrinsics).
 #[derive(Clone, Debug, PartialEq)]
 struct DbCameras {
     images: BTreeMap<String, i64>,
     cameras: BTreeMap<i64, (i64, i64, Vec<f64>, bool)>,
+    all_given: bool,
 }
 
 /// The images and cameras of the database `db`, read only; None when there is none (or it
@@ -914,9 +918,17 @@ fn db_cameras(db: &Path) -> Option<DbCameras> {
             ))
         })
         .ok()?
-        .collect::<Result<_, _>>()
+        .collect::<Result<BTreeMap<i64, _>, _>>()
         .ok()?;
-    Some(DbCameras { images, cameras })
+    let given: i64 = c
+        .query_row("SELECT COUNT(*) FROM descl_given_camera", [], |r| r.get(0))
+        .unwrap_or(0);
+    let all_given = !cameras.is_empty() && given == cameras.len() as i64;
+    Some(DbCameras {
+        images,
+        cameras,
+        all_given,
+    })
 }
 
 /// COLMAP's number of parameters of a camera model id (SIMPLE_PINHOLE, PINHOLE,
@@ -982,6 +994,7 @@ fn read_models(sparse: &Path) -> Result<Vec<(PathBuf, ModelRead)>, String> {
 /// how it does not.
 fn model_fits(at: &Path, m: &ModelRead, db: &DbCameras, hold: bool) -> Result<(), String> {
     let (images, _, cameras) = m;
+    let hold = hold || db.all_given;
     for (name, camera) in images {
         let Some(db_camera) = db.images.get(name) else {
             return Err(format!(
@@ -1009,7 +1022,7 @@ fn model_fits(at: &Path, m: &ModelRead, db: &DbCameras, hold: bool) -> Result<()
                 .all(|(a, b)| (a - b).abs() <= 1e-9 * b.abs().max(1.0));
         if hold && *known && !same {
             return Err(format!(
-                "{}: {name}'s camera {mp:?} under --hold-intrinsics, the database's known {params:?}",
+                "{}: {name}'s camera {mp:?} held (--hold-intrinsics, or every camera given), the database's known {params:?}",
                 at.display()
             ));
         }

@@ -400,8 +400,9 @@ pub struct PairArgs {
     /// image names find their features files by stem).
     #[arg(long, value_name = "FILE", conflicts_with = "retrieval")]
     pub pairs: Option<PathBuf>,
-    /// Each image with its K most similar images (VLAD of its own descriptors, codebook learned
-    /// on the set; see `descl pairs`).
+    /// Each image with its K most similar images (its own descriptors' residuals per visual
+    /// word of a codebook learned on the set, compared by ASMK's selective kernel; see `descl
+    /// pairs`).
     #[arg(long, value_name = "K")]
     pub retrieval: Option<usize>,
 }

@@ -24,7 +24,8 @@ pub enum PairMode {
     /// Pairs listed in a text file, one `nameA nameB` per line (hloc / COLMAP
     /// `matches_importer` format); a line starting with `#` is a comment ([`read_pairs`]).
     File(std::path::PathBuf),
-    /// Each image with its `k` most similar images by VLAD of its own descriptors.
+    /// Each image with its `k` most similar images by ASMK over its own descriptors
+    /// ([`crate::retrieval`]).
     Retrieval(usize),
     /// The pairs of every mode listed.
     Union(Vec<PairMode>),
