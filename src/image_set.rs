@@ -219,21 +219,7 @@ pub fn check_not_inside_old_models(path: &Path, what: &str, sparse: &Path) -> Re
     if !sparse.is_dir() {
         return Ok(());
     }
-    let real = match (path.canonicalize(), path.parent(), path.file_name()) {
-        (Ok(p), _, _) => p,
-        (Err(_), Some(parent), Some(name)) => {
-            let parent = if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            };
-            match parent.canonicalize() {
-                Ok(p) => p.join(name),
-                Err(_) => return Ok(()),
-            }
-        }
-        _ => return Ok(()),
-    };
+    let real = crate::io::atomic::resolved_path(path);
     for old in crate::io::colmap_model::model_folders(sparse)? {
         if old.canonicalize().is_ok_and(|o| real.starts_with(&o)) {
             return Err(Error::InvalidInput(format!(

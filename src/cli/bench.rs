@@ -217,7 +217,7 @@ impl Args {
         ];
         for (flag, out) in outputs {
             let Some(out) = out else { continue };
-            let resolved = resolve_output(out);
+            let resolved = descl::io::atomic::resolved_path(out);
             if let Some(d) = data.iter().find(|d| resolved.starts_with(d)) {
                 anyhow::bail!(
                     "{flag} {}: inside the benchmark data folder {}; a report written there could replace the data, so choose a path outside it",
@@ -341,17 +341,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `path` with its longest existing ancestor canonicalised (links resolved) and the rest
-/// appended: where a new output would land.
-fn resolve_output(path: &Path) -> PathBuf {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    for base in absolute.ancestors() {
-        if let Ok(real) = base.canonicalize() {
-            let rest = absolute.strip_prefix(base).unwrap_or(Path::new(""));
-            return real.join(rest);
-        }
-    }
-    absolute
 }

@@ -59,6 +59,20 @@ fn output_permissions() -> std::fs::Permissions {
     std::fs::Permissions::from_mode(OUTPUT_MODE)
 }
 
+/// Where `path` is or would be: its longest existing ancestor canonicalised (links resolved)
+/// and the rest appended, so that an output not written yet compares with the folders it must
+/// stay out of.
+pub fn resolved_path(path: &Path) -> std::path::PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    for base in absolute.ancestors() {
+        if let Ok(real) = base.canonicalize() {
+            let rest = absolute.strip_prefix(base).unwrap_or(Path::new(""));
+            return real.join(rest);
+        }
+    }
+    absolute
+}
+
 /// Checks before any work that a file can be written at `path` (its folder exists and takes a
 /// new file), so a run does not fail at its last step with some outputs already written.
 /// An existing picture there is refused ([`check_not_a_picture`]).
@@ -634,6 +648,22 @@ mod tests {
         assert!(check_not_an_input(&other, [&input]).is_ok());
         assert!(check_not_an_input(&dir.path().join("new.npz"), [&input]).is_ok());
         assert_eq!(std::fs::read(&input).unwrap(), b"features");
+    }
+
+    #[test]
+    fn a_path_not_written_yet_resolves_through_its_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("data");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let real = real.canonicalize().unwrap();
+        // Two levels below the link, neither existing yet.
+        assert_eq!(
+            resolved_path(&link.join("new/report.json")),
+            real.join("new/report.json")
+        );
+        assert_eq!(resolved_path(&link.join("..").join("data")), real);
     }
 
     /// Runs taking one output's lock over and over never hold it at once: a run that opened
