@@ -724,6 +724,7 @@ where
     let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
     let paths = &paths[..];
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
+    let selection = cfg.pairs.selection()?;
     let plan = |pairs: &[(usize, usize)]| MatchPlan {
         inputs: names.clone(),
         pairs: pairs
@@ -732,6 +733,7 @@ where
             .collect(),
         config: cfg.pair.clone(),
         features: cfg.features.clone(),
+        selection: Some(selection.clone()),
     };
     // Pairs known from the names are chosen first, so that only their images are loaded;
     // retrieval pairs need every image's features.

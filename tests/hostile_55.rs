@@ -930,6 +930,65 @@ fn a_match_of_other_settings_into_another_runs_folder_is_refused() {
     assert!(ok, "{err}");
 }
 
+/// Issue 55 (second round, medium): a `descl match` shard choosing its pairs another way
+/// (`--sequential 1` beside an `--exhaustive` shard, or another pairs file) replaced the
+/// folder's match plan and exited 0; the mix was found only at merge time. The plan records
+/// how its pairs were chosen (a pairs file by the SHA-256 of its bytes), and such a shard is
+/// refused before matching; the same pairs file read from another path is the same run.
+#[test]
+fn a_match_shard_of_another_pair_selection_is_refused() {
+    use descl::io::plan::MATCH_PLAN_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["0000.png", "0001.png", "0002.png", "0003.png"];
+    let imgs = small_images(dir.path(), &names);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let shard = |out: &Path, pairs: &[&str], share: &str| {
+        let (ok, _, err) = run(descl()
+            .args(["match", "--images"])
+            .arg(&feats)
+            .arg("--out-dir")
+            .arg(out)
+            .args(pairs)
+            .args(["--shard", share]));
+        (ok, err)
+    };
+    let m = dir.path().join("m");
+    let (ok, err) = match_set(&feats, &m, &["--shard", "0/2"]);
+    assert!(ok, "{err}");
+    let plan = m.join(MATCH_PLAN_FILE).display().to_string();
+    let (ok, err) = shard(&m, &["--sequential", "1"], "1/2");
+    assert!(
+        !ok && err.contains(&plan) && err.contains("selection") && !err.contains(" matched,"),
+        "a sequential shard beside an exhaustive one: {err}"
+    );
+    // Pairs files: the same bytes at two paths are one run; other bytes are another.
+    let (a, b, c) = (
+        dir.path().join("a.txt"),
+        dir.path().join("copy-of-a.txt"),
+        dir.path().join("c.txt"),
+    );
+    std::fs::write(
+        &a,
+        "0000.png 0001.png\n0001.png 0002.png\n0002.png 0003.png\n",
+    )
+    .unwrap();
+    std::fs::copy(&a, &b).unwrap();
+    std::fs::write(&c, "0000.png 0001.png\n0000.png 0003.png\n").unwrap();
+    let p = dir.path().join("p");
+    let with = |f: &Path| ["--pairs".to_string(), f.display().to_string()];
+    let (ok, err) = shard(&p, &with(&a).each_ref().map(String::as_str), "0/2");
+    assert!(ok, "{err}");
+    let (ok, err) = shard(&p, &with(&c).each_ref().map(String::as_str), "1/2");
+    assert!(
+        !ok && err.contains("selection"),
+        "another pairs file: {err}"
+    );
+    let (ok, err) = shard(&p, &with(&b).each_ref().map(String::as_str), "1/2");
+    assert!(ok, "the same pairs file at another path: {err}");
+}
+
 /// Issue 55: descriptors scaled by 1e20 in a features file without provenance gave 0 matches
 /// and exit 0 (their squared norms overflow f32 in the matcher's distance expansion); refused
 /// on read, naming the file and the row.

@@ -55,6 +55,12 @@ pub struct MatchPlan {
     /// it was recorded, and for features that record no settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<ExtractSettings>,
+    /// How the pairs were chosen (`crate::matching::pairs::PairMode::selection`: exhaustive,
+    /// sequential with its window, retrieval with its K, a pairs file by its SHA-256): a shard
+    /// of another selection into the folder is refused ([`refuse_other_match_run`]). Absent in
+    /// plans written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<serde_json::Value>,
 }
 
 /// How many items a message names before `…`.
@@ -360,12 +366,13 @@ pub fn refuse_other_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Resu
 /// The fields of a match plan that say how its pair files are made (the pair settings and the
 /// features'), as opposed to which pairs it holds (`inputs`, `pairs`): what
 /// [`refuse_other_match_run`] compares.
-const MATCH_RUN_FIELDS: [&str; 2] = ["config", "features"];
+const MATCH_RUN_FIELDS: [&str; 3] = ["config", "features", "selection"];
 
 /// Refuses a match shard (a whole run replaces the plan instead, `descl match`'s caller
 /// decides: [`crate::io::writer::Writer::replace_other_plan`]) into `dir` whose `plan` differs from
 /// the match plan already there in how its pairs are made ([`MATCH_RUN_FIELDS`]: the pair
-/// settings, and the features' settings where both plans record them), before it replaces
+/// settings, how the pairs were chosen, and the features' settings, each where both plans
+/// record it), before it replaces
 /// the plan or matches anything: the folder would hold the two runs' pair files side by side,
 /// found only by `descl sfm merge`, which blamed the first run's files (issue 55). Which pairs
 /// the plan holds is not compared: the other shards of one run, a resume, and a run over a set
@@ -390,9 +397,10 @@ pub fn refuse_other_match_run(dir: &Path, plan: &MatchPlan) -> Result<()> {
         return Ok(());
     }
     Err(Error::InvalidInput(format!(
-        "{}: the match plan of another descl run with other settings ({} differ from this run's): matching here would mix this run's pair files with that run's, and `descl sfm merge` would then refuse the folder, blaming that run's files. Run every shard (and a resume) with the same settings and features; or pass --overwrite to replace that run's plan (its pairs are matched again with this run's settings), or write into another --out-dir",
+        "{}: the match plan of another descl run with other settings ({} {} from this run's): matching here would mix this run's pair files with that run's, and `descl sfm merge` would then refuse the folder, blaming that run's files. Run every shard (and a resume) with the same settings, features and pair selection; or pass --overwrite to replace that run's plan (its pairs are matched again with this run's settings), or write into another --out-dir",
         path.display(),
-        listing(&differ)
+        listing(&differ),
+        if differ.len() == 1 { "differs" } else { "differ" }
     )))
 }
 
@@ -543,6 +551,7 @@ mod tests {
             pairs: vec![["a.npz".into(), "b.npz".into()]],
             config: PairConfig::default(),
             features: None,
+            selection: Some(serde_json::json!({ "sequential": 2 })),
         };
         write_plan(dir.path(), MATCH_PLAN_FILE, &plan).unwrap();
         assert_eq!(

@@ -32,6 +32,24 @@ pub enum PairMode {
 }
 
 impl PairMode {
+    /// How the pairs are chosen, as a match plan records it ([`crate::io::plan::MatchPlan`]'s
+    /// `selection`): a shard of another selection into the same folder is refused. A pairs
+    /// file is recorded by the SHA-256 of its bytes, not its path: the shards of one run may
+    /// read it from other paths, and an edited file is another selection.
+    pub fn selection(&self) -> Result<serde_json::Value> {
+        Ok(match self {
+            PairMode::Exhaustive => serde_json::json!("exhaustive"),
+            PairMode::Sequential(w) => serde_json::json!({ "sequential": w }),
+            PairMode::File(path) => serde_json::json!({
+                "pairs_file_sha256": crate::identity::sha256_file(path)?
+            }),
+            PairMode::Retrieval(k) => serde_json::json!({ "retrieval": k }),
+            PairMode::Union(modes) => serde_json::json!({
+                "union": modes.iter().map(PairMode::selection).collect::<Result<Vec<_>>>()?
+            }),
+        })
+    }
+
     /// Whether the pairs depend on the images' descriptors (retrieval).
     pub fn needs_features(&self) -> bool {
         match self {
