@@ -526,6 +526,58 @@ fn an_h5_match_of_images_writes_its_extract_plan() {
     assert!(err.contains(NAMES[2]), "{err}");
 }
 
+/// Medium (second round): `descl match --images IMAGES --format h5 --out-dir X` into the folder
+/// of another model's `descl extract --format h5` was refused (the file holds that model's
+/// features), but only after it had replaced X's extract plan with its own and written a match
+/// plan: the folder's plan then described features it does not hold. Refused before either.
+#[cfg(feature = "h5")]
+#[test]
+fn a_refused_h5_match_of_images_leaves_the_folder_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let out = dir.path().join("h5");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(&imgs)
+        .arg("--out")
+        .arg(&out)
+        .args(["--format", "h5"])
+        .args(SIFT));
+    assert!(ok, "{err}");
+    let before = files_with_bytes(&out);
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--format", "h5", "--images"])
+        .arg(&imgs)
+        .arg("--out-dir")
+        .arg(&out)
+        .args(["-m", "rootsift"]));
+    assert!(
+        !ok,
+        "rootsift features matched into a folder of SIFT's: {err}"
+    );
+    assert!(
+        err.contains("features.h5") && err.contains("`sift`") && err.contains("another folder"),
+        "{err}"
+    );
+    assert_eq!(files_with_bytes(&out), before, "{err}");
+}
+
+/// Every file of `dir` with its bytes.
+#[cfg(feature = "h5")]
+fn files_with_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p.file_name().unwrap().to_string_lossy().to_string(), bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// The two commands started together (neither waited for before both are running):
 /// (success, stderr) of each.
 fn together(a: &mut Command, b: &mut Command) -> [(bool, String); 2] {

@@ -703,18 +703,25 @@ fn mixed_pair_plans_leftover_pairs_and_shared_features_files_are_refused() {
     let pairs = dir.path().join("p1.txt");
     std::fs::write(&pairs, "0000.jpg 0001.jpg\n0002.jpg 0003.jpg\n").unwrap();
 
-    // Shard 0 exhaustive, shard 1 from a pairs file: the plan is the last shard's, and the
-    // other shard's files are refused (the merge gave a set of pairs no run planned).
+    // Shard 0 exhaustive, shard 1 from a pairs file: refused, the plan's pair selection
+    // differs (issue 55); with --overwrite the plan is the last shard's, and the other shard's
+    // files are refused (the merge gave a set of pairs no run planned).
     let m = dir.path().join("m");
     match_set(&feats, &m, &["--shard", "0/2"]);
-    let (ok, _, err) = run(descl()
-        .args(["match", "--planar-check", "--images"])
-        .arg(&feats)
-        .arg("--pairs")
-        .arg(&pairs)
-        .arg("--out-dir")
-        .arg(&m)
-        .args(["--shard", "1/2"]));
+    let pairs_shard = |extra: &[&str]| {
+        run(descl()
+            .args(["match", "--planar-check", "--images"])
+            .arg(&feats)
+            .arg("--pairs")
+            .arg(&pairs)
+            .arg("--out-dir")
+            .arg(&m)
+            .args(["--shard", "1/2"])
+            .args(extra))
+    };
+    let (ok, _, err) = pairs_shard(&[]);
+    assert!(!ok && err.contains("selection"), "{err}");
+    let (ok, _, err) = pairs_shard(&["--overwrite"]);
     assert!(ok, "{err}");
     let (ok, _, err) = merge(&feats, &m, &dir.path().join("mixed.db"), &[]);
     assert!(

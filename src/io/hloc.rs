@@ -486,11 +486,9 @@ impl HlocFolder {
     /// Records the features' model in the file (an attribute hloc ignores) and refuses another.
     fn check_model(&mut self, f: &Features) -> Result<()> {
         match &self.model {
-            Some(m) if *m != f.meta.model => Err(Error::InvalidInput(format!(
-                "{}: the file holds features of `{m}`; features of `{}` go into another folder",
-                self.features.target.display(),
-                f.meta.model
-            ))),
+            Some(m) if *m != f.meta.model => {
+                Err(other_model_error(&self.features.target, m, &f.meta.model))
+            }
             Some(_) => Ok(()),
             None => {
                 let value: hdf5::types::VarLenUnicode = f.meta.model.parse().map_err(|e| {
@@ -507,6 +505,14 @@ impl HlocFolder {
             }
         }
     }
+}
+
+/// `features.h5` at `path` holds features of `held`; those of `model` are refused.
+fn other_model_error(path: &Path, held: &str, model: &str) -> Error {
+    Error::InvalidInput(format!(
+        "{}: the file holds features of `{held}`; features of `{model}` go into another folder",
+        path.display()
+    ))
 }
 
 /// The [`PAIR_ID_ATTR`] of an open file, if it has one.
@@ -951,6 +957,17 @@ impl Writer for HlocFolder {
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         for [a, b] in &plan.pairs {
             self.claim_pair_key(a, b)?;
+        }
+        // Features of another model in `features.h5` refuse this run's (`check_model`): said
+        // before either plan is written, so that a refused run leaves the folder as it was.
+        if let (Some(extract), Some(m)) = (&self.extract_plan, &self.model) {
+            if *m != extract.settings.model {
+                return Err(other_model_error(
+                    &self.features.target,
+                    m,
+                    &extract.settings.model,
+                ));
+            }
         }
         let claim = record_match_plan(&self.dir, plan, self.replace_other_plan)?;
         self.claim = Some(claim);

@@ -35,14 +35,18 @@ impl PairMode {
     /// How the pairs are chosen, as a match plan records it ([`crate::io::plan::MatchPlan`]'s
     /// `selection`): a shard of another selection into the same folder is refused. A pairs
     /// file is recorded by the SHA-256 of its bytes, not its path: the shards of one run may
-    /// read it from other paths, and an edited file is another selection.
+    /// read it from other paths, and an edited file is another selection. It is read as
+    /// [`read_pairs`] reads it (a regular file of at most [`MAX_PAIRS_FILE_BYTES`]).
     pub fn selection(&self) -> Result<serde_json::Value> {
         Ok(match self {
             PairMode::Exhaustive => serde_json::json!("exhaustive"),
             PairMode::Sequential(w) => serde_json::json!({ "sequential": w }),
-            PairMode::File(path) => serde_json::json!({
-                "pairs_file_sha256": crate::identity::sha256_file(path)?
-            }),
+            PairMode::File(path) => {
+                let text = crate::io::bounded::read_text(path, MAX_PAIRS_FILE_BYTES, "pairs file")?;
+                serde_json::json!({
+                    "pairs_file_sha256": crate::identity::sha256_bytes(text.as_bytes())
+                })
+            }
             PairMode::Retrieval(k) => serde_json::json!({ "retrieval": k }),
             PairMode::Union(modes) => serde_json::json!({
                 "union": modes.iter().map(PairMode::selection).collect::<Result<Vec<_>>>()?
