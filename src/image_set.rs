@@ -623,10 +623,13 @@ where
                                 r.intrinsics.is_some() && r.known_intrinsics().is_none()
                             };
                             let pair_cfg = &*pair_cfg.for_intrinsics(!(guessed(&a) || guessed(&b)));
-                            if a.features.frames.is_empty() || b.features.frames.is_empty() {
-                                // An image without keypoints (a flat or dark frame) is part of
-                                // the set; its pairs simply have no matches, like a pair
-                                // without overlap (a single pair refuses it: nothing to match).
+                            if a.features.frames.len() < MIN_KEYPOINTS_TO_MATCH
+                                || b.features.frames.len() < MIN_KEYPOINTS_TO_MATCH
+                            {
+                                // An image without keypoints, or with one (a flat or dark
+                                // frame), is part of the set; its pairs simply have no matches,
+                                // like a pair without overlap (a single pair refuses it:
+                                // nothing to match, or too little for the ratio test).
                                 verify_matches(
                                     a.features,
                                     b.features,
@@ -703,6 +706,12 @@ fn store_pair(
         },
     }
 }
+
+/// The fewest keypoints an image of a set needs for its pairs to be matched: the ratio test
+/// compares each descriptor's two nearest neighbours in the other image. With fewer, the pair
+/// has no matches (no model needs fewer than 4), rather than failing the set (issue 55: one
+/// flat picture with a single keypoint failed a whole `descl sfm`).
+pub const MIN_KEYPOINTS_TO_MATCH: usize = 2;
 
 /// Runs the set `inputs` (images or features files, by name): `load` gives an input's
 /// features and `camera` its camera knowledge; pairs per `cfg`, results into `writer`, which

@@ -224,6 +224,106 @@ fn retrieval_ranks_no_pattern_or_noise_above_the_photographs() {
     }
 }
 
+/// Critical (second round): an output path that is not a regular file was replaced by one:
+/// as root `--json /dev/null` turned the system's /dev/null into a file, a link to a file was
+/// replaced by a file (and a link to a database escaped that database's lock), and a FIFO made
+/// every writer wait forever (the picture check opened it). Each is refused at once, naming
+/// the path, and left as it was.
+#[test]
+fn an_output_that_is_a_link_or_a_fifo_is_refused_and_left_alone() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let target = dir.path().join("kept.txt");
+    std::fs::write(&target, "the user's file\n").unwrap();
+    let link = dir.path().join("link.txt");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    for (out, needle) in [(&fifo, "not a regular file"), (&link, "a link")] {
+        // common::run fails the test if the command is still running after 30 s.
+        let (ok, _, err) = run(descl()
+            .arg("pairs")
+            .arg(&feats)
+            .args(["--exhaustive", "--out"])
+            .arg(out));
+        assert!(!ok && err.contains(needle), "{}: {err}", out.display());
+        let (ok, _, err) = run(descl()
+            .arg("match")
+            .arg(feats.join("0000.npz"))
+            .arg(feats.join("0001.npz"))
+            .arg("--out")
+            .arg(out));
+        assert!(!ok && err.contains(needle), "{}: {err}", out.display());
+    }
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "the user's file\n"
+    );
+}
+
+/// High (second round): a flat picture with one SIFT keypoint in a set failed every pair of it
+/// ("the ratio test needs at least two" descriptors), and `descl sfm` wrote nothing. Its pairs
+/// now have no matches, as those of a picture without keypoints.
+#[test]
+fn a_picture_with_one_keypoint_fails_no_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    // A flat picture with one small pattern (the hostile round's), one SIFT keypoint.
+    const PATCH: [[u8; 5]; 5] = [
+        [43, 230, 2, 241, 17],
+        [206, 117, 32, 249, 109],
+        [11, 184, 253, 39, 137],
+        [237, 30, 202, 107, 13],
+        [53, 219, 182, 226, 138],
+    ];
+    image::GrayImage::from_fn(512, 341, |x, y| {
+        let (px, py) = (x.wrapping_sub(250) as usize, y.wrapping_sub(160) as usize);
+        image::Luma([PATCH
+            .get(py)
+            .and_then(|r| r.get(px))
+            .copied()
+            .unwrap_or(180)])
+    })
+    .save(imgs.join("flat.png"))
+    .unwrap();
+    let feats = dir.path().join("flat-features");
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(imgs.join("flat.png"))
+        .arg("--out")
+        .arg(&feats)
+        .args(SIFT));
+    assert!(
+        ok && err.contains("1 keypoints"),
+        "the case needs one keypoint: {err}"
+    );
+    let db = dir.path().join("set.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT));
+    assert!(ok && db.is_file(), "{err}");
+    assert!(err.contains("4 images, 6 pairs"), "{err}");
+}
+
 /// Low: `descl pairs` on one image reported a share of exhaustive of 0.0 (0 of 0 pairs).
 #[test]
 fn pairs_of_one_image_are_all_of_exhaustive() {

@@ -20,6 +20,7 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 /// umask, as any other program's output (tempfile's own default, 0600, would make every output
 /// private). Errors name `path`.
 pub(crate) fn temp_beside(path: &Path, tag: &str, suffix: &str) -> Result<tempfile::NamedTempFile> {
+    check_replaceable(path)?;
     let prefix = format!("{TMP_PREFIX}{tag}");
     let mut builder = tempfile::Builder::new();
     builder.prefix(&prefix).suffix(suffix);
@@ -73,6 +74,30 @@ pub fn resolved_path(path: &Path) -> std::path::PathBuf {
     absolute
 }
 
+/// Refuses an output path that holds something other than a regular file: a link, a device
+/// (`/dev/null`), a FIFO or a socket. An output is written beside its path and renamed onto
+/// it, which replaces the link or the device itself, not what it leads to: as root, `--json
+/// /dev/null` turned the system's /dev/null into a file, and a link to a database escaped the
+/// lock of the database it points to (issue 55). A FIFO would also block the content checks
+/// that open an existing output. Nothing there, or a regular file, passes.
+pub fn check_replaceable(path: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let kind = meta.file_type();
+    let what = if kind.is_symlink() {
+        let to = std::fs::read_link(path)
+            .map(|t| format!(" to {}", t.display()))
+            .unwrap_or_default();
+        format!("a link{to}: descl replaces an output whole and would replace the link, not write through it; give the path of the file itself")
+    } else if kind.is_file() || kind.is_dir() {
+        return Ok(());
+    } else {
+        "not a regular file (a device, FIFO or socket): descl writes each output as a regular file, renamed into place, so give a file path".to_string()
+    };
+    Err(Error::InvalidInput(format!("{}: {what}", path.display())))
+}
+
 /// Checks before any work that a file can be written at `path` (its folder exists and takes a
 /// new file), so a run does not fail at its last step with some outputs already written.
 /// An existing picture there is refused ([`check_not_a_picture`]).
@@ -85,6 +110,7 @@ pub fn check_writable(path: &Path) -> Result<()> {
 /// replace an earlier picture of its own; that it is none of the command's input pictures is
 /// [`check_not_an_input`]'s to check.
 pub fn check_writable_picture(path: &Path) -> Result<()> {
+    check_replaceable(path)?;
     if path.is_dir() {
         return Err(Error::InvalidInput(format!(
             "{}: is a folder, not a file name",
@@ -100,6 +126,10 @@ pub fn check_writable_picture(path: &Path) -> Result<()> {
 fn picture_kind(path: &Path) -> Option<&'static str> {
     use std::io::Read;
     let mut head = [0u8; 16];
+    // Only a regular file is opened: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
     let mut file = std::fs::File::open(path).ok()?;
     let len = file.metadata().ok()?.len();
     let n = file.read(&mut head).ok()?;
