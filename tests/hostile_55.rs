@@ -324,6 +324,42 @@ fn a_picture_with_one_keypoint_fails_no_set() {
     assert!(err.contains("4 images, 6 pairs"), "{err}");
 }
 
+/// Critical (second round): `descl match A B --viz IMAGES/C.jpg` replaced the photograph C (an
+/// image of the set, not an input of the command) with the drawing, exit 0; `--viz` over a
+/// features file replaced it too. `--viz` replaces only a match picture descl drew (its PNG
+/// caption); a rerun over its own drawing still works.
+#[test]
+fn match_viz_replaces_only_its_own_drawing() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let viz = |out: &Path| {
+        run(descl()
+            .arg("match")
+            .arg(imgs.join(NAMES[0]))
+            .arg(imgs.join(NAMES[1]))
+            .args(SIFT)
+            .arg("--viz")
+            .arg(out))
+    };
+    for victim in [imgs.join(NAMES[2]), feats.join("0002.npz")] {
+        let before = std::fs::read(&victim).unwrap();
+        let (ok, _, err) = viz(&victim);
+        assert!(
+            !ok && err.contains("did not draw") && err.contains(&victim.display().to_string()),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&victim).unwrap(), before);
+    }
+    let own = dir.path().join("pair.png");
+    for _ in 0..2 {
+        let (ok, _, err) = viz(&own);
+        assert!(ok, "{err}");
+    }
+}
+
 /// Low: `descl pairs` on one image reported a share of exhaustive of 0.0 (0 of 0 pairs).
 #[test]
 fn pairs_of_one_image_are_all_of_exhaustive() {

@@ -134,7 +134,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         descl::io::atomic::check_writable(out)?;
     }
     if let Some(picture) = &args.viz {
-        descl::io::atomic::check_writable_picture(picture)?;
+        descl::io::viz::check_replaceable_drawing(picture)?;
     }
     let loader = FeatureLoader::new(&args.describe);
     let camera = match_camera(args.intrinsics.given()?);

@@ -123,7 +123,7 @@ pub fn check_writable_picture(path: &Path) -> Result<()> {
 
 /// The kind of picture a file's first bytes say it is (JPEG, PNG, GIF, TIFF, WebP, BMP with
 /// its size field matching the file's, PNM `P1`–`P7` followed by a size), or None.
-fn picture_kind(path: &Path) -> Option<&'static str> {
+pub(crate) fn picture_kind(path: &Path) -> Option<&'static str> {
     use std::io::Read;
     let mut head = [0u8; 16];
     // Only a regular file is opened: opening a FIFO would wait for a writer.

@@ -465,6 +465,28 @@ pub fn write_match_picture(
     write_bytes_atomic(out, &png_bytes(&picture, out)?)
 }
 
+/// Refuses a `--viz` path that holds anything but a match picture descl drew (a PNG with its
+/// caption, [`read_caption`]): the drawing replaces the file, and a photograph there (one of
+/// the set's images not given to this command, any JPEG), a features file or a database would
+/// be destroyed with exit 0 (issue 55). Checked with the other output checks
+/// ([`crate::io::atomic::check_writable_picture`]); nothing there passes.
+pub fn check_replaceable_drawing(path: &Path) -> Result<()> {
+    crate::io::atomic::check_writable_picture(path)?;
+    if !path.is_file() {
+        return Ok(());
+    }
+    let ours = read_caption(path).ok().flatten().is_some();
+    if ours {
+        return Ok(());
+    }
+    let what = crate::io::atomic::picture_kind(path)
+        .map_or("a file".to_string(), |k| format!("an existing {k} picture"));
+    Err(Error::InvalidInput(format!(
+        "{}: {what} that descl did not draw (no descl caption); --viz replaces only a match picture of its own, so choose another path or remove the file",
+        path.display()
+    )))
+}
+
 /// The caption a PNG written by [`write_match_picture`] stores (its `Description` text
 /// chunk), one string per line; None when it has none.
 pub fn read_caption(png_file: &Path) -> Result<Option<Vec<String>>> {
