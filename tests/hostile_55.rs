@@ -360,6 +360,68 @@ fn match_viz_replaces_only_its_own_drawing() {
     }
 }
 
+/// High (second round): outputs replaced descl's files of another kind with exit 0 and no
+/// --overwrite: `match A B --out FEATS/C.npz` a features file, `pairs --out keep.db` a COLMAP
+/// database, `sfm --database FEATS/A.npz --overwrite` a features file. Each output now
+/// replaces only an earlier output of its own kind (or a file descl does not know, for lists).
+#[test]
+fn no_output_replaces_a_descl_file_of_another_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (_, db) = sift_database(&dir.path().join("scene"));
+    let features = feats.join("0002.npz");
+    let kept = [
+        (features.clone(), std::fs::read(&features).unwrap()),
+        (db.clone(), std::fs::read(&db).unwrap()),
+    ];
+    let refused = |(ok, _, err): (bool, String, String), what: &str| {
+        assert!(!ok && err.contains(what), "{err}");
+    };
+    let match_out = |out: &Path| {
+        run(descl()
+            .arg("match")
+            .arg(feats.join("0000.npz"))
+            .arg(feats.join("0001.npz"))
+            .arg("--out")
+            .arg(out))
+    };
+    refused(match_out(&features), "an existing features file");
+    refused(match_out(&db), "an existing SQLite database");
+    let pairs_out = |out: &Path| {
+        run(descl()
+            .arg("pairs")
+            .arg(&feats)
+            .args(["--exhaustive", "--out"])
+            .arg(out))
+    };
+    refused(pairs_out(&db), "an existing SQLite database");
+    refused(pairs_out(&features), "is an input of this command");
+    refused(
+        run(descl()
+            .arg("sfm")
+            .arg(&imgs)
+            .arg("--database")
+            .arg(&features)
+            .arg("--overwrite")
+            .args(SIFT)),
+        "an existing features file",
+    );
+    for (path, bytes) in &kept {
+        assert_eq!(&std::fs::read(path).unwrap(), bytes, "{}", path.display());
+    }
+    // Reruns over their own kind still write: matches over matches, a list over a list.
+    let m = dir.path().join("m.npz");
+    for _ in 0..2 {
+        let (ok, _, err) = match_out(&m);
+        assert!(ok, "{err}");
+        let (ok, _, err) = pairs_out(&dir.path().join("pairs.txt"));
+        assert!(ok, "{err}");
+    }
+}
+
 /// Low: `descl pairs` on one image reported a share of exhaustive of 0.0 (0 of 0 pairs).
 #[test]
 fn pairs_of_one_image_are_all_of_exhaustive() {

@@ -296,8 +296,8 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Before any work: a benchmark must not fail at its end for its report.
-    if let Some(p) = &args.json {
-        descl::io::atomic::check_writable(p)?;
+    for p in [&args.json, &args.md].into_iter().flatten() {
+        descl::io::atomic::check_writable(p, descl::io::atomic::OutputKind::Text)?;
     }
     args.check_data_folders()?;
     let cfg = args.config();

@@ -131,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .pair_config_with(default_threshold(args.planar_check))?
     };
     if let Some(out) = &args.out {
-        descl::io::atomic::check_writable(out)?;
+        descl::io::atomic::check_writable(out, descl::io::atomic::OutputKind::Matches)?;
     }
     if let Some(picture) = &args.viz {
         descl::io::viz::check_replaceable_drawing(picture)?;

@@ -180,7 +180,6 @@ fn images_without_descriptors(
 /// as a pairs file holds them, and the pairs file's path against the files the set is read
 /// from (a features file, the plan, a file of the `--reference` run's folder).
 fn checked_inputs(args: &Args) -> anyhow::Result<Vec<descl::names::SetInput>> {
-    descl::io::atomic::check_writable(&args.out)?;
     let set = set_inputs(&args.dir, args.allow_partial)?;
     let plan = args.dir.join(descl::io::plan::EXTRACT_PLAN_FILE);
     let read = set.inputs.iter().map(|i| i.path.clone());
@@ -191,10 +190,12 @@ fn checked_inputs(args: &Args) -> anyhow::Result<Vec<descl::names::SetInput>> {
         .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
+    // An input first (the message names it), then what no output may replace.
     descl::io::atomic::check_not_an_input(
         &args.out,
         read.chain([plan, args.dir.clone()]).chain(reference),
     )?;
+    descl::io::atomic::check_writable(&args.out, descl::io::atomic::OutputKind::Text)?;
     args.describe.refuse_for_features(set.made.as_ref())?;
     let names: Vec<String> = set.inputs.iter().map(|i| i.name.clone()).collect();
     // The file must read back as the same names in descl and hloc.

@@ -464,7 +464,7 @@ fn check_merge_outputs(args: &MergeArgs) -> anyhow::Result<()> {
         if let Some(images) = &args.images {
             descl::image_set::check_output_outside_set(db, images)?;
         }
-        descl::io::atomic::check_writable(db)?;
+        descl::io::atomic::check_writable(db, descl::io::atomic::OutputKind::Database)?;
     }
     Ok(())
 }

@@ -98,12 +98,89 @@ pub fn check_replaceable(path: &Path) -> Result<()> {
     Err(Error::InvalidInput(format!("{}: {what}", path.display())))
 }
 
-/// Checks before any work that a file can be written at `path` (its folder exists and takes a
-/// new file), so a run does not fail at its last step with some outputs already written.
-/// An existing picture there is refused ([`check_not_a_picture`]).
-pub fn check_writable(path: &Path) -> Result<()> {
+/// The kinds of output that [`check_writable`] guards, each replacing only an earlier file of
+/// its own kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    /// A pairs list or a JSON / Markdown report: replaces a file of no kind descl knows.
+    Text,
+    /// A matches `.npz` (`descl match A B --out`): replaces a matches file, or a file of no
+    /// kind descl knows that is empty.
+    Matches,
+    /// A COLMAP database: replaces a SQLite file, or an empty file.
+    Database,
+}
+
+impl OutputKind {
+    fn name(self) -> &'static str {
+        match self {
+            OutputKind::Text => "list or report",
+            OutputKind::Matches => "matches file",
+            OutputKind::Database => "database",
+        }
+    }
+}
+
+/// Checks before any work that a file of `kind` can be written at `path` (its folder exists
+/// and takes a new file), so a run does not fail at its last step with some outputs already
+/// written; and that it would replace nothing of another kind: a picture
+/// ([`check_not_a_picture`]), nor a features file, a COLMAP database or an HDF5 file of
+/// another kind ([`check_not_another_kind`]).
+pub fn check_writable(path: &Path, kind: OutputKind) -> Result<()> {
     check_writable_picture(path)?;
-    check_not_a_picture(path)
+    check_not_a_picture(path)?;
+    check_not_another_kind(path, kind)
+}
+
+/// Refuses to replace an existing file that is not an earlier output of `kind`: a features
+/// file replaced by matches or a pairs list, a 15 MB COLMAP database by a pairs list, a
+/// features.h5 by a report, a user's notes by a database — each exited 0 before (issue 55).
+/// Recognised by content: SQLite's and HDF5's signatures, a numpy archive's member names.
+pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
+    use std::io::Read;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    if !meta.is_file() || meta.len() == 0 {
+        return Ok(());
+    }
+    let mut head = [0u8; 16];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| Error::io(path, e))?;
+    let head = &head[..n];
+    let found = if head.starts_with(b"SQLite format 3\0") {
+        Some(("SQLite database", kind == OutputKind::Database))
+    } else if head.starts_with(b"\x89HDF\r\n\x1a\n") {
+        Some(("HDF5 file (hloc's features or matches?)", false))
+    } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
+        let members = crate::io::npz::npz_member_names(path).unwrap_or_default();
+        if members.iter().any(|m| m == "matches") {
+            Some(("matches file", kind == OutputKind::Matches))
+        } else if members.iter().any(|m| m == "descriptors") {
+            Some(("features file", false))
+        } else {
+            Some(("zip / numpy archive", false))
+        }
+    } else {
+        None
+    };
+    let refused = match found {
+        Some((what, false)) => Some(what),
+        Some((_, true)) => None,
+        // A file of no kind descl knows: a list or report may replace it (a rerun's); a
+        // matches file or a database replaces only its own kind.
+        None if kind == OutputKind::Text => None,
+        None => Some("file that is no earlier output of this kind"),
+    };
+    match refused {
+        Some(what) => Err(Error::InvalidInput(format!(
+            "{}: an existing {what}; descl writes no {} over it, so choose another output path (or remove the file)",
+            path.display(),
+            kind.name()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// [`check_writable`] for an output that is itself a picture (`descl match --viz`), which may

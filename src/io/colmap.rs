@@ -314,6 +314,7 @@ impl Database {
     pub fn create(path: &Path, overwrite: bool) -> Result<Self> {
         refuse_existing(path, overwrite)?;
         crate::io::atomic::check_not_a_picture(path)?;
+        crate::io::atomic::check_not_another_kind(path, crate::io::atomic::OutputKind::Database)?;
         let lock = OutputLock::acquire(path, "choose another --database")?;
         // Checked again under the lock: a run that finished meanwhile wrote the file.
         refuse_existing(path, overwrite)?;

@@ -28,13 +28,14 @@ pub fn check_outputs(
     overwrite: bool,
     options: &MapperOptions,
 ) -> Result<()> {
+    // First what no flag allows (a features file, a picture, a link there), then --overwrite.
+    crate::io::atomic::check_writable(database, crate::io::atomic::OutputKind::Database)?;
     if database.exists() && !overwrite {
         return Err(Error::InvalidInput(format!(
             "{}: database already exists (pass --overwrite to replace it)",
             database.display()
         )));
     }
-    crate::io::atomic::check_writable(database)?;
     let Some(sparse) = sparse else {
         return Ok(());
     };
