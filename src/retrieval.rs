@@ -310,9 +310,23 @@ where
         .filter(|s| s.nrows() > 0)
         .map(|s| s.view())
         .collect();
+    if views.is_empty() {
+        // No image has descriptors: every one is in no pair ([`top_k_pairs`]).
+        return Ok(WordResiduals {
+            rows: Array2::zeros((n, 0)),
+            dim: 1,
+        });
+    }
     let sample = ndarray::concatenate(Axis(0), &views)
         .map_err(|e| Error::InvalidInput(format!("retrieval pairs: {e}")))?;
     drop(samples);
+    if sample.nrows() < cfg.codebook_size {
+        return Err(Error::InvalidInput(format!(
+            "retrieval pairs: the {n} images have {} descriptors in all, fewer than the {} words of the codebook; choose the pairs of so small a set with --exhaustive (or --sequential)",
+            sample.nrows(),
+            cfg.codebook_size
+        )));
+    }
     let book = Codebook::train(sample.view(), cfg.codebook_size, cfg.iterations, cfg.seed)?;
     let rows: Vec<Vec<f32>> = (0..n)
         .into_par_iter()
@@ -596,6 +610,27 @@ mod tests {
         assert_eq!(pair_recall(&pairs, &[(0, 1), (1, 2)]), 0.5);
         assert_eq!(pair_recall(&pairs, &[]), 1.0);
         assert_eq!(top_k_pairs(&g, 3).len(), 6);
+    }
+
+    #[test]
+    fn sets_of_no_or_few_descriptors_get_pairs_or_none_not_an_error() {
+        // Issue 55: three blank pictures gave "ShapeError/Unsupported"; five small ones with 3
+        // descriptors in all were refused for a 64-word codebook without a way out.
+        let cfg = RetrievalConfig::with_neighbours(2);
+        let none = |_: usize| Ok(Descriptors::Float(Array2::zeros((0, 4))));
+        assert_eq!(retrieval_pairs(3, none, &cfg).unwrap(), vec![]);
+        let few = |i: usize| {
+            let rows = if i < 3 { 1 } else { 0 };
+            Ok(Descriptors::Float(Array2::from_shape_fn(
+                (rows, 4),
+                |(_, k)| (i * 4 + k) as f32,
+            )))
+        };
+        let e = retrieval_pairs(5, few, &cfg).unwrap_err().to_string();
+        assert!(
+            e.contains("3 descriptors in all") && e.contains("--exhaustive"),
+            "{e}"
+        );
     }
 
     #[test]

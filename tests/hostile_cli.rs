@@ -692,8 +692,11 @@ fn no_output_overwrites_an_input() {
     let before: Vec<Vec<u8>> = victims.iter().map(|v| std::fs::read(v).unwrap()).collect();
     let refused = |cmd: &mut std::process::Command, what: &str| {
         let (ok, _, err) = run(cmd);
-        // A plan's name is refused as such (issue 55), before it is looked for among inputs.
-        let refused = err.contains("is an input") || err.contains("name of the run plan");
+        // A plan's name is refused as such (issue 55), before it is looked for among inputs;
+        // a picture descl did not draw is refused to --viz whatever it is.
+        let refused = err.contains("is an input")
+            || err.contains("name of the run plan")
+            || err.contains("did not draw");
         assert!(!ok && refused, "{what}: {err}");
     };
     for v in &victims[..2] {

@@ -364,11 +364,19 @@ fn bad_inputs_get_clear_errors() {
         "{j}"
     );
 
-    // An existing database is refused without --overwrite (before any work).
+    // An existing file is refused (before any work): a file that is no database even with
+    // --overwrite (issue 55), a database without it.
     let db = d.join("out.db");
     std::fs::write(&db, b"precious").unwrap();
-    let (ok, _, err) = run(descl().arg("sfm").arg(d).arg("--database").arg(&db));
-    assert!(!ok && err.contains("--overwrite"), "{err}");
+    for overwrite in [false, true] {
+        let (ok, _, err) = run(descl()
+            .arg("sfm")
+            .arg(d)
+            .arg("--database")
+            .arg(&db)
+            .args(overwrite.then_some("--overwrite")));
+        assert!(!ok && err.contains("no database over it"), "{err}");
+    }
     assert_eq!(std::fs::read(&db).unwrap(), b"precious");
 }
 

@@ -130,6 +130,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .matching
             .pair_config_with(default_threshold(args.planar_check))?
     };
+    // An input first (the message names it; the pictures behind features files are checked
+    // once loaded), then what no output may replace.
+    for out in args.out.iter().chain(&args.viz) {
+        descl::io::atomic::check_not_an_input(out, [a, b])?;
+    }
     if let Some(out) = &args.out {
         descl::io::atomic::check_writable(out, descl::io::atomic::OutputKind::Matches)?;
     }
