@@ -1584,4 +1584,49 @@ fn no_bench_report_lands_in_the_benchmark_data() {
         );
         assert_eq!(std::fs::read(&homography).unwrap(), before);
     }
+    // Second round (medium): `bench sfm --sfm-keep` wrote databases and models into a scene's
+    // images folder. Refused as the reports are.
+    let strecha = dir.path().join("strecha");
+    let images = strecha.join("scene/images");
+    std::fs::create_dir_all(&images).unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["bench", "sfm", "-m", "sift", "--strecha"])
+        .arg(&strecha)
+        .arg("--sfm-keep")
+        .arg(&images));
+    assert!(
+        !ok && err.contains("--sfm-keep") && err.contains("inside the benchmark data folder"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&images).unwrap().count(), 0);
+}
+
+/// Second round (medium): `descl sfm --random-seed` without --reconstruct was refused as a
+/// mapping flag, though it seeds the verification (the database differs by seed); and
+/// `--refine-intrinsics` without --reconstruct was ignored without a word. The seed makes a
+/// database of its own draw; --refine-intrinsics needs a mapping.
+#[test]
+fn sfm_flags_without_reconstruct_do_what_they_say_or_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(dir.path().join("seeded.db"))
+        .args(SIFT)
+        .args(["--random-seed", "1"]));
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(dir.path().join("refined.db"))
+        .args(SIFT)
+        .args(["--camera-params", "150,80,60,0", "--refine-intrinsics"]));
+    assert!(
+        !ok && err.contains("--refine-intrinsics") && err.contains("--reconstruct"),
+        "{err}"
+    );
+    assert!(!dir.path().join("refined.db").exists());
 }

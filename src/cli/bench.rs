@@ -214,13 +214,14 @@ impl Args {
             ("--json", self.json.as_deref()),
             ("--md", self.md.as_deref()),
             ("--plots", self.plots.as_deref()),
+            ("--sfm-keep", self.sfm_keep.as_deref()),
         ];
         for (flag, out) in outputs {
             let Some(out) = out else { continue };
             let resolved = descl::io::atomic::resolved_path(out);
             if let Some(d) = data.iter().find(|d| resolved.starts_with(d)) {
                 anyhow::bail!(
-                    "{flag} {}: inside the benchmark data folder {}; a report written there could replace the data, so choose a path outside it",
+                    "{flag} {}: inside the benchmark data folder {}; an output written there could replace the data, so choose a path outside it",
                     out.display(),
                     d.display()
                 );

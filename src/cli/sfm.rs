@@ -113,8 +113,9 @@ pub struct MappingArgs {
     /// The run's random seed (0 when not given): the mapper's (COLMAP's `--random_seed`,
     /// pycolmap's `random_seed`) and, in `descl sfm`, the pair verification's draw (the matches
     /// reach USAC shuffled by seed N). Another seed, another initial pair and other RANSAC
-    /// samples: to see a scene's spread. `sfm map` and `sfm merge` seed the mapper only (their
-    /// pairs are verified already).
+    /// samples: to see a scene's spread. Without --reconstruct `descl sfm` seeds the
+    /// verification alone (a database per seed); `sfm map` and `sfm merge` seed the mapper only
+    /// (their pairs are verified already).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i32::MAX as i64).map(u64::from))]
     random_seed: Option<u64>,
     /// Hold every camera's focal length and distortion as the database gives them (COLMAP's
@@ -191,8 +192,6 @@ impl MappingArgs {
             Some("--init-min-tri-angle")
         } else if self.filter_max_reproj_error.is_some() {
             Some("--filter-max-reproj-error")
-        } else if self.random_seed.is_some() {
-            Some("--random-seed")
         } else if self.hold_intrinsics {
             Some("--hold-intrinsics")
         } else {
@@ -680,6 +679,8 @@ fn check_before_work(args: &Args, database: &Path, images_dir: &Path) -> anyhow:
     }
     if args.reconstruct {
         options.mapper.describe()?;
+    } else if args.refine_intrinsics {
+        bail!("--refine-intrinsics sets how the database is mapped: it needs --reconstruct (or `descl sfm map --refine-intrinsics`)");
     } else if let Some(flag) = args.mapping.given() {
         bail!(
             "{flag} sets how the database is mapped: it needs --reconstruct (or `descl sfm map`)"
