@@ -12,16 +12,19 @@
 //! that kernel rather than by VLAD's dot product:
 //!
 //! `K(X, Y) = γ(X) γ(Y) Σ_{c shared} σ_α(V̂(X_c)ᵀ V̂(Y_c))`, `σ_α(u) = sign(u)|u|^α` for `u > τ`,
-//! else 0, `γ(X) = (Σ_c σ_α(1))^{-1/2}` = one over the square root of `X`'s occupied words,
+//! else 0,
 //!
-//! with the paper's α = 3, τ = 0, and no idf weights. Why not the dot product: the codebook is
+//! with the paper's α = 3, τ = 0, and no idf weights. One change: the paper's `γ(X) =
+//! (Σ_c σ_α(1))^{-1/2}`, one over the square root of `X`'s occupied words, is `1/√K` here for
+//! every image, as if each occupied all `K` words, because the paper's let pictures of a few
+//! words outrank photographs ([`WordResiduals`]' `gammas`). Why not the dot product: the codebook is
 //! learned on the set itself, so each word's residuals sum to about zero over the set, and two
 //! unrelated images of a small set score about −1/(n − 1). An image that shares no word with
 //! the others (a checkerboard, a blurred frame, noise) scored 0 and outranked every real
 //! neighbour of negative score (issue 55). Under the kernel only agreeing words count: a shared
 //! word of opposite residuals adds 0, not a penalty, and an image sharing nothing scores 0,
-//! below any image with one agreeing word. Measured in docs/BENCHMARKS.md, "Retrieval pairs
-//! with degenerate images".
+//! below any image with one agreeing word. Measured in docs/BENCHMARKS.md, "Retrieval pairs:
+//! ASMK's kernel".
 //!
 //! The codebook is learned by k-means on the set itself (a deterministic sample of each image's
 //! descriptors), so it needs no training data and follows the model: float descriptors as they
@@ -357,21 +360,27 @@ fn selectivity(u: f32) -> f32 {
 }
 
 impl WordResiduals {
-    /// `γ(X)` of every image: one over the square root of its occupied words (0 for none).
+    /// `γ(X)` of every image: `1/√K` for an image with descriptors (`K` the codebook's words),
+    /// 0 for one without. ASMK's own `γ`, one over the square root of the image's occupied
+    /// words, gives a picture of 6 descriptors in 6 words the self-similarity of a photograph
+    /// in all 64, so one strongly agreeing word let such a picture (a blob, a near-blank frame)
+    /// outrank a photograph's real neighbours, whose agreement is spread over many words (issue
+    /// 55: a 6-keypoint picture took the place of a pair with 115 inliers). Counting every
+    /// image as occupying all `K` words (pivoted normalisation with the pivot at `K`) scales a
+    /// short picture's scores by `√(words / K)`; on the measured sets it kept or raised the
+    /// recall of verified pairs (docs/BENCHMARKS.md, "Retrieval pairs"), where a pivot at the
+    /// set's median word count failed once pictures of few words were the majority.
     fn gammas(&self) -> Vec<f32> {
+        let words = self.rows.ncols() / self.dim.max(1);
+        let gamma = 1.0 / (words.max(1) as f32).sqrt();
         self.rows
             .rows()
             .into_iter()
             .map(|r| {
-                let words = r
-                    .exact_chunks(self.dim)
-                    .into_iter()
-                    .filter(|b| b.iter().any(|v| *v != 0.0))
-                    .count();
-                if words == 0 {
-                    0.0
+                if r.iter().any(|v| *v != 0.0) {
+                    gamma
                 } else {
-                    1.0 / (words as f32).sqrt()
+                    0.0
                 }
             })
             .collect()
@@ -505,9 +514,10 @@ mod tests {
 
     #[test]
     fn asmk_kernel_of_a_hand_computed_case() {
-        // X = [(1,0), (0,1)], Y = [(0.6,0.8), (0,−1)], Z = [0, (0.6,0.8)].
-        // K(X,Y) = (1/√2)(1/√2)(σ(0.6) + σ(−1)) = 0.216/2; K(X,Z) = (1/√2)·1·σ(0.8) = 0.512/√2;
-        // K(Y,Z) = σ(−0.8)·… = 0; K(X,X) = (1/2)(1 + 1) = 1.
+        // X = [(1,0), (0,1)], Y = [(0.6,0.8), (0,−1)], Z = [0, (0.6,0.8)], 2 words: γ = 1/√2
+        // for all three (Z's one word counted as all 2).
+        // K(X,Y) = (1/2)(σ(0.6) + σ(−1)) = 0.216/2; K(X,Z) = (1/2)σ(0.8) = 0.512/2;
+        // K(Y,Z) = σ(−0.8)·… = 0; K(X,X) = (1/2)(1 + 1) = 1; K(Z,Z) = (1/2)·1.
         let g = residuals(array![
             [1.0, 0.0, 0.0, 1.0],
             [0.6, 0.8, 0.0, -1.0],
@@ -515,16 +525,9 @@ mod tests {
         ]);
         let gammas = g.gammas();
         let half = 0.5f32.sqrt();
-        assert!(
-            (gammas[0] - half).abs() < 1e-6 && gammas[2] == 1.0,
-            "{gammas:?}"
-        );
+        assert!(gammas.iter().all(|g| (g - half).abs() < 1e-6), "{gammas:?}");
         let k = g.similarities(0..3, &gammas);
-        let want = [
-            [1.0, 0.108, 0.512 * half],
-            [0.108, 1.0, 0.0],
-            [0.512 * half, 0.0, 1.0],
-        ];
+        let want = [[1.0, 0.108, 0.256], [0.108, 1.0, 0.0], [0.256, 0.0, 0.5]];
         for i in 0..3 {
             for j in 0..3 {
                 assert!((k[[i, j]] - want[i][j]).abs() < 1e-5, "{k:?}");
@@ -539,7 +542,7 @@ mod tests {
         // Issue 55: A's real neighbour B agrees on word 0 and opposes it on word 1, so their
         // VLAD dot product is negative (−0.1); C shares no word with A (a checkerboard's own
         // cluster, shared with D only) and D opposes A everywhere. The dot product ranked C
-        // first for A (0 > −0.1); the kernel ranks B first (σ(0.8)/2 = 0.256 against 0 and 0).
+        // first for A (0 > −0.1); the kernel ranks B first (σ(0.8)/3 = 0.171 against 0 and 0).
         let g = WordResiduals {
             rows: array![
                 [1.0, 0.0, 1.0, 0.0, 0.0, 0.0],
@@ -558,7 +561,7 @@ mod tests {
             "the dot product's order this test is about"
         );
         let k = g.similarities(0..1, &g.gammas());
-        assert!((k[[0, 1]] - 0.256).abs() < 1e-6 && k[[0, 2]] == 0.0 && k[[0, 3]] == 0.0);
+        assert!((k[[0, 1]] - 0.512 / 3.0).abs() < 1e-6 && k[[0, 2]] == 0.0 && k[[0, 3]] == 0.0);
         // A → B, B → D (their agreeing word 1), C ↔ D (word 2).
         assert_eq!(top_k_pairs(&g, 1), vec![(0, 1), (1, 3), (2, 3)]);
     }
@@ -594,6 +597,26 @@ mod tests {
         // Squared distance = 4 · hamming / 256.
         assert!((d2(0, 1) - 4.0 / 256.0).abs() < 1e-6);
         assert!((d2(0, 2) - 4.0 * 64.0 / 256.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_picture_of_few_words_is_normalised_as_a_full_one() {
+        // Issue 55: Q and R agree weakly on all 4 words (u = 0.7 each: 4σ(0.7)/4 = 0.343); S,
+        // a picture of one word, agrees fully on one. ASMK's own γ (1/√1 for S) scored S
+        // 1/√4 = 0.5, above R; counted as occupying all 4 words, S scores 0.25.
+        let (w, v) = (0.7f32, (1.0f32 - 0.49).sqrt());
+        let g = WordResiduals {
+            rows: array![
+                [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+                [w, v, w, v, w, v, w, v],
+                [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+            ],
+            dim: 2,
+        };
+        let k = g.similarities(0..1, &g.gammas());
+        assert!((k[[0, 1]] - 0.343).abs() < 1e-5, "{k:?}");
+        assert!((k[[0, 2]] - 0.25).abs() < 1e-6, "{k:?}");
+        assert!(top_k_pairs(&g, 1).contains(&(0, 1)));
     }
 
     #[test]
