@@ -562,6 +562,34 @@ fn sfm_map_says_which_images_it_checked_by_size_only() {
     );
 }
 
+/// Medium (second round): an image row whose camera is not in the database (an edited
+/// database) reached the mapper, which failed with a Python traceback (pycolmap) or an abort
+/// (COLMAP 3.8). Named before any mapping.
+#[test]
+fn sfm_map_names_an_image_whose_camera_is_missing() {
+    if !common::colmap_or_skip("sfm_map_names_an_image_whose_camera_is_missing") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    // As the sqlite3 shell edits it: without foreign-key enforcement.
+    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    conn.execute(
+        "UPDATE images SET camera_id = 42 WHERE name = ?1",
+        [NAMES[1]],
+    )
+    .unwrap();
+    drop(conn);
+    let sparse = dir.path().join("sparse");
+    let (ok, err) = sfm_map(&db, &imgs, &sparse);
+    assert!(
+        !ok && err.contains(NAMES[1]) && err.contains("camera 42"),
+        "{err}"
+    );
+    assert!(!sparse.exists());
+}
+
 /// Medium: `descl sfm --camera-params` holds the given cameras, but `descl sfm map` of a
 /// database made with them (`sfm merge --camera-params`, or `descl sfm` without
 /// --reconstruct) let the mapper refine them unless --hold-intrinsics was given. descl records

@@ -674,22 +674,31 @@ pub fn image_sizes(path: &Path) -> Result<Vec<(String, u32, u32)>> {
     let conn = open_read_only(path)?;
     let mut stmt = conn
         .prepare(
-            "SELECT images.name, cameras.width, cameras.height FROM images \
-             JOIN cameras ON images.camera_id = cameras.camera_id ORDER BY images.image_id",
+            "SELECT images.name, cameras.width, cameras.height, images.camera_id FROM images \
+             LEFT JOIN cameras ON images.camera_id = cameras.camera_id ORDER BY images.image_id",
         )
         .map_err(db_err)?;
     let rows = stmt
         .query_map([], |row| {
             Ok((
                 row.get::<_, String>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, i64>(2)?,
+                row.get::<_, Option<i64>>(1)?,
+                row.get::<_, Option<i64>>(2)?,
+                row.get::<_, i64>(3)?,
             ))
         })
         .map_err(db_err)?;
     let mut out = Vec::new();
     for row in rows {
-        let (name, w, h) = row.map_err(db_err)?;
+        let (name, w, h, camera) = row.map_err(db_err)?;
+        // An image whose camera is not in the table (an edited database) stops every mapper
+        // with a traceback or an abort: named here instead (issue 55).
+        let (Some(w), Some(h)) = (w, h) else {
+            return Err(Error::format(
+                path,
+                format!("image {name} refers to camera {camera}, which the database does not hold"),
+            ));
+        };
         let size = |v: i64| {
             u32::try_from(v).map_err(|_| {
                 Error::format(
