@@ -192,23 +192,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 of a file in lowercase hex (what cards store).
-pub fn sha256_file(path: &std::path::Path) -> Result<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-/// SHA-256 of `bytes` in lowercase hex.
+/// SHA-256 of `bytes` in lowercase hex (a pairs file in a match plan; files are hashed by
+/// [`crate::model::card::sha256_file`]).
 pub fn sha256_bytes(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }

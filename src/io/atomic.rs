@@ -132,6 +132,18 @@ pub fn check_writable(path: &Path, kind: OutputKind) -> Result<()> {
     check_not_another_kind(path, kind)
 }
 
+/// The array names of a numpy archive, as far as they can be read (none in the format core
+/// without the `full` feature, which reads no `.npz`).
+#[cfg(feature = "full")]
+fn npz_members(path: &Path) -> Vec<String> {
+    crate::io::npz::npz_member_names(path).unwrap_or_default()
+}
+
+#[cfg(not(feature = "full"))]
+fn npz_members(_path: &Path) -> Vec<String> {
+    Vec::new()
+}
+
 /// Refuses to replace an existing file that is not an earlier output of `kind`: a features
 /// file replaced by matches or a pairs list, a 15 MB COLMAP database by a pairs list, a
 /// features.h5 by a report, a user's notes by a database — each exited 0 before (issue 55).
@@ -154,7 +166,7 @@ pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
     } else if head.starts_with(b"\x89HDF\r\n\x1a\n") {
         Some(("HDF5 file (hloc's features or matches?)", false))
     } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
-        let members = crate::io::npz::npz_member_names(path).unwrap_or_default();
+        let members = npz_members(path);
         if members.iter().any(|m| m == "matches") {
             Some(("matches file", kind == OutputKind::Matches))
         } else if members.iter().any(|m| m == "descriptors") {

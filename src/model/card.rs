@@ -235,9 +235,26 @@ impl ModelCard {
     }
 }
 
-/// SHA-256 of a file in lowercase hex (what cards store); it lives in the leaf module
-/// [`crate::identity`], where matching hashes pairs files without reaching the cards.
-pub use crate::identity::sha256_file;
+/// SHA-256 of a file in lowercase hex (what cards store).
+pub fn sha256_file(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
 
 /// A card for unit tests of the modules that read cards (TFeat-like, 32-px patches).
 #[cfg(test)]
