@@ -17,7 +17,7 @@
 //! with the paper's α = 3, τ = 0, and no idf weights. One change: the paper's `γ(X) =
 //! (Σ_c σ_α(1))^{-1/2}`, one over the square root of `X`'s occupied words, is `1/√K` here for
 //! every image, as if each occupied all `K` words, because the paper's let pictures of a few
-//! words outrank photographs ([`WordResiduals`]' `gammas`). Why not the dot product: the codebook is
+//! words outrank photographs ([`WordResiduals::similarities`]). Why not the dot product: the codebook is
 //! learned on the set itself, so each word's residuals sum to about zero over the set, and two
 //! unrelated images of a small set score about −1/(n − 1). An image that shares no word with
 //! the others (a checkerboard, a blurred frame, noise) scored 0 and outranked every real
@@ -360,35 +360,21 @@ fn selectivity(u: f32) -> f32 {
 }
 
 impl WordResiduals {
-    /// `γ(X)` of every image: `1/√K` for an image with descriptors (`K` the codebook's words),
-    /// 0 for one without. ASMK's own `γ`, one over the square root of the image's occupied
-    /// words, gives a picture of 6 descriptors in 6 words the self-similarity of a photograph
-    /// in all 64, so one strongly agreeing word let such a picture (a blob, a near-blank frame)
-    /// outrank a photograph's real neighbours, whose agreement is spread over many words (issue
-    /// 55: a 6-keypoint picture took the place of a pair with 115 inliers). Counting every
-    /// image as occupying all `K` words (pivoted normalisation with the pivot at `K`) scales a
-    /// short picture's scores by `√(words / K)`; on the measured sets it kept or raised the
-    /// recall of verified pairs (docs/BENCHMARKS.md, "Retrieval pairs"), where a pivot at the
-    /// set's median word count failed once pictures of few words were the majority.
-    fn gammas(&self) -> Vec<f32> {
-        let words = self.rows.ncols() / self.dim.max(1);
-        let gamma = 1.0 / (words.max(1) as f32).sqrt();
-        self.rows
-            .rows()
-            .into_iter()
-            .map(|r| {
-                if r.iter().any(|v| *v != 0.0) {
-                    gamma
-                } else {
-                    0.0
-                }
-            })
-            .collect()
-    }
-
     /// The kernel `K(X_i, X_j)` of images `rows` (a range) against every image: one GEMM per
-    /// word, its agreements through `σ_α`, summed, scaled by `γ_i γ_j`.
-    pub fn similarities(&self, rows: std::ops::Range<usize>, gammas: &[f32]) -> Array2<f32> {
+    /// word, its agreements through `σ_α`, summed, scaled by `γ_i γ_j = 1/K` (`K` the
+    /// codebook's words; an image without descriptors has no agreement, so scores 0).
+    ///
+    /// Why `γ = 1/√K` for every image: ASMK's own `γ`, one over the square root of the image's
+    /// occupied words, gives a picture of 6 descriptors in 6 words the self-similarity of a
+    /// photograph in all 64, so one strongly agreeing word let such a picture (a blob, a
+    /// near-blank frame) outrank a photograph's real neighbours, whose agreement is spread over
+    /// many words (issue 55: a 6-keypoint picture took the place of a pair with 115 inliers).
+    /// Counting every image as occupying all `K` words (pivoted normalisation with the pivot
+    /// at `K`) scales a short picture's scores by `√(words / K)`; on the measured sets it kept
+    /// or raised the recall of verified pairs (docs/BENCHMARKS.md, "Retrieval pairs"), where a
+    /// pivot at the set's median word count failed once pictures of few words were the
+    /// majority.
+    pub fn similarities(&self, rows: std::ops::Range<usize>) -> Array2<f32> {
         let n = self.rows.nrows();
         let words = self.rows.ncols() / self.dim.max(1);
         let mut sims = Array2::<f32>::zeros((rows.len(), n));
@@ -399,9 +385,7 @@ impl WordResiduals {
             let u = a.dot(&b.t());
             sims.zip_mut_with(&u, |acc, &u| *acc += selectivity(u));
         }
-        for (mut row, gi) in sims.rows_mut().into_iter().zip(&gammas[rows]) {
-            row.iter_mut().zip(gammas).for_each(|(s, gj)| *s *= gi * gj);
-        }
+        sims /= words.max(1) as f32;
         sims
     }
 }
@@ -412,13 +396,12 @@ impl WordResiduals {
 pub fn top_k_pairs(globals: &WordResiduals, k: usize) -> Vec<(usize, usize)> {
     let n = globals.rows.nrows();
     let empty = images_without_descriptors(globals.rows.view());
-    let gammas = globals.gammas();
     let mut pairs: Vec<(usize, usize)> = (0..n.div_ceil(SIMILARITY_BLOCK))
         .into_par_iter()
         .flat_map_iter(|blk| {
             let start = blk * SIMILARITY_BLOCK;
             let end = (start + SIMILARITY_BLOCK).min(n);
-            let sims = globals.similarities(start..end, &gammas);
+            let sims = globals.similarities(start..end);
             (start..end)
                 .filter(|i| !empty.contains(i))
                 .flat_map(|i| {
@@ -523,10 +506,7 @@ mod tests {
             [0.6, 0.8, 0.0, -1.0],
             [0.0, 0.0, 0.6, 0.8]
         ]);
-        let gammas = g.gammas();
-        let half = 0.5f32.sqrt();
-        assert!(gammas.iter().all(|g| (g - half).abs() < 1e-6), "{gammas:?}");
-        let k = g.similarities(0..3, &gammas);
+        let k = g.similarities(0..3);
         let want = [[1.0, 0.108, 0.256], [0.108, 1.0, 0.0], [0.256, 0.0, 0.5]];
         for i in 0..3 {
             for j in 0..3 {
@@ -534,7 +514,7 @@ mod tests {
             }
         }
         // Rows computed in another block give the same values.
-        assert_eq!(g.similarities(1..3, &gammas), k.slice(s![1..3, ..]));
+        assert_eq!(g.similarities(1..3), k.slice(s![1..3, ..]));
     }
 
     #[test]
@@ -560,7 +540,7 @@ mod tests {
             unit(0).dot(&unit(2)) > unit(0).dot(&unit(1)),
             "the dot product's order this test is about"
         );
-        let k = g.similarities(0..1, &g.gammas());
+        let k = g.similarities(0..1);
         assert!((k[[0, 1]] - 0.512 / 3.0).abs() < 1e-6 && k[[0, 2]] == 0.0 && k[[0, 3]] == 0.0);
         // A → B, B → D (their agreeing word 1), C ↔ D (word 2).
         assert_eq!(top_k_pairs(&g, 1), vec![(0, 1), (1, 3), (2, 3)]);
@@ -613,7 +593,7 @@ mod tests {
             ],
             dim: 2,
         };
-        let k = g.similarities(0..1, &g.gammas());
+        let k = g.similarities(0..1);
         assert!((k[[0, 1]] - 0.343).abs() < 1e-5, "{k:?}");
         assert!((k[[0, 2]] - 0.25).abs() < 1e-6, "{k:?}");
         assert!(top_k_pairs(&g, 1).contains(&(0, 1)));
