@@ -1658,3 +1658,147 @@ fn sfm_flags_without_reconstruct_do_what_they_say_or_are_refused() {
     );
     assert!(!dir.path().join("refined.db").exists());
 }
+
+/// Third round (medium): `descl match --images IMAGES --format h5 --out-dir X` into the folder
+/// of an npz match run replaced that run's plan and left its pair files beside `matches.h5`;
+/// `descl sfm merge` then refused the npz files as "made under other settings", blaming the
+/// right files for the wrong plan. A run of one format into a folder of the other's files is
+/// refused before it writes anything, in both directions, --overwrite or not.
+#[cfg(feature = "h5")]
+#[test]
+fn a_match_run_of_another_format_leaves_the_folder_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let set_match = |out: &Path, format: &str, extra: &[&str]| {
+        run(descl()
+            .args(["match", "--exhaustive", "--format", format, "--images"])
+            .arg(&imgs)
+            .arg("--out-dir")
+            .arg(out)
+            .args(SIFT)
+            .args(extra))
+    };
+    for (first, second) in [("npz", "h5"), ("h5", "npz")] {
+        let out = dir.path().join(format!("{first}-then-{second}"));
+        let (ok, _, err) = set_match(&out, first, &[]);
+        assert!(ok, "{err}");
+        let before = files_with_bytes(&out);
+        for extra in [&[][..], &["--overwrite"][..]] {
+            let (ok, _, err) = set_match(&out, second, extra);
+            assert!(
+                !ok,
+                "a {second} run into a folder of {first} files succeeded: {err}"
+            );
+            assert!(
+                err.contains(&format!("holds the {first} files of another descl run"))
+                    && err.contains("another --out-dir"),
+                "{err}"
+            );
+            assert_eq!(files_with_bytes(&out), before, "{err}");
+        }
+    }
+}
+
+/// Third round (medium): `descl sfm map ... --overwrite` removed earlier model folders whole,
+/// so a user's file in one (notes, undistorted pictures) went with it, unnamed. A model folder
+/// holding anything the mapper does not write is refused, naming it, and left as it was.
+#[test]
+fn overwrite_replaces_no_model_folder_holding_files_of_the_user() {
+    if !common::colmap_or_skip("overwrite_replaces_no_model_folder_holding_files_of_the_user") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let sparse = dir.path().join("sparse");
+    let (ok, err) = sfm_map(&db, &imgs, &sparse);
+    assert!(ok, "{err}");
+    let notes = sparse.join("0").join("notes.txt");
+    std::fs::write(&notes, b"precious").unwrap();
+    let remap = || {
+        run(descl()
+            .args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&imgs)
+            .arg("--sparse-dir")
+            .arg(&sparse)
+            .arg("--overwrite"))
+    };
+    let (ok, _, err) = remap();
+    assert!(
+        !ok && err.contains("notes.txt") && err.contains("no mapper writes"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&notes).unwrap(), b"precious");
+    // Without the user's file, the model is the mapper's alone and --overwrite replaces it.
+    std::fs::remove_file(&notes).unwrap();
+    let (ok, _, err) = remap();
+    assert!(ok, "{err}");
+}
+
+/// Third round (medium): a folder of two scenes (six fountain-P11 and four Herz-Jesus-P8
+/// photographs) gave no model at all: the larger scene's 6 images are fewer than COLMAP's
+/// min_model_size rule asks of 10 (8), applied by descl to the largest model so that its
+/// fallbacks run, while pycolmap's own pipeline keeps that 6-image model. When no run makes a
+/// model the rule's size, the largest one made is kept, with a warning naming the way out.
+#[test]
+fn a_folder_of_two_scenes_keeps_the_larger_scenes_model() {
+    let Some(root) =
+        common::data_and_colmap_or_skip("a_folder_of_two_scenes_keeps_the_larger_scenes_model")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir_all(&imgs).unwrap();
+    let scenes = [("fountain-P11", "f", 0..6), ("Herz-Jesus-P8", "h", 0..4)];
+    for (scene, prefix, range) in scenes {
+        for i in range {
+            let from = root.join(format!("strecha/{scene}/images/{i:04}.jpg"));
+            // 512 px wide (from 3072): seconds, not minutes, and still two sure scenes.
+            let small =
+                image::open(&from)
+                    .unwrap()
+                    .resize(512, 512, image::imageops::FilterType::Triangle);
+            small
+                .save(imgs.join(format!("{prefix}{i:04}.png")))
+                .unwrap();
+        }
+    }
+    let sparse = dir.path().join("sparse");
+    let (ok, stdout, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(dir.path().join("two.db"))
+        .args(["--reconstruct", "--json", "--sparse-dir"])
+        .arg(&sparse)
+        .args(SIFT));
+    assert!(ok, "no model of the larger scene: {err}");
+    assert!(
+        err.contains("min_model_size") && err.contains("map each scene's images on their own"),
+        "{err}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let recon = &json["reconstruction"];
+    let registered = recon["registered_images"].as_u64().unwrap();
+    assert!(
+        (3..8).contains(&registered),
+        "the kept model should be one scene's: {recon}"
+    );
+    assert_eq!(
+        recon["below_min_model_size"],
+        serde_json::json!(8),
+        "{recon}"
+    );
+    let names: Vec<&str> = recon["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with('f')) || names.iter().all(|n| n.starts_with('h')),
+        "one model of two scenes: {names:?}"
+    );
+}

@@ -694,7 +694,7 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
     }
     let npz = descl::io::npz_folder::npz_files(dir, false)?;
     if npz.is_empty() {
-        let h5 = dir.join("features.h5");
+        let h5 = dir.join(descl::io::plan::HLOC_FEATURES_FILE);
         let inputs = match descl::image::image_inputs(dir) {
             Err(e) if h5.is_file() => anyhow::bail!(
                 "{e}; it holds hloc's features.h5: give the file ({})",

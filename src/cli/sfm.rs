@@ -788,6 +788,13 @@ fn report_mapper_runs(mapped: &Mapped) {
             passed_over.join("; ")
         );
     }
+    if let Some(least) = mapped.below_min_model_size {
+        eprintln!(
+            "warning: no mapper run made a model of at least {least} of the {} registrable images (COLMAP's min_model_size rule); kept the largest one made, {} images. The images may show more than one scene, or some may not connect: map each scene's images on their own to reconstruct the others",
+            mapped.registrable_images,
+            mapped.reconstruction.images.len()
+        );
+    }
     if let Some(px) = mapped.refined_at_px {
         eprintln!(
             "note: the {} px model was refined: observations past {} px dropped, bundle-adjusted again, its points triangulated again at {} px",
@@ -822,6 +829,8 @@ fn reconstruction_json(mapped: &Mapped, total_images: usize) -> serde_json::Valu
         // Every model of the kept run, each refined on its own: which were, which not and why.
         "models": mapped.models,
         "registrable_images": mapped.registrable_images,
+        // Set when no run made a model this large and the largest one made was kept.
+        "below_min_model_size": mapped.below_min_model_size,
         // Either fallback made the model; `angle_fallback`: the 8° one.
         "fallback": mapped.fallback(),
         "angle_fallback": mapped.angle_fallback(),

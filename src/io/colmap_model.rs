@@ -247,6 +247,38 @@ pub fn read_points(dir: &Path) -> Result<Vec<Point3D>> {
 /// is a model.
 pub const MODEL_IMAGES_FILE: &str = "images.bin";
 
+/// The files a mapper writes into a model folder: COLMAP 3.8's binary model and project file,
+/// and COLMAP 4's (pycolmap) rigs and frames beside them. `--overwrite` removes a model folder
+/// holding only these, and refuses one holding anything else (a user's notes, undistorted
+/// pictures), which it would delete unseen.
+pub const MAPPER_MODEL_FILES: [&str; 6] = [
+    "cameras.bin",
+    MODEL_IMAGES_FILE,
+    "points3D.bin",
+    "frames.bin",
+    "rigs.bin",
+    "project.ini",
+];
+
+/// The entries of the model folder `model` that no mapper writes ([`MAPPER_MODEL_FILES`]),
+/// sorted.
+pub fn entries_not_the_mappers(model: &Path) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(model).map_err(|e| Error::io(model, e))? {
+        let entry = entry.map_err(|e| Error::io(model, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let file = entry
+            .file_type()
+            .map_err(|e| Error::io(entry.path(), e))?
+            .is_file();
+        if !(file && MAPPER_MODEL_FILES.contains(&name.as_str())) {
+            found.push(name);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 /// The model folders (`N/images.bin`, `N` a number as `colmap mapper` names them) in `dir`,
 /// in numeric order; none when `dir` does not exist. Other folders are not models (and `descl
 /// sfm --overwrite` leaves them alone). A folder that exists but cannot be read is an error,

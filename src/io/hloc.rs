@@ -41,7 +41,9 @@ use crate::io::atomic::{
     remove_stale_temporaries, remove_stale_temporaries_below, temp_beside, tmp_tag, FolderLock,
     OutputLock, RunClaim,
 };
-use crate::io::plan::{record_match_plan, write_plan, ExtractPlan, MatchPlan, EXTRACT_PLAN_FILE};
+use crate::io::plan::{
+    record_match_plan, write_plan, ExtractPlan, MatchFolderFormat, MatchPlan, EXTRACT_PLAN_FILE,
+};
 use crate::io::writer::{ImageRecord, PairRecord, StoredPair, Writer};
 use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use half::f16;
@@ -50,10 +52,9 @@ use ndarray::{Array1, Array2};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// The features file in an output folder (hloc names it after its extractor's `output`).
-pub const FEATURES_FILE: &str = "features.h5";
-/// The matches file in an output folder.
-pub const MATCHES_FILE: &str = "matches.h5";
+/// The features and matches files in an output folder (defined beside the match plan, which
+/// an npz run checks for them without this module).
+pub use crate::io::plan::{HLOC_FEATURES_FILE as FEATURES_FILE, HLOC_MATCHES_FILE as MATCHES_FILE};
 /// The `uncertainty` attribute of `keypoints`: hloc's `detection_noise` (1 px for its
 /// detectors at the original resolution) — descl's keypoints are in the original image.
 pub const KEYPOINT_UNCERTAINTY_PX: f64 = 1.0;
@@ -969,7 +970,12 @@ impl Writer for HlocFolder {
                 ));
             }
         }
-        let claim = record_match_plan(&self.dir, plan, self.replace_other_plan)?;
+        let claim = record_match_plan(
+            &self.dir,
+            plan,
+            self.replace_other_plan,
+            MatchFolderFormat::Hloc,
+        )?;
         self.claim = Some(claim);
         match &self.extract_plan {
             Some(extract) => write_plan(&self.dir, EXTRACT_PLAN_FILE, extract),

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::io::atomic::{is_temporary_with_extension, remove_stale_temporaries_below, FolderLock};
 use crate::io::features::write_features;
 use crate::io::matches::{write_matches, MatchesFile};
-use crate::io::plan::{record_match_plan, MatchPlan};
+use crate::io::plan::{record_match_plan, MatchFolderFormat, MatchPlan};
 use crate::io::writer::{ImageRecord, PairRecord, Writer};
 use crate::provenance::{compare, FeatureProvenance, PairProvenance, Reuse};
 use std::collections::{HashMap, HashSet};
@@ -311,7 +311,12 @@ impl Writer for NpzFolder {
                 )));
             }
         }
-        let claim = record_match_plan(&self.dir, plan, self.replace_other_plan)?;
+        let claim = record_match_plan(
+            &self.dir,
+            plan,
+            self.replace_other_plan,
+            MatchFolderFormat::Npz,
+        )?;
         self._claim = Some(claim);
         self.remove_pairs_outside(plan)
     }

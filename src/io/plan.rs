@@ -410,13 +410,89 @@ pub fn refuse_other_match_run(dir: &Path, plan: &MatchPlan) -> Result<()> {
 /// a plan of other settings already there ([`refuse_other_match_run`]) unless
 /// `replace_other` (a whole run, or `--overwrite`), then writes `plan`. Returns the claim,
 /// to be held for the run's whole life.
-pub fn record_match_plan(dir: &Path, plan: &MatchPlan, replace_other: bool) -> Result<RunClaim> {
+pub fn record_match_plan(
+    dir: &Path,
+    plan: &MatchPlan,
+    replace_other: bool,
+    format: MatchFolderFormat,
+) -> Result<RunClaim> {
     let claim = claim_folder(dir, MATCH_PLAN_FILE, plan)?;
+    refuse_other_format_run(dir, format)?;
     if !replace_other {
         refuse_other_match_run(dir, plan)?;
     }
     write_plan(dir, MATCH_PLAN_FILE, plan)?;
     Ok(claim)
+}
+
+/// The two ways a match run stores its pairs in its `--out-dir`, each with the files it
+/// writes there: the plan ([`MATCH_PLAN_FILE`]) is one per folder, so a run of one format
+/// beside the other's files would describe them wrongly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchFolderFormat {
+    /// One npz file per image and per pair (`crate::io::npz_folder`).
+    Npz,
+    /// hloc's `features.h5` and `matches.h5` (`crate::io::hloc`).
+    Hloc,
+}
+
+/// hloc's features file in an output folder (hloc names it after its extractor's `output`).
+/// Defined here rather than in `crate::io::hloc`, which exists only with the `h5` feature: an
+/// npz run must see hloc's files either way.
+pub const HLOC_FEATURES_FILE: &str = "features.h5";
+/// hloc's matches file in an output folder.
+pub const HLOC_MATCHES_FILE: &str = "matches.h5";
+
+impl MatchFolderFormat {
+    fn name(self) -> &'static str {
+        match self {
+            MatchFolderFormat::Npz => "npz",
+            MatchFolderFormat::Hloc => "h5",
+        }
+    }
+
+    /// Whether the folder's file `name` is one the other format writes.
+    fn is_other_formats(self, name: &str) -> bool {
+        match self {
+            MatchFolderFormat::Npz => name == HLOC_FEATURES_FILE || name == HLOC_MATCHES_FILE,
+            MatchFolderFormat::Hloc => name.ends_with(".npz"),
+        }
+    }
+}
+
+/// Refuses a match run of `format` into a folder holding the other format's files: the run
+/// would replace the folder's one plan with its own, and the other run's files would be left
+/// beside it described by a plan that is not theirs (`descl sfm merge` then blamed them, issue
+/// 55). `--overwrite` does not help: this run cannot match the other format's pairs again.
+fn refuse_other_format_run(dir: &Path, format: MatchFolderFormat) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut found: Vec<String> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if format.is_other_formats(&name) {
+            found.push(name);
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.sort();
+    let other = match format {
+        MatchFolderFormat::Npz => MatchFolderFormat::Hloc,
+        MatchFolderFormat::Hloc => MatchFolderFormat::Npz,
+    };
+    Err(Error::InvalidInput(format!(
+        "{}: holds the {} files of another descl run ({}): a --format {} match here would replace that run's plan and leave its files beside this run's, described by a plan that is not theirs. Write into another --out-dir, or remove that run's files first",
+        dir.display(),
+        other.name(),
+        listing(&found),
+        format.name()
+    )))
 }
 
 /// The dotted paths of the object fields where `old` and `new` differ (a list or a value

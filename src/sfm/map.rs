@@ -81,25 +81,30 @@ fn focal_fallback_database(
     Ok(Some((dir, copy)))
 }
 
-/// A run of [`map`] whose largest model holds fewer than [`min_model_images`] of the
-/// `registrable` images counts as one that made no model (its staging folder dropped), so that
-/// the fallbacks run.
+/// A mapper run's staging folder and largest model.
+type Staged = (tempfile::TempDir, Reconstruction);
+/// A mapper run, and its staging folder and largest model when it made one.
+type Run = (MapAttempt, Option<Staged>);
+
+/// Splits a run of [`map`] by COLMAP's `min_model_size` rule ([`min_model_images`] of the
+/// `registrable` images): a run whose largest model holds fewer is returned as the third
+/// value, not the second, so that the fallbacks run; [`map`] keeps the largest such model
+/// only when no run made a large enough one (a set of two scenes, whose larger holds 6 of 10
+/// images, where pycolmap keeps the 6-image model, issue 55).
 fn large_enough(
-    (mut attempt, model): (MapAttempt, Option<(tempfile::TempDir, Reconstruction)>),
+    (mut attempt, model): Run,
     registrable: usize,
-) -> (MapAttempt, Option<(tempfile::TempDir, Reconstruction)>) {
+) -> (MapAttempt, Option<Staged>, Option<Staged>) {
     let least = min_model_images(registrable);
     match model {
-        Some((_, r)) if r.images.len() < least => {
+        Some((dir, r)) if r.images.len() < least => {
             attempt.error = Some(format!(
                 "its largest model holds {} of the {registrable} registrable images, fewer than {least} (COLMAP's min_model_size rule, applied to the largest model)",
                 r.images.len()
             ));
-            attempt.registered = None;
-            attempt.num_points = None;
-            (attempt, None)
+            (attempt, None, Some((dir, r)))
         }
-        model => (attempt, model),
+        model => (attempt, model, None),
     }
 }
 
@@ -115,7 +120,7 @@ fn map_once(
     filter: f64,
     angle: f64,
     focal_prior_factor: Option<f64>,
-) -> Result<(MapAttempt, Option<(tempfile::TempDir, Reconstruction)>)> {
+) -> Result<Run> {
     let staging = crate::io::atomic::staging_dir(out, MAP_STAGING_PREFIX)?;
     let run = MapperOptions {
         init_min_tri_angle_deg: Some(angle),
@@ -213,7 +218,10 @@ pub fn map(
         },
     };
     let mut attempts: Vec<MapAttempt> = Vec::new();
-    let mut made = runs.first_model(database, None, &mut attempts)?;
+    // The largest model under the min_model_size rule, and the database it was mapped from:
+    // kept only when no run makes a large enough one.
+    let mut small: Option<(Made, PathBuf)> = None;
+    let mut made = runs.first_model(database, None, &mut attempts, &mut small)?;
     let mut mapped_from = database.to_path_buf();
     // No model from the database's focal priors: a copy with a wide camera's, at each angle
     // (not when the angle was given: then nothing falls back). The copy lives in a staging
@@ -225,18 +233,32 @@ pub fn map(
         match focal_fallback_database(database, out) {
             Ok(Some((dir, copy))) => {
                 let factor = Some(FALLBACK_FOCAL_PRIOR_FACTOR);
-                made = runs.first_model(&copy, factor, &mut attempts)?;
-                mapped_from = copy;
+                made = runs.first_model(&copy, factor, &mut attempts, &mut small)?;
+                if made.is_some() {
+                    mapped_from = copy;
+                }
                 _focal_copy = Some(dir);
             }
             Ok(None) => {}
             Err(e) => focal_fallback_error = Some(e.to_string()),
         }
     }
-    let Some(made) = made else {
-        return Err(no_model_error(database, &attempts, focal_fallback_error));
+    let (made, below_min_model_size) = match (made, small) {
+        (Some(made), _) => (made, None),
+        // No run made a model as large as the rule asks: the largest one made is kept (as
+        // pycolmap keeps its first model whatever its size), with the rule's size reported.
+        (None, Some((made, from))) => {
+            mapped_from = from;
+            attempts[made.0].error = None;
+            (made, Some(min_model_images(registrable)))
+        }
+        (None, None) => {
+            return Err(no_model_error(database, &attempts, focal_fallback_error));
+        }
     };
-    keep(&mapped_from, &runs, made, refine_px, mapper, attempts)
+    let mut mapped = keep(&mapped_from, &runs, made, refine_px, mapper, attempts)?;
+    mapped.below_min_model_size = below_min_model_size;
+    Ok(mapped)
 }
 
 /// Makes `out` and takes its lock for the whole mapping (returned), then, under the lock,
@@ -318,12 +340,14 @@ struct Runs<'a> {
 
 impl Runs<'_> {
     /// Maps `database` at each angle until a run makes a large enough model
-    /// ([`large_enough`]), recording every run in `attempts`.
+    /// ([`large_enough`]), recording every run in `attempts`, and in `small` the largest model
+    /// (the first of equal ones) under the rule so far, with the database it was mapped from.
     fn first_model(
         &self,
         database: &Path,
         focal_prior_factor: Option<f64>,
         attempts: &mut Vec<MapAttempt>,
+        small: &mut Option<(Made, PathBuf)>,
     ) -> Result<Option<Made>> {
         for &angle in &self.angles {
             let run = map_once(
@@ -335,10 +359,18 @@ impl Runs<'_> {
                 angle,
                 focal_prior_factor,
             )?;
-            let (attempt, model) = large_enough(run, self.registrable);
+            let (attempt, model, too_small) = large_enough(run, self.registrable);
             attempts.push(attempt);
             if let Some((staging, r)) = model {
                 return Ok(Some((attempts.len() - 1, staging, r)));
+            }
+            if let Some((staging, r)) = too_small {
+                let larger = small
+                    .as_ref()
+                    .is_none_or(|((_, _, s), _)| r.images.len() > s.images.len());
+                if larger {
+                    *small = Some(((attempts.len() - 1, staging, r), database.to_path_buf()));
+                }
             }
         }
         Ok(None)
@@ -390,6 +422,7 @@ fn keep(
         registrable_images: runs.registrable,
         models: models.into_iter().map(|m| m.outcome).collect(),
         attempts,
+        below_min_model_size: None,
     })
 }
 

@@ -93,6 +93,10 @@ pub struct Mapped {
     /// How each model of the kept run was refined, in the output folder's numeric order
     /// (empty for a model COLMAP's mapper made alone, as `descl bench sfm`'s peer).
     pub models: Vec<ModelRefinement>,
+    /// The size COLMAP's `min_model_size` rule asks of the largest model
+    /// ([`crate::sfm::min_model_images`]), when no run made one that large and the largest
+    /// model made is kept all the same (a set of several scenes, or images that do not connect).
+    pub below_min_model_size: Option<usize>,
 }
 
 impl Mapped {
@@ -256,6 +260,7 @@ mod tests {
             registrable_images: 2,
             refined_at_px: None,
             refinement_error: None,
+            below_min_model_size: None,
             attempts: seconds
                 .iter()
                 .enumerate()

@@ -5,7 +5,7 @@
 
 use super::mapper::{colmap_available, colmap_exe, MapperOptions};
 use crate::error::{Error, Result};
-use crate::io::colmap_model::model_folders;
+use crate::io::colmap_model::{entries_not_the_mappers, model_folders};
 use std::path::{Path, PathBuf};
 
 /// The folder of [`map`]'s models when none is given: `<database stem>-sparse` beside the
@@ -59,7 +59,7 @@ pub fn require_colmap(options: &MapperOptions, what: &str) -> Result<()> {
 /// Whether `out` can take [`map`]'s models, checked by `descl sfm` before any extraction and
 /// by [`map`] itself: a folder or nothing yet (not a file), holding no entry named as the
 /// mapper names its models (0, 1, …) other than, with `overwrite`, earlier models (numbered
-/// folders with `images.bin`, which [`map`] then removes).
+/// folders with `images.bin` holding only the mapper's files, which [`map`] then removes).
 pub fn check_sparse_dir(out: &Path, overwrite: bool) -> Result<()> {
     if out.exists() && !out.is_dir() {
         return Err(Error::InvalidInput(format!(
@@ -74,7 +74,16 @@ pub fn check_sparse_dir(out: &Path, overwrite: bool) -> Result<()> {
     for taken in numbered_entries(out)? {
         let model = models.contains(&taken);
         if model && overwrite {
-            continue;
+            let foreign = entries_not_the_mappers(&taken)?;
+            if foreign.is_empty() {
+                continue;
+            }
+            return Err(Error::InvalidInput(format!(
+                "{}: this earlier model also holds {}, which no mapper writes and which --overwrite would remove with the model. Move {} out, or map into another folder",
+                taken.display(),
+                crate::io::plan::listing(&foreign),
+                if foreign.len() == 1 { "it" } else { "them" },
+            )));
         }
         return Err(Error::InvalidInput(if model {
             format!(
