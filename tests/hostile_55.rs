@@ -1802,3 +1802,123 @@ fn a_folder_of_two_scenes_keeps_the_larger_scenes_model() {
         "one model of two scenes: {names:?}"
     );
 }
+
+/// Third round (low): `kill -9` of descl during `descl sfm map` left the mapper (a Python
+/// running pycolmap) running on, orphaned, into a staging folder. The mapper's process now
+/// dies with descl. Python here is a stand-in that answers the version check as pycolmap
+/// 4.2.1 would and otherwise records its pid and sleeps, so that descl is killed
+/// while its mapper certainly runs.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_killed_descl_leaves_no_mapper_running() {
+    if !common::colmap_or_skip("a_killed_descl_leaves_no_mapper_running") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let pid_file = dir.path().join("mapper.pid");
+    let python = dir.path().join("python");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\n[ \"$2\" = 'import pycolmap; print(pycolmap.__version__)' ] && {{ echo 4.2.1; exit 0; }}\necho $$ > {}\nexec sleep 120\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut descl_run = descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&imgs)
+        .arg("--sparse-dir")
+        .arg(dir.path().join("sparse"))
+        .args(["--mapper", "pycolmap"])
+        .env("DESCL_PYTHON", &python)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !pid_file.exists()
+        || std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .is_empty()
+    {
+        assert!(started.elapsed().as_secs() < 60, "the mapper never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mapper = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    descl_run.kill().unwrap();
+    descl_run.wait().unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{mapper}/stat"))
+            .is_ok_and(|s| s.split(' ').nth(2).is_none_or(|state| state != "Z"))
+    };
+    let killed = std::time::Instant::now();
+    while alive() && killed.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let still = alive();
+    if still {
+        let _ = Command::new("kill").args(["-9", &mapper]).status();
+    }
+    assert!(
+        !still,
+        "the mapper (pid {mapper}) ran on after descl was killed"
+    );
+}
+
+/// Third round (low): `descl extract IMAGES --out F` replaced files in F that are no features
+/// files (a user's numpy archive, a text file named `0001.npz`), exit 0. Refused before any
+/// work, the folder left as it was; a features file cut short is still extracted again.
+#[test]
+fn extract_replaces_no_file_that_is_not_a_features_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let out = dir.path().join("feats");
+    std::fs::create_dir_all(&out).unwrap();
+    let stem = |n: &str| n.trim_end_matches(".png").to_string();
+    let notes = out.join(format!("{}.npz", stem(NAMES[1])));
+    std::fs::write(&notes, b"my notes").unwrap();
+    let (ok, err) = extract(&imgs, &out, &[]);
+    assert!(!ok && err.contains(&notes.display().to_string()), "{err}");
+    assert_eq!(std::fs::read(&notes).unwrap(), b"my notes");
+    assert_eq!(common::files_in(&out).len(), 1, "{err}");
+    std::fs::remove_file(&notes).unwrap();
+    let (ok, err) = extract(&imgs, &out, &[]);
+    assert!(ok, "{err}");
+    let cut = out.join(format!("{}.npz", stem(NAMES[2])));
+    let bytes = std::fs::read(&cut).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+    let (ok, err) = extract(&imgs, &out, &["--resume"]);
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(&cut).unwrap(), bytes);
+}
+
+/// Third round (low): `descl match --images` of a folder holding `a.jpg` and `a.png` blamed
+/// "image names containing `__`"; the cause, one stem for two images, is named.
+#[test]
+fn two_images_of_one_stem_are_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    std::fs::copy(imgs.join(NAMES[0]), imgs.join("0000.jpg")).unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--images"])
+        .arg(&imgs)
+        .arg("--out-dir")
+        .arg(dir.path().join("m"))
+        .args(SIFT));
+    assert!(
+        !ok && !err.contains("containing `__`")
+            && err.contains("0000.jpg")
+            && err.contains("0000.png"),
+        "{err}"
+    );
+}

@@ -226,6 +226,15 @@ impl Args {
                     d.display()
                 );
             }
+            // The two folder outputs: an existing file there (`--plots /dev/null`) failed at
+            // the end of the run with "File exists (os error 17)".
+            let folder = matches!(flag, "--plots" | "--sfm-keep");
+            if folder && out.exists() && !out.is_dir() {
+                anyhow::bail!(
+                    "{flag} {}: not a folder ({flag} names a folder to write into); choose a folder",
+                    out.display()
+                );
+            }
         }
         Ok(())
     }

@@ -264,9 +264,13 @@ fn map_holds_intrinsics(args: &MapArgs) -> anyhow::Result<bool> {
     }
     if given.all() {
         eprintln!(
-            "note: the {} cameras of {} were given (--camera-params or --cameras-file): held fixed, as `descl sfm` holds them (--refine-intrinsics refines them)",
-            given.total,
-            args.database.display()
+            "note: {} of {} {} given (--camera-params or --cameras-file): held fixed, as `descl sfm` holds them (--refine-intrinsics refines them)",
+            match given.total {
+                1 => "the camera".to_string(),
+                n => format!("the {n} cameras"),
+            },
+            args.database.display(),
+            if given.total == 1 { "was" } else { "were" }
         );
         return Ok(true);
     }

@@ -14,7 +14,6 @@ use crate::eval::reconstruction::StageSeconds;
 use crate::io::colmap_model::{largest_model, Reconstruction};
 use crate::sfm::mapper::pycolmap::{python_exe, PYTHON_ENV};
 use std::path::Path;
-use std::process::Command;
 
 /// The first characters of the line [`PIPELINE_SCRIPT`] prints its result on (stdout may
 /// hold other lines: pycolmap's own).
@@ -22,9 +21,6 @@ const RESULT_PREFIX: &str = "DESCL_PYCOLMAP_PEER ";
 
 /// What the script exits with when pycolmap cannot be imported.
 const NO_PYCOLMAP_EXIT: i32 = 3;
-
-/// Lines of the Python's stderr a failure message quotes (its end, where the error is).
-const STDERR_TAIL_LINES: usize = 15;
 
 /// The pipeline, run as `python -c PIPELINE_SCRIPT IMAGES DIR MAX_FEATURES SEED MAPPER PREFIX
 /// NO_PYCOLMAP` (MAPPER `incremental` or `global`): the database is `DIR/database.db`, the
@@ -81,7 +77,7 @@ pub fn run(
 ) -> Result<(Reconstruction, StageSeconds)> {
     let exe = python_exe();
     let mapper = if global { "global" } else { "incremental" };
-    let out = Command::new(&exe)
+    let out = crate::sfm::mapper::mapper_command(&exe)
         .arg("-c")
         .arg(PIPELINE_SCRIPT)
         .arg(images)
@@ -96,11 +92,7 @@ pub fn run(
                 exe.display()
             ))
         })?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let tail = || {
-        let lines: Vec<&str> = stderr.lines().rev().take(STDERR_TAIL_LINES).collect();
-        lines.into_iter().rev().collect::<Vec<_>>().join("\n")
-    };
+    let tail = || crate::sfm::mapper::stderr_tail(&out.stderr);
     if out.status.code() == Some(NO_PYCOLMAP_EXIT) {
         return Err(Error::InvalidInput(format!(
             "sfm pycolmap peer: {} cannot import pycolmap (pip install pycolmap, or set {PYTHON_ENV}): {}",

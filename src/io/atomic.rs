@@ -109,6 +109,9 @@ pub enum OutputKind {
     Matches,
     /// A COLMAP database: replaces a SQLite file, or an empty file.
     Database,
+    /// A features `.npz` (`descl extract`): replaces a features file, or an empty file; never
+    /// a user's numpy archive or another file of that name (issue 55).
+    Features,
 }
 
 impl OutputKind {
@@ -117,6 +120,7 @@ impl OutputKind {
             OutputKind::Text => "list or report",
             OutputKind::Matches => "matches file",
             OutputKind::Database => "database",
+            OutputKind::Features => "features file",
         }
     }
 }
@@ -167,10 +171,14 @@ pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
         Some(("HDF5 file (hloc's features or matches?)", false))
     } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
         let members = npz_members(path);
-        if members.iter().any(|m| m == "matches") {
+        if members.is_empty() {
+            // An archive cut short (a killed writer of another tool, a full disk): where a
+            // features file goes, most likely one, and extracted again as before.
+            Some(("unreadable zip archive", kind == OutputKind::Features))
+        } else if members.iter().any(|m| m == "matches") {
             Some(("matches file", kind == OutputKind::Matches))
         } else if members.iter().any(|m| m == "descriptors") {
-            Some(("features file", false))
+            Some(("features file", kind == OutputKind::Features))
         } else {
             Some(("zip / numpy archive", false))
         }

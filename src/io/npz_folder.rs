@@ -183,6 +183,14 @@ impl Writer for NpzFolder {
     fn add_image(&mut self, image: &ImageRecord<'_>) -> Result<Option<PathBuf>> {
         let model = &image.features.meta.model;
         let target = self.claim_features(image.name, image.path)?;
+        // A file of that name that is not a features file (a user's numpy archive, any other
+        // file) is not replaced; a matches file is named as such below.
+        if !is_pair_file(&target) {
+            crate::io::atomic::check_not_another_kind(
+                &target,
+                crate::io::atomic::OutputKind::Features,
+            )?;
+        }
         if target.is_file() && is_pair_file(&target) {
             return Err(Error::InvalidInput(format!(
                 "{}: its features file {} would replace the matches file of that name \
@@ -225,7 +233,16 @@ impl Writer for NpzFolder {
     fn expect_images(&mut self, names: &[String]) -> Result<()> {
         let mut files: HashMap<PathBuf, &str> = HashMap::new();
         for name in names {
-            if let Some(first) = files.insert(self.features_path(name)?, name) {
+            let target = self.features_path(name)?;
+            // Before any work, what `add_image` would refuse to replace (a user's numpy
+            // archive or another file of that name, issue 55), so a run does not stop halfway.
+            if !is_pair_file(&target) {
+                crate::io::atomic::check_not_another_kind(
+                    &target,
+                    crate::io::atomic::OutputKind::Features,
+                )?;
+            }
+            if let Some(first) = files.insert(target, name) {
                 return Err(Error::InvalidInput(format!(
                     "{}: the features file of both {first} and {name}; rename one of the images or extract them into different folders",
                     self.features_path(name)?.display()
@@ -297,7 +314,13 @@ impl Writer for NpzFolder {
         let mut meaning: HashMap<PathBuf, String> = HashMap::new();
         for name in &plan.inputs {
             let file = self.features_path(name)?;
-            meaning.insert(file, format!("the features of {name}"));
+            let this = format!("the features of {name}");
+            if let Some(other) = meaning.insert(file.clone(), this.clone()) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: this file would hold both {other} and {this} (two images of one name but for the extension); rename one of them or use --format h5",
+                    file.display()
+                )));
+            }
         }
         for [a, b] in &plan.pairs {
             let file = self.pair_path(a, b)?;

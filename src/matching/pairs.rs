@@ -168,6 +168,9 @@ pub fn find_input(names: &[String], name: &str) -> Option<usize> {
     })
 }
 
+/// The byte-order mark some editors put at the start of a UTF-8 file.
+const UTF8_BOM: char = '\u{feff}';
+
 /// Reads a pairs file: `nameA nameB` per line, separated by whitespace (hloc's
 /// `parse_retrieval`); a word starting with `#` starts a comment to the end of the line (a
 /// whole-line comment is COLMAP's `matches_importer`'s), while a `#` inside a word belongs to
@@ -176,12 +179,21 @@ pub fn find_input(names: &[String], name: &str) -> Option<usize> {
 /// ([`pairs_file_name_ok`]).
 fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
     let text = crate::io::bounded::read_text(path, MAX_PAIRS_FILE_BYTES, "pairs file")?;
+    // A byte-order mark, as Windows editors save UTF-8, is not part of the first name.
+    let text = text.strip_prefix(UTF8_BOM).unwrap_or(&text);
     let index = |name: &str, line: usize| -> Result<usize> {
         find_input(names, name).ok_or_else(|| {
+            // A name of the set by its stem alone ("0000" for "0000.jpg"): named, as a pairs
+            // file names each image in full.
+            let hint = names
+                .iter()
+                .find(|n| name_stem(n) == name_stem(name))
+                .map(|n| format!(" (the set has {n:?}: a pairs file names each image in full)"))
+                .unwrap_or_default();
             Error::format(
                 path,
                 format!(
-                    "line {line}: image {name:?} is not among the {} images",
+                    "line {line}: image {name:?} is not among the {} images{hint}",
                     names.len()
                 ),
             )
@@ -278,6 +290,18 @@ mod tests {
         );
         std::fs::write(&p, "0.jpg\n").unwrap();
         assert!(make_pairs(&PairMode::File(p.clone()), &names(4), None).is_err());
+        // Issue 55 (third round, low): a UTF-8 byte-order mark was read as part of the first
+        // name; a stem alone is refused naming the image it may mean.
+        std::fs::write(&p, "\u{feff}0.jpg 1.jpg\r\n").unwrap();
+        assert_eq!(
+            make_pairs(&PairMode::File(p.clone()), &names(4), None).unwrap(),
+            vec![(0, 1)]
+        );
+        std::fs::write(&p, "0 1.jpg\n").unwrap();
+        let e = make_pairs(&PairMode::File(p.clone()), &names(4), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the set has \"0.jpg\""), "{e}");
     }
 
     #[test]

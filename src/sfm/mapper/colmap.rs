@@ -31,20 +31,11 @@ pub fn run_colmap(args: &[&std::ffi::OsStr]) -> Result<()> {
 /// [`run_colmap`], returning what the subcommand printed to stdout (lossily decoded).
 pub fn run_colmap_stdout(args: &[&std::ffi::OsStr]) -> Result<String> {
     let exe = colmap_exe();
-    let out = Command::new(&exe).args(args).output().map_err(|e| {
+    let out = crate::sfm::mapper::mapper_command(&exe).args(args).output().map_err(|e| {
         Error::io(&exe, std::io::Error::new(e.kind(), format!("cannot run colmap ({e}); install COLMAP (Debian: apt install colmap) or set DESCL_COLMAP")))
     })?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: String = err
-            .lines()
-            .rev()
-            .take(15)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
+        let tail = super::stderr_tail(&out.stderr);
         // The database it worked on, when it was given one (`--database_path DB`).
         let database = args
             .windows(2)

@@ -21,6 +21,51 @@ pub use colmap::{
     COLMAP_NO_MODEL_MESSAGE,
 };
 
+/// Lines of a mapper's stderr a failure message quotes (its end, where the error is).
+const STDERR_TAIL_LINES: usize = 15;
+
+/// The last [`STDERR_TAIL_LINES`] lines a failed mapper process wrote on stderr, or, when it
+/// wrote none, a sentence saying so (the message ended in an empty reason, issue 55).
+pub fn stderr_tail(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().rev().take(STDERR_TAIL_LINES).collect();
+    let tail = lines.into_iter().rev().collect::<Vec<_>>().join("\n");
+    if tail.trim().is_empty() {
+        "(it wrote nothing on stderr: a crash, a kill or a wrapper that hid the reason)".into()
+    } else {
+        tail
+    }
+}
+
+/// A mapper's process (`colmap`, or a Python running pycolmap) that ends with descl: on Linux
+/// the kernel kills it when the thread that started it dies (`PR_SET_PDEATHSIG`), so a descl
+/// killed with SIGKILL leaves no mapper running on into a staging folder (issue 55). The
+/// command is always run to completion by that thread (`output`), which outlives it otherwise.
+pub fn mapper_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    #[allow(unused_mut)]
+    let mut cmd = std::process::Command::new(program);
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs in the child between fork and exec and calls only
+        // async-signal-safe functions (prctl, getppid, _exit), allocating nothing.
+        let parent = std::process::id() as libc::pid_t;
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // descl died between the fork and the prctl: the signal would never come.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
 /// One way of mapping a database into COLMAP's model folders (`0/`, `1/`, … each holding
 /// `cameras.bin`, `images.bin`, `points3D.bin`), with [`MapperOptions`]' settings.
 pub trait Mapper: Sync {
@@ -174,4 +219,18 @@ pub(crate) fn refuse_earlier_models(dir: &Path, what: &str) -> Result<()> {
         )));
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A mapper that wrote nothing on stderr is said to have (the message used to end in
+    /// "failed (exit status: 1):" and nothing); otherwise the last lines are quoted, in order.
+    #[test]
+    fn a_failure_quotes_the_end_of_stderr_or_says_there_was_none() {
+        assert!(super::stderr_tail(b"").contains("wrote nothing on stderr"));
+        assert!(super::stderr_tail(b"\n  \n").contains("wrote nothing on stderr"));
+        let lines: Vec<String> = (0..20).map(|i| format!("line {i}")).collect();
+        let tail = super::stderr_tail(lines.join("\n").as_bytes());
+        assert_eq!(tail, lines[20 - super::STDERR_TAIL_LINES..].join("\n"));
+    }
 }

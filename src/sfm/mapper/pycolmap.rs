@@ -22,7 +22,6 @@ use super::{refuse_earlier_models, Mapper, MapperOptions};
 use crate::error::{Error, Result};
 use crate::io::colmap_model::{largest_model, Reconstruction};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The environment variable naming the Python that runs pycolmap (default: `python3` on PATH).
 pub const PYTHON_ENV: &str = "DESCL_PYTHON";
@@ -33,9 +32,6 @@ const RESULT_PREFIX: &str = "DESCL_PYCOLMAP_RESULT ";
 
 /// What the mapper script exits with when pycolmap cannot be imported.
 const NO_PYCOLMAP_EXIT: i32 = 3;
-
-/// Lines of the Python's stderr a failure message quotes (its end, where the error is).
-const STDERR_TAIL_LINES: usize = 15;
 
 /// First characters of the hidden folder holding the database snapshot pycolmap maps.
 const SNAPSHOT_PREFIX: &str = ".descl-tmp-pycolmap-";
@@ -127,7 +123,7 @@ fn looks_like_version(v: &str) -> bool {
 /// any work).
 pub fn version() -> Result<String> {
     let exe = python_exe();
-    let out = Command::new(&exe)
+    let out = crate::sfm::mapper::mapper_command(&exe)
         .args(["-c", "import pycolmap; print(pycolmap.__version__)"])
         .output()
         .map_err(|e| cannot_run(&exe, e))?;
@@ -269,7 +265,7 @@ impl Script {
         let copy = staging.path().join("database.db");
         crate::io::colmap::snapshot(database, &copy)?;
         let exe = python_exe();
-        let out = Command::new(&exe)
+        let out = crate::sfm::mapper::mapper_command(&exe)
             .arg("-c")
             .arg(self.text)
             .arg(&copy)
@@ -303,14 +299,11 @@ impl Script {
             )));
         }
         if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let tail: Vec<&str> = stderr.lines().rev().take(STDERR_TAIL_LINES).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
             return Err(Error::InvalidInput(format!(
                 "{} mapper failed ({}):\n{}",
                 self.name,
                 out.status,
-                tail.join("\n")
+                super::stderr_tail(&out.stderr)
             )));
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
