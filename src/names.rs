@@ -123,24 +123,43 @@ pub fn folder_inputs(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Result<Vec<Set
     Ok(out)
 }
 
-/// Refuses two inputs that are one file (a link to an image of the set, or two links to one
-/// file), naming both: as two images, the picture would be matched with itself, pairs of
-/// identical keypoints whose degenerate geometry passes as a result, and counted twice.
+/// Refuses two inputs that are one file (a link to an image of the set, two links to one file,
+/// or two hard links: one device and inode), naming both: as two images, the picture would be
+/// matched with itself, pairs of identical keypoints whose degenerate geometry passes as a
+/// result, and counted twice.
 pub fn check_distinct_files(inputs: &[SetInput]) -> Result<()> {
-    let mut files: std::collections::HashMap<PathBuf, &Path> = std::collections::HashMap::new();
+    let mut files: std::collections::HashMap<FileIdentity, &Path> =
+        std::collections::HashMap::new();
     for i in inputs {
-        let Ok(real) = std::fs::canonicalize(&i.path) else {
+        let Some(id) = file_identity(&i.path) else {
             continue;
         };
-        if let Some(first) = files.insert(real, &i.path) {
+        if let Some(first) = files.insert(id, &i.path) {
             return Err(Error::InvalidInput(format!(
-                "{} and {}: one file (a link), which the set would take as two images and match with itself; remove the link, or copy the file if two images are meant",
+                "{} and {}: one file (a link or a hard link), which the set would take as two images and match with itself; remove the link, or copy the file if two images are meant",
                 first.display(),
                 i.path.display()
             )));
         }
     }
     Ok(())
+}
+
+/// What makes a file itself, links followed: its device and inode (a hard link shares them).
+#[cfg(unix)]
+type FileIdentity = (u64, u64);
+#[cfg(not(unix))]
+type FileIdentity = PathBuf;
+
+#[cfg(unix)]
+fn file_identity(path: &Path) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_identity(path: &Path) -> Option<FileIdentity> {
+    std::fs::canonicalize(path).ok()
 }
 
 fn walk(

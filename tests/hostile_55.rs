@@ -972,6 +972,30 @@ fn a_link_to_an_image_of_the_set_is_refused() {
         err.contains(&link.display().to_string()) && err.contains("one file"),
         "{err}"
     );
+    // Third round (low): a hard link in the folder, and a link given beside its image on the
+    // command line, were still taken as two images (the picture matched with itself).
+    std::fs::remove_file(&link).unwrap();
+    let hard = imgs.join("hard.png");
+    std::fs::hard_link(imgs.join(NAMES[1]), &hard).unwrap();
+    let (ok, err) = extract(&imgs, &dir.path().join("feats"), &[]);
+    assert!(
+        !ok && err.contains(&hard.display().to_string()) && err.contains("one file"),
+        "{err}"
+    );
+    std::fs::remove_file(&hard).unwrap();
+    let outside = dir.path().join("outside.png");
+    std::os::unix::fs::symlink(imgs.join(NAMES[0]), &outside).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("extract")
+        .arg(imgs.join(NAMES[0]))
+        .arg(&outside)
+        .arg("--out")
+        .arg(dir.path().join("feats"))
+        .args(SIFT));
+    assert!(
+        !ok && err.contains(&outside.display().to_string()) && err.contains("one file"),
+        "{err}"
+    );
 }
 
 /// Low: an EXIF 35 mm focal length f35 gives f = f35 / 35 · max(width, height), as COLMAP
@@ -1921,4 +1945,60 @@ fn two_images_of_one_stem_are_named_as_such() {
             && err.contains("0000.png"),
         "{err}"
     );
+}
+
+/// Third round (low): a pairs list, a database or a match picture named `*.npz` inside a
+/// features folder was written, exit 0, and the next run over the folder failed on it as a
+/// features file. Every output of another kind named `.npz` is refused before any work.
+#[test]
+fn no_output_of_another_kind_is_named_as_a_features_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let before = common::files_in(&feats);
+    let a = feats.join("0000.npz");
+    let b = feats.join("0001.npz");
+    let cases: [(&str, Vec<std::ffi::OsString>); 3] = [
+        (
+            "list",
+            vec![
+                "pairs".into(),
+                feats.clone().into(),
+                "--exhaustive".into(),
+                "--out".into(),
+                feats.join("x.npz").into(),
+            ],
+        ),
+        (
+            "match picture",
+            vec![
+                "match".into(),
+                a.clone().into(),
+                b.clone().into(),
+                "--viz".into(),
+                feats.join("z.npz").into(),
+            ],
+        ),
+        (
+            "database",
+            vec![
+                "sfm".into(),
+                imgs.clone().into(),
+                "-m".into(),
+                "sift".into(),
+                "--database".into(),
+                feats.join("w.npz").into(),
+            ],
+        ),
+    ];
+    for (what, args) in cases {
+        let (ok, _, err) = run(descl().args(&args));
+        assert!(
+            !ok && err.contains(what) && err.contains(".npz"),
+            "{what}: {err}"
+        );
+        assert_eq!(common::files_in(&feats), before, "{what}: {err}");
+    }
 }

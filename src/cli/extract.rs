@@ -71,6 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     super::args::refuse_h5_shards(args.format, args.shard.as_ref())?;
     let all = expand_inputs(&args.inputs)?;
     descl::names::check_unique(&all)?;
+    descl::names::check_distinct_files(&all)?;
     let images = args.shard.unwrap_or_default().select(&all);
     // The describer first: a model that fails to load leaves no output folder behind.
     let extractor = args.describe.extractor()?;

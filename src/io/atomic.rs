@@ -131,9 +131,28 @@ impl OutputKind {
 /// ([`check_not_a_picture`]), nor a features file, a COLMAP database or an HDF5 file of
 /// another kind ([`check_not_another_kind`]).
 pub fn check_writable(path: &Path, kind: OutputKind) -> Result<()> {
+    if !matches!(kind, OutputKind::Matches | OutputKind::Features) {
+        check_not_named_as_npz(path, kind.name())?;
+    }
     check_writable_picture(path)?;
     check_not_a_picture(path)?;
     check_not_another_kind(path, kind)
+}
+
+/// Refuses an output of another kind (`what`: a database, a list, a match picture) named
+/// `*.npz`: in a features folder it would be read as one of its features files (`descl pairs
+/// FEATS --out FEATS/x.npz` poisoned the folder for the next run, issue 55).
+pub fn check_not_named_as_npz(path: &Path, what: &str) -> Result<()> {
+    let npz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    if npz {
+        return Err(Error::InvalidInput(format!(
+            "{}: a {what} named as a features or matches file (.npz); descl reads every .npz of a folder as one, so give the {what} another extension",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The array names of a numpy archive, as far as they can be read (none in the format core

@@ -471,6 +471,7 @@ pub fn write_match_picture(
 /// be destroyed with exit 0 (issue 55). Checked with the other output checks
 /// ([`crate::io::atomic::check_writable_picture`]); nothing there passes.
 pub fn check_replaceable_drawing(path: &Path) -> Result<()> {
+    crate::io::atomic::check_not_named_as_npz(path, "match picture")?;
     crate::io::atomic::check_writable_picture(path)?;
     if !path.is_file() {
         return Ok(());
