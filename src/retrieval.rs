@@ -408,8 +408,7 @@ pub fn top_k_pairs(globals: &WordResiduals, k: usize) -> Vec<(usize, usize)> {
             (start..end)
                 .filter(|&i| !empty[i])
                 .flat_map(|i| {
-                    let mut order: Vec<usize> =
-                        (0..n).filter(|&j| j != i && !empty[j]).collect();
+                    let mut order: Vec<usize> = (0..n).filter(|&j| j != i && !empty[j]).collect();
                     let row = sims.row(i - start);
                     let by_similarity =
                         |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));

@@ -344,11 +344,15 @@ fn match_viz_replaces_only_its_own_drawing() {
             .arg("--viz")
             .arg(out))
     };
-    for victim in [imgs.join(NAMES[2]), feats.join("0002.npz")] {
+    // A features file is refused by its name already (no picture is named `.npz`).
+    for (victim, why) in [
+        (imgs.join(NAMES[2]), "did not draw"),
+        (feats.join("0002.npz"), "named as a features or matches file"),
+    ] {
         let before = std::fs::read(&victim).unwrap();
         let (ok, _, err) = viz(&victim);
         assert!(
-            !ok && err.contains("did not draw") && err.contains(&victim.display().to_string()),
+            !ok && err.contains(why) && err.contains(&victim.display().to_string()),
             "{err}"
         );
         assert_eq!(std::fs::read(&victim).unwrap(), before);
@@ -407,7 +411,7 @@ fn no_output_replaces_a_descl_file_of_another_kind() {
             .arg(&features)
             .arg("--overwrite")
             .args(SIFT)),
-        "an existing features file",
+        "a database named as a features or matches file",
     );
     for (path, bytes) in &kept {
         assert_eq!(&std::fs::read(path).unwrap(), bytes, "{}", path.display());
@@ -2001,4 +2005,75 @@ fn no_output_of_another_kind_is_named_as_a_features_file() {
         );
         assert_eq!(common::files_in(&feats), before, "{what}: {err}");
     }
+}
+
+/// Third round (high): a database camera with a NaN or 1e-4 px focal length (an edited
+/// database, another tool's; the 1e-4 also through `--cameras-file`) sent pycolmap's mapper
+/// into a search that did not end, and a negative focal length was held and "mapped". Every
+/// database camera is checked as `--camera-params` is before mapping, and a focal length
+/// outside 0.04–100 × the image's longer side is refused wherever it is given.
+#[test]
+fn a_camera_that_cannot_be_right_is_refused_before_mapping() {
+    if !common::colmap_or_skip("a_camera_that_cannot_be_right_is_refused_before_mapping") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let f64_blob = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    for (what, params) in [
+        ("NaN", [f64::NAN, 80.0, 60.0, 0.0]),
+        ("1e-4", [1e-4, 80.0, 60.0, 0.0]),
+        ("negative", [-500.0, 80.0, 60.0, 0.0]),
+        ("principal point", [200.0, 5000.0, -160.0, 0.0]),
+    ] {
+        let edited = dir.path().join(format!("{what}.db"));
+        std::fs::copy(&db, &edited).unwrap();
+        let conn = rusqlite::Connection::open(&edited).unwrap();
+        conn.execute(
+            "UPDATE cameras SET params = ?1, prior_focal_length = 1 WHERE camera_id = 1",
+            [f64_blob(&params)],
+        )
+        .unwrap();
+        drop(conn);
+        let sparse = dir.path().join(format!("{what}-sparse"));
+        let started = std::time::Instant::now();
+        let (ok, err) = sfm_map(&edited, &imgs, &sparse);
+        assert!(
+            !ok && err.contains("camera 1") && err.contains(&edited.display().to_string()),
+            "{what}: {err}"
+        );
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{what}: not refused before mapping"
+        );
+        assert!(!sparse.exists(), "{what}: {err}");
+    }
+    let cameras = dir.path().join("cameras.txt");
+    let lines: String = NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let f = if i == 1 {
+                "1e-4".to_string()
+            } else {
+                "200".to_string()
+            };
+            format!(
+                "{n} SIMPLE_RADIAL {} 120 {f} {} 60 0\n",
+                160 + 16 * i,
+                80 + 8 * i
+            )
+        })
+        .collect();
+    std::fs::write(&cameras, lines).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(dir.path().join("typo.db"))
+        .arg("--cameras-file")
+        .arg(&cameras)
+        .args(SIFT));
+    assert!(!ok && err.contains("focal length of 0.0001"), "{err}");
+    assert!(!dir.path().join("typo.db").exists());
 }

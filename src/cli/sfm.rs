@@ -309,6 +309,7 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
     // colour the points silently). pycolmap is imported by sfm::map before it makes the folder.
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
     descl::sfm::require_colmap(&args.mapping.options(), "descl sfm map")?;
+    descl::io::cameras::check_database_cameras(&args.database)?;
     let folder = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
     if let Some(first) = folder.by_size_only.first() {
         eprintln!(

@@ -30,6 +30,80 @@ pub const MAX_CAMERAS_FILE_BYTES: u64 = 64 << 20;
 /// towards the centre; real lenses, fisheyes aside, stay well under 1.
 pub const MAX_RADIAL_K: f64 = 1.0;
 
+/// The shortest focal length accepted, as a share of the image's longer side: a field of view
+/// of 171° across it. A pinhole model cannot hold more, and a camera file's typo (`1e-4` for
+/// a focal length) sent pycolmap's mapper into a search that did not end (issue 55).
+pub const MIN_FOCAL_FACTOR: f64 = 0.04;
+/// The longest focal length accepted, as a share of the image's longer side: a field of view
+/// of 0.57°, past the longest telephoto and telescope-fed cameras a mapper is given.
+pub const MAX_FOCAL_FACTOR: f64 = 100.0;
+
+/// Whether `f` (pixels) can be the focal length of a `width`×`height` image
+/// ([`MIN_FOCAL_FACTOR`], [`MAX_FOCAL_FACTOR`]). `Err` says why not.
+pub fn check_focal_length(f: f64, width: u32, height: u32) -> std::result::Result<(), String> {
+    let side = f64::from(width.max(height));
+    let (least, most) = (MIN_FOCAL_FACTOR * side, MAX_FOCAL_FACTOR * side);
+    if !(least..=most).contains(&f) {
+        return Err(format!(
+            "a focal length of {f} px is outside {least}–{most} px ({MIN_FOCAL_FACTOR}–{MAX_FOCAL_FACTOR} × the {width}×{height} image's longer side: a field of view between 171° and 0.57°)"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses, before mapping, a camera of the COLMAP database at `path` that cannot be right
+/// for its images, as `--camera-params` is refused: a parameter that is not a finite number,
+/// a focal length outside [`check_focal_length`]'s range, and for the models descl writes the
+/// parameter count, the principal point outside the image and the radial term
+/// ([`MAX_RADIAL_K`]). A NaN or 1e-4 px focal length (an edited database, another tool's) sent
+/// pycolmap's mapper into a search that did not end; a negative one was held and "mapped".
+pub fn check_database_cameras(path: &Path) -> Result<()> {
+    for c in crate::io::colmap::camera_rows(path)? {
+        let why = camera_row_problem(&c);
+        if let Some(why) = why {
+            return Err(Error::format(
+                path,
+                format!(
+                    "camera {} ({}×{}, model {}): {why}; correct or remove it before mapping",
+                    c.camera_id, c.width, c.height, c.model
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What is wrong with one database camera ([`check_database_cameras`]), if anything.
+fn camera_row_problem(c: &crate::io::colmap::CameraRow) -> Option<String> {
+    let (Ok(width), Ok(height)) = (u32::try_from(c.width), u32::try_from(c.height)) else {
+        return Some("not a size".into());
+    };
+    if width == 0 || height == 0 {
+        return Some("not a size".into());
+    }
+    if let Some(v) = c.params.iter().find(|v| !v.is_finite()) {
+        return Some(format!("a parameter is not a finite number: {v}"));
+    }
+    match CameraModel::from_id(c.model) {
+        Some(model) => {
+            let camera = KnownCamera {
+                model,
+                params: c.params.clone(),
+                size: Some((width, height)),
+            };
+            camera
+                .check_own()
+                .and_then(|()| camera.check_image(width, height))
+                .err()
+        }
+        // COLMAP's other models (RADIAL, OPENCV, …) start with the focal length too.
+        None => match c.params.first() {
+            None => Some("no parameters".into()),
+            Some(&f) => check_focal_length(f, width, height).err(),
+        },
+    }
+}
+
 /// One known camera: its model and COLMAP parameters, and its size when the source gave one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KnownCamera {
@@ -118,6 +192,9 @@ impl KnownCamera {
                     "its camera is {w}×{h} pixels but the image is {width}×{height}"
                 ));
             }
+        }
+        for &f in &self.params[..self.model.focal_params()] {
+            check_focal_length(f, width, height)?;
         }
         let k = self.intrinsics();
         let (cx, cy) = (k.cx + 0.5, k.cy + 0.5);

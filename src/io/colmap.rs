@@ -924,6 +924,74 @@ pub fn snapshot(path: &Path, copy: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One row of a COLMAP database's `cameras` table, its parameters decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CameraRow {
+    pub camera_id: i64,
+    /// COLMAP's model id ([`CameraModel`] names three of them).
+    pub model: i64,
+    pub width: i64,
+    pub height: i64,
+    /// The parameters in the model's order, COLMAP's pixel convention.
+    pub params: Vec<f64>,
+    /// Whether the focal length is known (`prior_focal_length`: EXIF or given), not guessed.
+    pub prior_focal_length: bool,
+}
+
+/// Every camera of the database at `path`, in id order; a parameter blob that is not whole
+/// doubles is an error naming the camera.
+pub fn camera_rows(path: &Path) -> Result<Vec<CameraRow>> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT camera_id, model, width, height, params, prior_focal_length FROM cameras \
+             ORDER BY camera_id",
+        )
+        .map_err(db_err)?;
+    type Raw = (i64, i64, i64, i64, Option<Vec<u8>>, i64);
+    let rows: Vec<Raw> = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .map_err(db_err)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db_err)?;
+    rows.into_iter()
+        .map(|(camera_id, model, width, height, blob, prior)| {
+            let blob = blob.unwrap_or_default();
+            if blob.len() % 8 != 0 {
+                return Err(Error::format(
+                    path,
+                    format!(
+                        "camera {camera_id}: {} parameter bytes, not whole 8-byte numbers",
+                        blob.len()
+                    ),
+                ));
+            }
+            let params = blob
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                .collect();
+            Ok(CameraRow {
+                camera_id,
+                model,
+                width,
+                height,
+                params,
+                prior_focal_length: prior != 0,
+            })
+        })
+        .collect()
+}
+
 /// Starts every camera of the database at `path` whose focal length is not known
 /// (`prior_focal_length = 0`: no EXIF, no flag) from `factor` · max(width, height) instead of
 /// the focal length it holds, and returns how many cameras changed. Only the models descl
