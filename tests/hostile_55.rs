@@ -347,7 +347,10 @@ fn match_viz_replaces_only_its_own_drawing() {
     // A features file is refused by its name already (no picture is named `.npz`).
     for (victim, why) in [
         (imgs.join(NAMES[2]), "did not draw"),
-        (feats.join("0002.npz"), "named as a features or matches file"),
+        (
+            feats.join("0002.npz"),
+            "named as a features or matches file",
+        ),
     ] {
         let before = std::fs::read(&victim).unwrap();
         let (ok, _, err) = viz(&victim);
@@ -2076,4 +2079,39 @@ fn a_camera_that_cannot_be_right_is_refused_before_mapping() {
         .args(SIFT));
     assert!(!ok && err.contains("focal length of 0.0001"), "{err}");
     assert!(!dir.path().join("typo.db").exists());
+}
+
+/// Third round (medium): `descl bench pose` scored images of another size than their
+/// ground-truth cameras' (480×320 copies against K for 1536×1024) as AUC 0.0, exit 0. The
+/// image's size is checked against the camera file's, naming both.
+#[test]
+fn bench_pose_refuses_images_of_another_size_than_their_cameras() {
+    let Some(root) = common::data_root_or_skip("bench_pose_refuses_images_of_another_size") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let scene = dir.path().join("strecha").join("small");
+    std::fs::create_dir_all(scene.join("images")).unwrap();
+    std::fs::create_dir_all(scene.join("cameras")).unwrap();
+    for name in ["0000.jpg", "0001.jpg"] {
+        let from = root.join("strecha/fountain-P11");
+        image::open(from.join("images").join(name))
+            .unwrap()
+            .resize(480, 480, image::imageops::FilterType::Triangle)
+            .save(scene.join("images").join(name))
+            .unwrap();
+        let camera = format!("{name}.camera");
+        std::fs::copy(
+            from.join("cameras").join(&camera),
+            scene.join("cameras").join(&camera),
+        )
+        .unwrap();
+    }
+    let (ok, _, err) = run(descl()
+        .args(["bench", "pose", "-m", "sift", "--strecha"])
+        .arg(dir.path().join("strecha")));
+    assert!(
+        !ok && err.contains("0000.jpg.camera") && err.contains("1536×1024"),
+        "{err}"
+    );
 }

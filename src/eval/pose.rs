@@ -90,7 +90,26 @@ pub fn load_scene(dir: &Path) -> Result<PoseScene> {
                 .file_name()
                 .map(|f| f.to_string_lossy().to_string())
                 .unwrap_or_default();
-            read_camera(&crate::io::strecha::camera_path(dir, &file))
+            let camera_file = crate::io::strecha::camera_path(dir, &file);
+            let camera = read_camera(&camera_file)?;
+            // K is in the pixels of the camera file's image size: images of another size
+            // (resized copies) scored 0.0 against it with exit 0 (issue 55).
+            let got = ::image::image_dimensions(p).map_err(|e| Error::Image {
+                path: p.clone(),
+                reason: e.to_string(),
+            })?;
+            if got != (camera.width, camera.height) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: {}×{} pixels, but its ground-truth camera {} is for a {}×{} image (K is in that image's pixels); give the images the cameras were calibrated for",
+                    p.display(),
+                    got.0,
+                    got.1,
+                    camera_file.display(),
+                    camera.width,
+                    camera.height
+                )));
+            }
+            Ok(camera)
         })
         .collect::<Result<_>>()?;
     let name = dir

@@ -144,6 +144,15 @@ pub fn evaluate(recon: &Reconstruction, truth: &[GroundTruthCamera]) -> Result<S
         );
     }
     let largest = extent(truth);
+    // Ground truth without an extent (every centre at one point) would score any model 0.0,
+    // a perfect result (issue 55).
+    if !(largest.is_finite() && largest > 0.0) {
+        return Err(Error::InvalidInput(format!(
+            "the {} ground-truth cameras have no extent (every centre at one point): nothing to align {} to",
+            truth.len(),
+            recon.path.display()
+        )));
+    }
     let med_c = median(cen);
     Ok(SfmAccuracy {
         registered: est.len(),
@@ -282,6 +291,17 @@ mod tests {
         let b = evaluate(&extra, &truth).unwrap();
         assert_eq!(b.registered, 4);
         assert!(b.median_centre_error < 1e-9, "{b:?}");
+        // Issue 55 (third round): ground truth with every centre at one point scored any
+        // model 0.0, a perfect result; it has no extent to score against.
+        let collapsed: Vec<GroundTruthCamera> = truth
+            .iter()
+            .map(|g| GroundTruthCamera {
+                centre: [0.0; 3],
+                ..g.clone()
+            })
+            .collect();
+        let e = evaluate(&recon, &collapsed).unwrap_err().to_string();
+        assert!(e.contains("no extent"), "{e}");
     }
 
     #[test]
