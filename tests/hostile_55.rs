@@ -2115,3 +2115,84 @@ fn bench_pose_refuses_images_of_another_size_than_their_cameras() {
         "{err}"
     );
 }
+
+/// Third round (medium): `descl sfm map --overwrite` removed the earlier model before its
+/// mapper ran, so a run that failed, or was killed, left neither the earlier model nor a new
+/// one. The earlier model is set aside until the new one is in place: a failed run puts it
+/// back, and the next run puts back what a killed one set aside.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_overwrite_that_fails_or_is_killed_keeps_the_earlier_model() {
+    if !common::colmap_or_skip("an_overwrite_that_fails_or_is_killed_keeps_the_earlier_model") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let sparse = dir.path().join("sparse");
+    let (ok, err) = sfm_map(&db, &imgs, &sparse);
+    assert!(ok, "{err}");
+    let model = || {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(sparse.join("0"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+            .collect();
+        files.sort();
+        files
+    };
+    let before = model();
+    // A Python that passes pycolmap's version check, then fails (or sleeps, to be killed).
+    let python = |name: &str, then: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\n[ \"$2\" = 'import pycolmap; print(pycolmap.__version__)' ] && {{ echo 4.2.1; exit 0; }}\n{then}\n"),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let overwrite = |python: &Path| {
+        let mut cmd = descl();
+        cmd.args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&imgs)
+            .arg("--sparse-dir")
+            .arg(&sparse)
+            .args(["--mapper", "pycolmap", "--overwrite"])
+            .env("DESCL_PYTHON", python);
+        cmd
+    };
+    let failing = python("failing", "echo 'mapper crashed' >&2; exit 1");
+    let (ok, _, err) = run(&mut overwrite(&failing));
+    assert!(!ok && err.contains("mapper crashed"), "{err}");
+    assert_eq!(
+        model(),
+        before,
+        "a failed --overwrite lost the earlier model: {err}"
+    );
+    let started = dir.path().join("started");
+    let sleeping = python(
+        "sleeping",
+        &format!("touch {}; exec sleep 120", started.display()),
+    );
+    let mut child = overwrite(&sleeping)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !started.exists() {
+        assert!(t.elapsed().as_secs() < 60, "the mapper never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!sparse.join("0").exists(), "the model was not set aside");
+    // The next run puts it back, and (without --overwrite) refuses to map over it.
+    let (ok, err) = sfm_map(&db, &imgs, &sparse);
+    assert!(!ok && err.contains("earlier run"), "{err}");
+    assert_eq!(model(), before, "{err}");
+}

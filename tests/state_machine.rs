@@ -1638,7 +1638,13 @@ impl Folder {
                 alts.h5 = vec![self.h5.clone()];
                 alts.merges = self.feature_records();
                 alts.dbs = vec![db_before, db_cameras(&self.db)];
-                alts.sparse_existed = sparse_existed;
+                // A map that exited 0 beside a failed one made the sparse folder the failed one
+                // finds (seeds 621841 and 621986: two maps into a new folder, one refused by
+                // the other's lock).
+                let mapped = [a, b].into_iter().zip(&results).any(|(op, (status, _))| {
+                    matches!(&**op, Op::Map { .. }) && *status == Some(true)
+                });
+                alts.sparse_existed = sparse_existed || mapped;
                 if a.is_extract() || b.is_extract() {
                     alts.feats.push(before);
                     alts.h5.push(before_h5);

@@ -180,7 +180,8 @@ fn map_once(
 /// database or a crash is passed on as it is.
 ///
 /// `out` must pass [`check_sparse_dir`]; with `overwrite`, earlier models there (numbered
-/// folders holding `images.bin`) are removed first. All of it happens under `out`'s lock: each run maps into a staging folder inside
+/// folders holding `images.bin`) are set aside first and removed once this run's models are
+/// in place (put back when it fails, or by the next run when it was killed). All of it happens under `out`'s lock: each run maps into a staging folder inside
 /// `out`, and only the kept run's models are moved in, so a failed or killed run leaves no
 /// model of a run that was not kept.
 pub fn map(
@@ -196,7 +197,7 @@ pub fn map(
     let mapper = options.mapper.describe()?;
     // Before the folder is made: a database without two registrable images leaves none.
     let registrable = registrable_images(database)?;
-    let _lock = lock_out(database, images, out, overwrite)?;
+    let (_lock, earlier) = lock_out(database, images, out, overwrite)?;
     let refine_px = match (options.refine, options.filter_max_reproj_error_px) {
         (true, None) => refine_filter_px(crate::io::colmap::median_camera_side(database)?),
         _ => None,
@@ -257,36 +258,115 @@ pub fn map(
         }
     };
     let mut mapped = keep(&mapped_from, &runs, made, refine_px, mapper, attempts)?;
+    if let Some(earlier) = earlier {
+        earlier.replaced();
+    }
     mapped.below_min_model_size = below_min_model_size;
     Ok(mapped)
 }
 
 /// Makes `out` and takes its lock for the whole mapping (returned), then, under the lock,
-/// checks it again ([`check_sparse_dir`]: another run may have mapped there since), removes
-/// earlier models with `overwrite` and what killed runs left.
+/// checks it again ([`check_sparse_dir`]: another run may have mapped there since), puts back
+/// earlier models a killed `--overwrite` run set aside, removes what killed runs left, and
+/// with `overwrite` sets the earlier models aside ([`EarlierModels`]).
 fn lock_out(
     database: &Path,
     images: &Path,
     out: &Path,
     overwrite: bool,
-) -> Result<crate::io::atomic::OutputLock> {
+) -> Result<(crate::io::atomic::OutputLock, Option<EarlierModels>)> {
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     // The lock is a file beside the folder: named from its canonical path, so that `.` and
     // the same folder spelt in full take the same lock.
     let canonical = out.canonicalize().map_err(|e| Error::io(out, e))?;
     let lock = crate::io::atomic::OutputLock::acquire(&canonical, "map into another folder")?;
+    // Earlier models a killed `--overwrite` run had set aside and not replaced: back first.
+    restore_set_aside(out)?;
     check_sparse_dir(out, overwrite)?;
-    if overwrite {
-        remove_earlier_models(database, images, out)?;
-    }
     // Staging folders (or files) of a killed run (no run holds this folder's lock now).
     crate::io::atomic::remove_stale_staging(out, MAP_STAGING_PREFIX)?;
-    Ok(lock)
+    let earlier = match overwrite {
+        true => Some(set_earlier_models_aside(database, images, out)?),
+        false => None,
+    };
+    Ok((lock, earlier))
+}
+
+/// First characters of the staging folder that holds the earlier models an `--overwrite`
+/// mapping replaces, until its own are in place (a [`MAP_STAGING_PREFIX`] folder, so that a
+/// later run removes it once it is no longer needed).
+const SET_ASIDE_PREFIX: &str = ".descl-tmp-map-earlier-";
+
+/// The earlier models of an `--overwrite` mapping, moved into a staging folder of the output
+/// folder until the run's own models are in place ([`EarlierModels::replaced`]): a run that
+/// fails puts them back when this is dropped, and one killed leaves them for the next run to
+/// put back ([`restore_set_aside`]). Removed at its start, they were lost to a run killed or
+/// failing before its end (issue 55).
+struct EarlierModels {
+    out: PathBuf,
+    staging: Option<tempfile::TempDir>,
+}
+
+impl EarlierModels {
+    /// The run's models are in place: the earlier ones go.
+    fn replaced(mut self) {
+        // Dropping the staging folder removes it with the earlier models.
+        self.staging.take();
+    }
+}
+
+impl Drop for EarlierModels {
+    fn drop(&mut self) {
+        if let Some(staging) = self.staging.take() {
+            // Best effort: a model that cannot go back stays in the hidden staging folder,
+            // where the next run under this folder's lock finds it.
+            let kept = staging.keep();
+            let _ = put_back(&kept, &self.out);
+        }
+    }
+}
+
+/// Moves the numbered model folders of `from` back into `out`, where `out` holds no folder of
+/// that number, and removes `from` once empty.
+fn put_back(from: &Path, out: &Path) -> Result<()> {
+    for model in model_folders(from)? {
+        let Some(name) = model.file_name() else {
+            continue;
+        };
+        let to = out.join(name);
+        if !to.exists() {
+            std::fs::rename(&model, &to).map_err(|e| Error::io(&to, e))?;
+        }
+    }
+    if model_folders(from)?.is_empty() {
+        std::fs::remove_dir_all(from).map_err(|e| Error::io(from, e))?;
+    }
+    Ok(())
+}
+
+/// Puts back the earlier models a killed `--overwrite` run of `out` set aside, when `out`
+/// holds no model of its own (the killed run did not get as far as moving its models in).
+fn restore_set_aside(out: &Path) -> Result<()> {
+    if !model_folders(out)?.is_empty() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(out).map_err(|e| Error::io(out, e))? {
+        let entry = entry.map_err(|e| Error::io(out, e))?;
+        let named = entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(SET_ASIDE_PREFIX);
+        if named && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            return put_back(&entry.path(), out);
+        }
+    }
+    Ok(())
 }
 
 /// With `--overwrite`, the earlier models of `out` (numbered folders holding `images.bin`)
-/// removed, unless the database or the images are inside one (they would go with it).
-fn remove_earlier_models(database: &Path, images: &Path, out: &Path) -> Result<()> {
+/// set aside ([`EarlierModels`]), unless the database or the images are inside one (they
+/// would go with it).
+fn set_earlier_models_aside(database: &Path, images: &Path, out: &Path) -> Result<EarlierModels> {
     let old_models = model_folders(out)?;
     for (what, path) in [("database", database), ("image folder", images)] {
         let Ok(path) = path.canonicalize() else {
@@ -302,10 +382,19 @@ fn remove_earlier_models(database: &Path, images: &Path, out: &Path) -> Result<(
             }
         }
     }
+    let staging = crate::io::atomic::staging_dir(out, SET_ASIDE_PREFIX)?;
+    let earlier = EarlierModels {
+        out: out.to_path_buf(),
+        staging: Some(staging),
+    };
     for old in old_models {
-        std::fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        if let (Some(name), Some(staging)) = (old.file_name(), &earlier.staging) {
+            let to = staging.path().join(name);
+            // A failure here puts back what was moved (the drop) and names the folder.
+            std::fs::rename(&old, &to).map_err(|e| Error::io(&old, e))?;
+        }
     }
-    Ok(())
+    Ok(earlier)
 }
 
 /// Images of `database` with a verified pair of at least [`COLMAP_MAPPER_MIN_NUM_MATCHES`]
