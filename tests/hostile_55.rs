@@ -1834,6 +1834,21 @@ fn a_folder_of_two_scenes_keeps_the_larger_scenes_model() {
     );
 }
 
+/// A stand-in for `DESCL_PYTHON` at `dir/name`: it answers descl's pycolmap version check as
+/// pycolmap 4.2.1 would, and otherwise runs the shell lines `then` (in place of the mapper).
+#[cfg(target_os = "linux")]
+fn stand_in_python(dir: &Path, name: &str, then: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\n[ \"$2\" = 'import pycolmap; print(pycolmap.__version__)' ] && {{ echo 4.2.1; exit 0; }}\n{then}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
 /// Third round (low): `kill -9` of descl during `descl sfm map` left the mapper (a Python
 /// running pycolmap) running on, orphaned, into a staging folder. The mapper's process now
 /// dies with descl. Python here is a stand-in that answers the version check as pycolmap
@@ -1848,17 +1863,11 @@ fn a_killed_descl_leaves_no_mapper_running() {
     let dir = tempfile::tempdir().unwrap();
     let (imgs, db) = sift_database(dir.path());
     let pid_file = dir.path().join("mapper.pid");
-    let python = dir.path().join("python");
-    std::fs::write(
-        &python,
-        format!(
-            "#!/bin/sh\n[ \"$2\" = 'import pycolmap; print(pycolmap.__version__)' ] && {{ echo 4.2.1; exit 0; }}\necho $$ > {}\nexec sleep 120\n",
-            pid_file.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let python = stand_in_python(
+        dir.path(),
+        "python",
+        &format!("echo $$ > {}\nexec sleep 120", pid_file.display()),
+    );
     let mut descl_run = descl()
         .args(["sfm", "map"])
         .arg(&db)
@@ -2142,17 +2151,7 @@ fn an_overwrite_that_fails_or_is_killed_keeps_the_earlier_model() {
     };
     let before = model();
     // A Python that passes pycolmap's version check, then fails (or sleeps, to be killed).
-    let python = |name: &str, then: &str| {
-        let path = dir.path().join(name);
-        std::fs::write(
-            &path,
-            format!("#!/bin/sh\n[ \"$2\" = 'import pycolmap; print(pycolmap.__version__)' ] && {{ echo 4.2.1; exit 0; }}\n{then}\n"),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
-    };
+    let python = |name: &str, then: &str| stand_in_python(dir.path(), name, then);
     let overwrite = |python: &Path| {
         let mut cmd = descl();
         cmd.args(["sfm", "map"])
