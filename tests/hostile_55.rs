@@ -2195,3 +2195,86 @@ fn an_overwrite_that_fails_or_is_killed_keeps_the_earlier_model() {
     assert!(!ok && err.contains("earlier run"), "{err}");
     assert_eq!(model(), before, "{err}");
 }
+
+/// The features file of `feats` that the process `pid` holds open now, if any (its name).
+#[cfg(target_os = "linux")]
+fn open_features_file(pid: u32, feats: &Path) -> Option<String> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .find(|target| target.parent() == Some(feats) && target.extension() == Some("npz".as_ref()))
+        .and_then(|target| Some(target.file_name()?.to_string_lossy().into_owned()))
+}
+
+/// Issue 55, the long state-machine run's seed 630840: a `pairs --retrieval` beside an
+/// `extract` of other settings into its features folder read some files of the one extraction
+/// and some of the other (retrieval reads each file twice: codebook, then aggregation), and
+/// wrote pairs of a set that no extraction made, exit 0. A pairs file records nothing of the
+/// features it was chosen from, so the run now checks that nothing it read changed meanwhile
+/// (`descl::io::snapshot`) and writes nothing. Made deterministic here: the run is stopped
+/// while it holds a features file open, that file is replaced (by a rename, as every writer of
+/// descl replaces one) with another extraction's, and the run goes on.
+#[cfg(target_os = "linux")]
+#[test]
+fn pairs_read_across_a_replaced_features_file_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = numbered_images(dir.path(), 40);
+    let (feats, other) = (dir.path().join("feats"), dir.path().join("other"));
+    for (out, keypoints) in [(&feats, "1000"), (&other, "60")] {
+        let (ok, err) = extract(&imgs, out, &["--max-keypoints", keypoints]);
+        assert!(ok, "{err}");
+    }
+    let out = dir.path().join("pairs.txt");
+    let mut caught = 0;
+    for _ in 0..50 {
+        let mut child = descl()
+            .arg("pairs")
+            .arg(&feats)
+            .args(["--retrieval", "3", "--out"])
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let signal = |s: &str| {
+            let pid = pid.to_string();
+            assert!(Command::new("kill").args([s, &pid]).status().unwrap().success())
+        };
+        let open = loop {
+            if let Some(name) = open_features_file(pid, &feats) {
+                signal("-STOP");
+                break Some(name);
+            }
+            if child.try_wait().unwrap().is_some() {
+                break None;
+            }
+        };
+        let Some(name) = open else {
+            // Finished between two looks: a run that read nothing replaced; try again.
+            let _ = std::fs::remove_file(&out);
+            continue;
+        };
+        // Replaced while the run is stopped, then put back for the next attempt.
+        let kept = dir.path().join("kept.npz");
+        std::fs::copy(feats.join(&name), &kept).unwrap();
+        let replacement = dir.path().join("replacement.npz");
+        std::fs::copy(other.join(&name), &replacement).unwrap();
+        std::fs::rename(&replacement, feats.join(&name)).unwrap();
+        signal("-CONT");
+        let done = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert!(
+            !done.status.success() && err.contains(&name),
+            "pairs read {name} across its replacement and exited {:?}: {err}",
+            done.status
+        );
+        assert!(!out.exists(), "a refused run wrote {}", out.display());
+        std::fs::rename(&kept, feats.join(&name)).unwrap();
+        caught += 1;
+        if caught == 3 {
+            return;
+        }
+    }
+    panic!("pairs was caught holding a features file open only {caught} times of 50");
+}

@@ -10,6 +10,7 @@ use descl::geometry::{Intrinsics, ModelKind, RansacConfig};
 use descl::image_set::{load_in_blocks, CameraInfo, Load};
 use descl::io::colmap::CameraModel;
 use descl::io::output::Format;
+use descl::io::snapshot::Snapshot;
 use descl::matching::filters::LOWE_RATIO;
 use descl::matching::pairs::PairMode;
 use descl::matching::two_view::{Matcher, PairConfig, COLMAP_MIN_NUM_INLIERS, GUIDED_RADIUS_PX};
@@ -663,6 +664,8 @@ impl Load for FeatureLoader<'_> {
 pub struct InputSet {
     pub inputs: Vec<SetInput>,
     pub made: Option<SetIdentity>,
+    /// The files read for the set (and its plan), as they were before the first read.
+    pub read: descl::io::snapshot::Snapshot,
 }
 
 /// The one identity of features `inputs` (their paths and metadata) when every one is read
@@ -702,7 +705,12 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
             ),
             images => images?,
         };
-        return Ok(InputSet { inputs, made: None });
+        let read = Snapshot::take(inputs.iter().map(|i: &SetInput| i.path.clone()))?;
+        return Ok(InputSet {
+            inputs,
+            made: None,
+            read,
+        });
     }
     // A folder of both is ambiguous (features of an earlier run left in a subfolder would
     // silently stand for the whole set).
@@ -715,6 +723,9 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
             features.display()
         );
     }
+    // Before the first read of a file or the plan (descl::io::snapshot).
+    let plan = dir.join(descl::io::plan::EXTRACT_PLAN_FILE);
+    let read = Snapshot::take(npz.iter().cloned().chain([plan]))?;
     let metas = npz
         .iter()
         .map(|p| descl::io::features::read_features_meta(p))
@@ -738,7 +749,7 @@ pub fn set_inputs(dir: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
         allow_partial,
     )?);
     inputs.sort();
-    Ok(InputSet { inputs, made })
+    Ok(InputSet { inputs, made, read })
 }
 
 /// The identity of a checked set, after saying when it was derived without a plan.
@@ -766,14 +777,16 @@ fn planned<'a>(
 /// The images of a `features.h5` (`FILE.h5/NAME`), held to the extract plan beside it like
 /// a features folder's ([`set_inputs`]).
 fn h5_set_inputs(file: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
-    let names = h5::list_features(file)?;
-    anyhow::ensure!(!names.is_empty(), "{}: no features", file.display());
-    let metas = h5::read_features_metas(file, &names)?;
-    let paths: Vec<PathBuf> = names.iter().map(|n| file.join(n)).collect();
     let dir = file
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let plan = dir.join(descl::io::plan::EXTRACT_PLAN_FILE);
+    let read = Snapshot::take([file.to_path_buf(), plan])?;
+    let names = h5::list_features(file)?;
+    anyhow::ensure!(!names.is_empty(), "{}: no features", file.display());
+    let metas = h5::read_features_metas(file, &names)?;
+    let paths: Vec<PathBuf> = names.iter().map(|n| file.join(n)).collect();
     let inputs = names
         .iter()
         .zip(&paths)
@@ -784,7 +797,7 @@ fn h5_set_inputs(file: &Path, allow_partial: bool) -> anyhow::Result<InputSet> {
         &planned(&names, &paths, &metas),
         allow_partial,
     )?);
-    Ok(InputSet { inputs, made })
+    Ok(InputSet { inputs, made, read })
 }
 
 /// Reading hloc's features.h5 back: with the cargo feature `h5`, descl's hloc reader; without

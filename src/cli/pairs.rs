@@ -90,7 +90,8 @@ fn verified_pairs(
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mode = args.pairs.mode(None)?;
-    let inputs = checked_inputs(&args)?;
+    let set = checked_inputs(&args)?;
+    let inputs = &set.inputs;
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
     let loader = FeatureLoader::new(&args.describe);
     let bar = Bar::new(true);
@@ -121,6 +122,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // The pairs file records nothing of the features it was chosen from: a set that another
+    // run replaced while it was read is refused here (descl::io::snapshot).
+    set.read.check_unchanged(&args.dir)?;
     write_pairs_file(&args.out, &names, &pairs)?;
     let n = inputs.len();
     let exhaustive = n * n.saturating_sub(1) / 2;
@@ -179,7 +183,7 @@ fn images_without_descriptors(
 /// The set's inputs, checked before any work: their settings against the flags, their names
 /// as a pairs file holds them, and the pairs file's path against the files the set is read
 /// from (a features file, the plan, a file of the `--reference` run's folder).
-fn checked_inputs(args: &Args) -> anyhow::Result<Vec<descl::names::SetInput>> {
+fn checked_inputs(args: &Args) -> anyhow::Result<super::args::InputSet> {
     let set = set_inputs(&args.dir, args.allow_partial)?;
     let plan = args.dir.join(descl::io::plan::EXTRACT_PLAN_FILE);
     let read = set.inputs.iter().map(|i| i.path.clone());
@@ -200,7 +204,7 @@ fn checked_inputs(args: &Args) -> anyhow::Result<Vec<descl::names::SetInput>> {
     let names: Vec<String> = set.inputs.iter().map(|i| i.name.clone()).collect();
     // The file must read back as the same names in descl and hloc.
     check_pairs_file_names(&names)?;
-    Ok(set.inputs)
+    Ok(set)
 }
 
 /// The recall of `pairs` against the verified pairs of the reference run in `dir`, printed

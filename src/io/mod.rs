@@ -25,6 +25,8 @@ pub mod output;
 #[cfg(feature = "full")]
 pub mod plan;
 #[cfg(feature = "full")]
+pub mod snapshot;
+#[cfg(feature = "full")]
 pub mod strecha;
 #[cfg(feature = "full")]
 pub mod viz;
