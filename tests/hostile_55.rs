@@ -2239,7 +2239,11 @@ fn pairs_read_across_a_replaced_features_file_are_refused() {
         let pid = child.id();
         let signal = |s: &str| {
             let pid = pid.to_string();
-            assert!(Command::new("kill").args([s, &pid]).status().unwrap().success())
+            assert!(Command::new("kill")
+                .args([s, &pid])
+                .status()
+                .unwrap()
+                .success())
         };
         let open = loop {
             if let Some(name) = open_features_file(pid, &feats) {
@@ -2277,4 +2281,50 @@ fn pairs_read_across_a_replaced_features_file_are_refused() {
         }
     }
     panic!("pairs was caught holding a features file open only {caught} times of 50");
+}
+
+/// Hostile round of 4aa9455, F14: `pairs --out` replaced any existing file that was not of a
+/// kind descl protects (the user's notes, a ground-truth camera file), exit 0; and so did
+/// `bench --json/--md` (a README, another program's JSON). Now each replaces only an earlier
+/// output of its kind, and refuses before any work.
+#[test]
+fn a_pairs_list_or_report_replaces_only_its_own_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "my important notes\n").unwrap();
+    let pairs = |out: &Path| {
+        run(descl()
+            .arg("pairs")
+            .arg(&imgs)
+            .args(["--exhaustive", "--out"])
+            .arg(out))
+    };
+    let (ok, _, err) = pairs(&notes);
+    assert!(!ok && err.contains("notes.txt"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "my important notes\n"
+    );
+    // An earlier pairs list is replaced (a rerun).
+    let out = dir.path().join("pairs.txt");
+    for _ in 0..2 {
+        let (ok, _, err) = pairs(&out);
+        assert!(ok, "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 3);
+    for (flag, name, text) in [
+        ("--md", "README.md", "# my project\n"),
+        ("--json", "p.json", "{\"precious\": 1}"),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (ok, _, err) = run(descl()
+            .args(["bench", "-m", "sift", "--strecha"])
+            .arg(dir.path().join("no-such-data"))
+            .arg(flag)
+            .arg(&file));
+        assert!(!ok && err.contains(name), "{flag}: {err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    }
 }

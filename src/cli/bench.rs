@@ -306,8 +306,14 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Before any work: a benchmark must not fail at its end for its report.
-    for p in [&args.json, &args.md].into_iter().flatten() {
-        descl::io::atomic::check_writable(p, descl::io::atomic::OutputKind::Text)?;
+    use descl::io::atomic::OutputKind;
+    for (p, kind) in [
+        (&args.json, OutputKind::JsonReport),
+        (&args.md, OutputKind::MarkdownReport),
+    ] {
+        if let Some(p) = p {
+            descl::io::atomic::check_writable(p, kind)?;
+        }
     }
     args.check_data_folders()?;
     let cfg = args.config();

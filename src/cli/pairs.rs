@@ -199,7 +199,7 @@ fn checked_inputs(args: &Args) -> anyhow::Result<super::args::InputSet> {
         &args.out,
         read.chain([plan, args.dir.clone()]).chain(reference),
     )?;
-    descl::io::atomic::check_writable(&args.out, descl::io::atomic::OutputKind::Text)?;
+    descl::io::atomic::check_writable(&args.out, descl::io::atomic::OutputKind::PairsList)?;
     args.describe.refuse_for_features(set.made.as_ref())?;
     let names: Vec<String> = set.inputs.iter().map(|i| i.name.clone()).collect();
     // The file must read back as the same names in descl and hloc.

@@ -180,8 +180,12 @@ impl BenchReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "Machine: {} ({} logical CPUs, {}); descl {}.",
-            self.machine.cpu, self.machine.logical_cpus, self.machine.os, self.descl_version
+            "{}{} ({} logical CPUs, {}); descl {}.",
+            crate::io::atomic::MARKDOWN_REPORT_START,
+            self.machine.cpu,
+            self.machine.logical_cpus,
+            self.machine.os,
+            self.descl_version
         );
         let _ = writeln!(
             s,

@@ -102,8 +102,12 @@ pub fn check_replaceable(path: &Path) -> Result<()> {
 /// its own kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputKind {
-    /// A pairs list or a JSON / Markdown report: replaces a file of no kind descl knows.
-    Text,
+    /// A pairs list (`descl pairs --out`): replaces a pairs list ([`is_earlier_text_output`]).
+    PairsList,
+    /// A JSON report (`descl bench --json`): replaces a report of descl's.
+    JsonReport,
+    /// A Markdown report (`descl bench --md`): replaces a report of descl's.
+    MarkdownReport,
     /// A matches `.npz` (`descl match A B --out`): replaces a matches file, or a file of no
     /// kind descl knows that is empty.
     Matches,
@@ -117,7 +121,9 @@ pub enum OutputKind {
 impl OutputKind {
     fn name(self) -> &'static str {
         match self {
-            OutputKind::Text => "list or report",
+            OutputKind::PairsList => "pairs list",
+            OutputKind::JsonReport => "JSON report",
+            OutputKind::MarkdownReport => "Markdown report",
             OutputKind::Matches => "matches file",
             OutputKind::Database => "database",
             OutputKind::Features => "features file",
@@ -207,9 +213,10 @@ pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
     let refused = match found {
         Some((what, false)) => Some(what),
         Some((_, true)) => None,
-        // A file of no kind descl knows: a list or report may replace it (a rerun's); a
-        // matches file or a database replaces only its own kind.
-        None if kind == OutputKind::Text => None,
+        // A file of no binary kind descl knows: a list or report replaces only an earlier one
+        // (a rerun's), never the user's notes, a camera file or another command's report
+        // (issue 55); a matches file or a database replaces only its own kind.
+        None if is_earlier_text_output(path, kind) => None,
         None => Some("file that is no earlier output of this kind"),
     };
     match refused {
@@ -219,6 +226,56 @@ pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
             kind.name()
         ))),
         None => Ok(()),
+    }
+}
+
+/// How much of an existing text file is read to tell whether it is an earlier output of
+/// descl's ([`is_earlier_text_output`]): a pairs list of millions of lines is judged by its
+/// first ones.
+const TEXT_SNIFF_BYTES: u64 = 64 * 1024;
+
+/// The line a Markdown report of `descl bench` starts with (`BenchReport::markdown`).
+pub const MARKDOWN_REPORT_START: &str = "Machine: ";
+/// The key every JSON report of `descl bench` holds (`BenchReport`).
+pub const JSON_REPORT_KEY: &str = "\"descl_version\"";
+
+/// Whether the existing file `path` reads as an earlier text output of `kind`: a pairs list
+/// (lines of two names, hloc's format, comments and blank lines allowed), a JSON report of
+/// descl's (an object with [`JSON_REPORT_KEY`]) or a Markdown one (starting with
+/// [`MARKDOWN_REPORT_START`]). Judged by the first [`TEXT_SNIFF_BYTES`].
+fn is_earlier_text_output(path: &Path, kind: OutputKind) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(TEXT_SNIFF_BYTES).read_to_end(&mut head))
+        .is_ok();
+    let whole = std::fs::metadata(path).is_ok_and(|m| m.len() == head.len() as u64);
+    // A character or line cut at the sniff's end is no evidence against the file.
+    let text = match std::str::from_utf8(&head) {
+        Ok(t) => t,
+        Err(e) if !whole && e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return false,
+    };
+    let text = text.trim_start_matches('\u{feff}');
+    match kind {
+        _ if !read => false,
+        OutputKind::PairsList => {
+            let complete = match text.rfind('\n') {
+                Some(end) if !whole => &text[..end],
+                _ => text,
+            };
+            complete.lines().all(|line| {
+                let words = line.split('#').next().unwrap_or_default();
+                matches!(words.split_whitespace().count(), 0 | 2)
+            })
+        }
+        OutputKind::JsonReport => {
+            text.trim_start().starts_with('{') && text.contains(JSON_REPORT_KEY)
+        }
+        OutputKind::MarkdownReport => text.starts_with(MARKDOWN_REPORT_START),
+        _ => false,
     }
 }
 
@@ -794,6 +851,61 @@ mod tests {
         assert!(check_not_an_input(&other, [&input]).is_ok());
         assert!(check_not_an_input(&dir.path().join("new.npz"), [&input]).is_ok());
         assert_eq!(std::fs::read(&input).unwrap(), b"features");
+    }
+
+    /// Hostile round of 4aa9455, F14: `pairs --out` and `bench --json/--md` replaced the
+    /// user's notes, a camera file or another command's report. A text output now replaces
+    /// only an earlier one of its kind.
+    #[test]
+    fn a_text_output_replaces_only_an_earlier_one_of_its_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let pairs = file(
+            "pairs.txt",
+            "\u{feff}a.jpg b.jpg\n# comment\n\nc.jpg  d.jpg # x\n",
+        );
+        let notes = file("notes.txt", "my important notes\n");
+        let camera = file(
+            "0000.jpg.camera",
+            "2759.48 0 1520.69\n0 2764.16 1006.81\n0 0 1\n",
+        );
+        let json = file(
+            "r.json",
+            "{\n  \"descl_version\": \"0.1\",\n  \"command\": \"descl bench\"}",
+        );
+        let other_json = file("p.json", "{\"precious\": 1}");
+        let md = file("r.md", "Machine: x (2 logical CPUs, linux); descl 0.1.\n");
+        let readme = file("README.md", "# descl\n\nMachine: not at the start\n");
+        let ok = |p: &Path, kind| check_not_another_kind(p, kind).is_ok();
+        assert!(ok(&pairs, OutputKind::PairsList));
+        for p in [&notes, &camera, &json, &md] {
+            assert!(!ok(p, OutputKind::PairsList), "{}", p.display());
+        }
+        assert!(ok(&json, OutputKind::JsonReport));
+        assert!(!ok(&other_json, OutputKind::JsonReport));
+        assert!(!ok(&pairs, OutputKind::JsonReport));
+        assert!(ok(&md, OutputKind::MarkdownReport));
+        assert!(!ok(&readme, OutputKind::MarkdownReport));
+        let err = check_not_another_kind(&notes, OutputKind::PairsList)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("notes.txt") && err.contains("pairs list"),
+            "{err}"
+        );
+        // Judged by its first lines: a long pairs list cut mid-line (and mid-character) by
+        // the sniff is still one.
+        let long: String = (0..20_000)
+            .map(|i| format!("é{i}.jpg b{i}.jpg\n"))
+            .collect();
+        assert!(long.len() as u64 > TEXT_SNIFF_BYTES);
+        assert!(ok(&file("long.txt", &long), OutputKind::PairsList));
+        // An empty file is replaced by any kind.
+        assert!(ok(&file("empty", ""), OutputKind::MarkdownReport));
     }
 
     #[test]

@@ -124,12 +124,21 @@ mod tests {
         let other = dir.path().join("other");
         std::fs::write(&other, b"first").unwrap();
         std::fs::rename(&other, &a).unwrap();
-        let err = snapshot.check_unchanged(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("a.npz") && err.contains("changed while"), "{err}");
+        let err = snapshot
+            .check_unchanged(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a.npz") && err.contains("changed while"),
+            "{err}"
+        );
         // Written in place, to another length.
         let snapshot = take();
         std::fs::write(&b, b"second, longer").unwrap();
-        let err = snapshot.check_unchanged(dir.path()).unwrap_err().to_string();
+        let err = snapshot
+            .check_unchanged(dir.path())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("b.npz"), "{err}");
         // A file that was absent appears; a file that was there goes.
         let snapshot = take();
