@@ -2328,3 +2328,98 @@ fn a_pairs_list_or_report_replaces_only_its_own_kind() {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
     }
 }
+
+/// Hostile round of 4aa9455, F1 and F2: `sfm map` held no lock on the database it maps, so
+/// `sfm merge --overwrite` (and `sfm --reconstruct --overwrite`, which also did all its
+/// extraction and matching first) replaced the database under a running map; the map exited 0
+/// with the model of the old database beside the new one. The map now shares a read lock on
+/// its database for its whole run: a writer of the database is refused, before any work and
+/// leaving it as it was, while another map of the same database still runs beside it.
+#[cfg(target_os = "linux")]
+#[test]
+fn no_run_replaces_the_database_a_map_is_reading() {
+    if !common::colmap_or_skip("no_run_replaces_the_database_a_map_is_reading") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let (feats, m) = (dir.path().join("feats"), dir.path().join("m"));
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&feats, &m, &[]);
+    assert!(ok, "{err}");
+    let before = std::fs::read(&db).unwrap();
+    let started = dir.path().join("started");
+    let sleeping = stand_in_python(
+        dir.path(),
+        "sleeping",
+        &format!("touch {}; exec sleep 120", started.display()),
+    );
+    let map = |python: &Path, sparse: &str| {
+        let mut cmd = descl();
+        cmd.args(["sfm", "map"])
+            .arg(&db)
+            .arg("--images")
+            .arg(&imgs)
+            .arg("--sparse-dir")
+            .arg(dir.path().join(sparse))
+            .args(["--mapper", "pycolmap"])
+            .env("DESCL_PYTHON", python);
+        cmd
+    };
+    let failing = stand_in_python(dir.path(), "failing", "echo 'mapper crashed' >&2; exit 1");
+    let mut mapping = map(&sleeping, "sparse")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !started.exists() {
+        assert!(t.elapsed().as_secs() < 60, "the mapper never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let reconstruct = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(["--overwrite", "--reconstruct"])
+        .args(SIFT)
+        .env("DESCL_PYTHON", &failing));
+    let merge = run(descl()
+        .args(["sfm", "merge", "--overwrite", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&m)
+        .arg("--database")
+        .arg(&db));
+    for (what, (ok, _, err)) in [("sfm --reconstruct", reconstruct), ("merge", merge)] {
+        assert!(
+            !ok && err.contains("another descl run is writing or reading"),
+            "{what}: {err}"
+        );
+        assert!(
+            !err.contains("keypoints"),
+            "{what} worked before refusing: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&db).unwrap(),
+            before,
+            "{what} replaced the database"
+        );
+    }
+    // Another map of the same database shares it (its stand-in mapper fails at once).
+    let (ok, _, err) = run(&mut map(&failing, "sparse2"));
+    assert!(!ok && err.contains("mapper crashed"), "{err}");
+    mapping.kill().unwrap();
+    mapping.wait().unwrap();
+    // With the map gone, the merge replaces the database.
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "merge", "--overwrite", "--features"])
+        .arg(&feats)
+        .arg("--matches")
+        .arg(&m)
+        .arg("--database")
+        .arg(&db));
+    assert!(ok, "{err}");
+}

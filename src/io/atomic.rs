@@ -531,9 +531,7 @@ impl OutputLock {
     /// Takes the lock of `target`, or says that another run holds it (`hint`: what to do
     /// instead, e.g. "choose another --database").
     pub(crate) fn acquire(target: &Path, hint: &str) -> Result<OutputLock> {
-        let mut name = target.file_name().unwrap_or_default().to_os_string();
-        name.push(LOCK_SUFFIX);
-        let path = target.with_file_name(name);
+        let path = lock_path(target);
         for _ in 0..LOCK_TRIES {
             let file = open_lock_file(&path)?;
             match file.try_lock() {
@@ -543,7 +541,7 @@ impl OutputLock {
                 Ok(()) => continue,
                 Err(std::fs::TryLockError::WouldBlock) => {
                     return Err(Error::InvalidInput(format!(
-                        "{}: another descl run is writing this file (lock {}); wait for it or {hint}",
+                        "{}: another descl run is writing or reading this file (lock {}); wait for it or {hint}",
                         target.display(),
                         path.display()
                     )))
@@ -552,6 +550,62 @@ impl OutputLock {
             }
         }
         Err(lock_replaced(&path))
+    }
+}
+
+/// The lock file of `target`: `<target>.lock` beside it ([`OutputLock`], [`ReadLock`]).
+fn lock_path(target: &Path) -> std::path::PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(LOCK_SUFFIX);
+    target.with_file_name(name)
+}
+
+/// A shared lock on `<input>.lock`, held by a run that reads `input` for a long time (`sfm
+/// map` reads its database while the mapper runs): the [`OutputLock`] of a run that would
+/// replace the file (`sfm merge --overwrite`, `sfm --overwrite`) is refused while any reader
+/// holds it, and a reader is refused while a writer does; readers share it. Without it a
+/// merge replaced the database under a running map, and both exited 0 with the model beside
+/// the database of another one (issue 55). The last holder to leave removes the lock file, as
+/// [`FolderLock`]'s does.
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
+pub(crate) struct ReadLock {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
+impl ReadLock {
+    /// Shares the lock of `input` with its other readers, or says that a run writing it holds
+    /// it (`hint`: what to do instead).
+    pub(crate) fn share(input: &Path, hint: &str) -> Result<ReadLock> {
+        let path = lock_path(input);
+        for _ in 0..LOCK_TRIES {
+            let file = open_lock_file(&path)?;
+            match file.try_lock_shared() {
+                Ok(()) if is_current(&file, &path) => return Ok(ReadLock { file, path }),
+                Ok(()) => continue,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: another descl run is writing this file (lock {}); wait for it or {hint}",
+                        input.display(),
+                        path.display()
+                    )))
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+            }
+        }
+        Err(lock_replaced(&path))
+    }
+}
+
+impl Drop for ReadLock {
+    /// The last reader to leave (the one that can take the lock exclusively) removes the file.
+    fn drop(&mut self) {
+        if self.file.try_lock().is_ok() {
+            // Best effort: a lock file left behind is harmless (the lock is the kernel's).
+            let _ = std::fs::remove_file(&self.path);
+        }
+        let _ = self.file.unlock();
     }
 }
 

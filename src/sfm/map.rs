@@ -192,6 +192,9 @@ pub fn map(
     overwrite: bool,
 ) -> Result<Mapped> {
     check_sparse_dir(out, overwrite)?;
+    // Held while the database is read (here and by the mapper): a run replacing it meanwhile
+    // is refused.
+    let _reading = crate::io::atomic::ReadLock::share(database, "map a copy of the database")?;
     // The mapper is checked here (pycolmap imported), so a Python without it is refused before
     // the output folder is made or any mapper runs.
     let mapper = options.mapper.describe()?;
