@@ -2319,9 +2319,11 @@ fn a_pairs_list_or_report_replaces_only_its_own_kind() {
     ] {
         let file = dir.path().join(name);
         std::fs::write(&file, text).unwrap();
+        let data = dir.path().join("strecha");
+        std::fs::create_dir_all(&data).unwrap();
         let (ok, _, err) = run(descl()
             .args(["bench", "-m", "sift", "--strecha"])
-            .arg(dir.path().join("no-such-data"))
+            .arg(&data)
             .arg(flag)
             .arg(&file));
         assert!(!ok && err.contains(name), "{flag}: {err}");

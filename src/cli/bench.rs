@@ -305,7 +305,9 @@ impl Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    // Before any work: a benchmark must not fail at its end for its report.
+    // Before any work: a report inside the data first (the more telling message), then a
+    // benchmark must not fail at its end for its report.
+    args.check_data_folders()?;
     use descl::io::atomic::OutputKind;
     for (p, kind) in [
         (&args.json, OutputKind::JsonReport),
@@ -315,7 +317,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             descl::io::atomic::check_writable(p, kind)?;
         }
     }
-    args.check_data_folders()?;
     let cfg = args.config();
     let specs = if args.methods.is_empty() {
         vec![
