@@ -2425,3 +2425,72 @@ fn no_run_replaces_the_database_a_map_is_reading() {
         .arg(&db));
     assert!(ok, "{err}");
 }
+
+/// Hostile round of 4aa9455, F11: an empty pairs file (a retrieval script that wrote nothing)
+/// gave `match` "0 pairs: 0 matched" and `sfm` a database without pairs, both exit 0. Refused
+/// now, naming the file, before any work.
+#[test]
+fn an_empty_pairs_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let pairs = dir.path().join("pairs.txt");
+    std::fs::write(&pairs, "# only a comment\n\n").unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["match", "--images"])
+        .arg(&imgs)
+        .arg("--pairs")
+        .arg(&pairs)
+        .arg("--out-dir")
+        .arg(dir.path().join("m"))
+        .args(SIFT));
+    assert!(
+        !ok && err.contains("pairs.txt") && err.contains("no pairs"),
+        "{err}"
+    );
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .arg("--pairs")
+        .arg(&pairs)
+        .args(SIFT));
+    assert!(!ok && err.contains("no pairs"), "{err}");
+    assert!(
+        !err.contains("keypoints"),
+        "refused after extraction: {err}"
+    );
+    assert!(!db.exists());
+}
+
+/// Hostile round of 4aa9455, F13: `match --intrinsics` took a principal point far outside the
+/// image or a focal length of 1e30 ("0 inliers", exit 0) that `sfm --camera-params` refuses.
+/// Now checked as the mapping's cameras are, naming the image.
+#[test]
+fn match_intrinsics_that_cannot_be_the_camera_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let matched = |k: &str| {
+        run(descl()
+            .arg("match")
+            .arg(imgs.join(NAMES[0]))
+            .arg(imgs.join(NAMES[1]))
+            .args(["--intrinsics", k, "--out"])
+            .arg(dir.path().join("m.npz"))
+            .args(SIFT))
+    };
+    for (k, needle) in [
+        ("576,576,5000,-3000", "principal point"),
+        ("1e30,1e30,80,60", "focal length"),
+        ("0.5,0.5,80,60", "focal length"),
+    ] {
+        let (ok, _, err) = matched(k);
+        assert!(
+            !ok && err.contains(needle) && err.contains(NAMES[0]),
+            "{k}: {err}"
+        );
+    }
+    let (ok, _, err) = matched("200,200,80,60");
+    assert!(ok, "{err}");
+}

@@ -584,7 +584,16 @@ pub fn match_camera(
     given: Option<Intrinsics>,
 ) -> impl Fn(&Path, &Features) -> descl::Result<CameraInfo> + Sync {
     move |input: &Path, f: &Features| {
-        if given.is_some() {
+        if let Some(k) = given {
+            // As `sfm --camera-params` is checked: a principal point far outside or a focal
+            // length of 1e30 gave "0 inliers" with exit 0 (hostile round of 4aa9455, F13).
+            let (w, h) = (f.meta.image_width, f.meta.image_height);
+            descl::io::cameras::check_pinhole(&k, w, h).map_err(|why| {
+                descl::Error::InvalidInput(format!(
+                    "{}: the intrinsics given ({k}) cannot be the camera of this {w}×{h} image: {why}",
+                    input.display()
+                ))
+            })?;
             return Ok((given, true));
         }
         let exif = match image_of(input, f)? {

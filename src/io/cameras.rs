@@ -51,6 +51,24 @@ pub fn check_focal_length(f: f64, width: u32, height: u32) -> std::result::Resul
     Ok(())
 }
 
+/// Whether the pinhole `k` (OpenCV's pixels) can be the camera of a `width`×`height` image:
+/// both focal lengths within [`check_focal_length`]'s range, the principal point inside the
+/// image. `Err` says why not.
+pub fn check_pinhole(k: &Intrinsics, width: u32, height: u32) -> std::result::Result<(), String> {
+    for f in [k.fx, k.fy] {
+        check_focal_length(f, width, height)?;
+    }
+    // COLMAP's pixels, whose image spans 0..=width.
+    let offset = f64::from(COLMAP_PIXEL_OFFSET);
+    let (cx, cy) = (k.cx + offset, k.cy + offset);
+    if !(0.0..=f64::from(width)).contains(&cx) || !(0.0..=f64::from(height)).contains(&cy) {
+        return Err(format!(
+            "the principal point ({cx}, {cy}) (COLMAP's pixels) is outside the {width}×{height} image"
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses, before mapping, a camera of the COLMAP database at `path` that cannot be right
 /// for its images, as `--camera-params` is refused: a parameter that is not a finite number,
 /// a focal length outside [`check_focal_length`]'s range, and for the models descl writes the
@@ -196,14 +214,7 @@ impl KnownCamera {
         for &f in &self.params[..self.model.focal_params()] {
             check_focal_length(f, width, height)?;
         }
-        let k = self.intrinsics();
-        let (cx, cy) = (k.cx + 0.5, k.cy + 0.5);
-        if !(0.0..=f64::from(width)).contains(&cx) || !(0.0..=f64::from(height)).contains(&cy) {
-            return Err(format!(
-                "the principal point ({cx}, {cy}) (COLMAP's pixels) is outside the {width}×{height} image"
-            ));
-        }
-        Ok(())
+        check_pinhole(&self.intrinsics(), width, height)
     }
 }
 

@@ -224,6 +224,14 @@ fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
         }
         out.push((i.min(j), i.max(j)));
     }
+    // A retrieval script that wrote nothing gave an empty database with exit 0 (hostile
+    // round of 4aa9455, F11).
+    if out.is_empty() {
+        return Err(Error::format(
+            path,
+            "no pairs (the file is empty or holds only comments), so nothing would be matched; give a pairs file with `nameA nameB` lines, or choose the pairs another way (--exhaustive, --sequential, --retrieval)",
+        ));
+    }
     out.sort_unstable();
     out.dedup();
     Ok(out)
