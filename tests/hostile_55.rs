@@ -2494,3 +2494,22 @@ fn match_intrinsics_that_cannot_be_the_camera_are_refused() {
     let (ok, _, err) = matched("200,200,80,60");
     assert!(ok, "{err}");
 }
+
+/// Hostile round of 4aa9455, F12: an extract shard of other images into a folder, refused as
+/// another plan's, first warned that it replaced the folder's plan (which it did not). The
+/// warning now comes only once the plan is replaced.
+#[test]
+fn a_refused_extract_warns_of_no_plan_it_did_not_replace() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let others = small_images(&dir.path().join("others"), &["a.png", "b.png"]);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &["--shard", "0/2"]);
+    assert!(ok, "{err}");
+    let (ok, err) = extract(&others, &feats, &["--shard", "1/2"]);
+    assert!(!ok, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    // A whole run of other images replaces the plan, and says so.
+    let (ok, err) = extract(&others, &feats, &[]);
+    assert!(ok && err.contains("warning") && err.contains("listed"), "{err}");
+}

@@ -82,12 +82,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The whole run's plan (every shard writes the same) before any work: a killed run leaves
     // it, so that its images without features are known to be missing (`descl match` and
     // `descl sfm merge` refuse the set until they are done).
-    warn_replaced_plan(&args.out, &names);
+    // Said once the plan is replaced: a run refused below replaces nothing (hostile round of
+    // 4aa9455, F12: the warning came before the refusal).
+    let replaced_plan = replaced_plan_warning(&args.out, &names);
     let plan = ExtractPlan::of(&all, extractor.settings());
     if args.shard.is_some_and(|s| s.count > 1) {
         descl::io::plan::refuse_other_plan(&args.out, EXTRACT_PLAN_FILE, &plan)?;
     }
     let previous = PreviousPlan::replace(&args.out, EXTRACT_PLAN_FILE, &plan)?;
+    if let Some(warning) = replaced_plan {
+        eprintln!("{warning}");
+    }
     let total = images.len();
     let (images, redone_stale) = match args.resume {
         true => still_to_extract(images, &extractor, writer.as_ref()),
@@ -188,12 +193,12 @@ fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<SetInput>> {
     Ok(images)
 }
 
-/// Warns when this run's plan replaces one that listed images this run does not (a run of
-/// other images into the same folder): their features files stay, and `descl match` and `descl
-/// sfm merge` will refuse them as another run's.
-fn warn_replaced_plan(out: &std::path::Path, images: &[String]) {
+/// The warning for this run's plan replacing one that listed images this run does not (a run
+/// of other images into the same folder): their features files stay, and `descl match` and
+/// `descl sfm merge` will refuse them as another run's.
+fn replaced_plan_warning(out: &std::path::Path, images: &[String]) -> Option<String> {
     let Ok(Some(old)) = descl::io::plan::read_plan::<ExtractPlan>(out, EXTRACT_PLAN_FILE) else {
-        return;
+        return None;
     };
     let now: std::collections::HashSet<&str> = images.iter().map(String::as_str).collect();
     let dropped: Vec<&str> = old
@@ -202,12 +207,12 @@ fn warn_replaced_plan(out: &std::path::Path, images: &[String]) {
         .map(String::as_str)
         .filter(|n| !now.contains(n))
         .collect();
-    if let Some(first) = dropped.first() {
-        eprintln!(
+    dropped.first().map(|first| {
+        format!(
             "warning: {} listed {} images that this run does not ({first}{}); their features files stay, but `descl match` and `descl sfm merge` take only this run's images: to add images to a set, extract the whole set in one command (--resume reuses what is there)",
             out.join(EXTRACT_PLAN_FILE).display(),
             dropped.len(),
             if dropped.len() > 1 { ", …" } else { "" }
-        );
-    }
+        )
+    })
 }
