@@ -31,6 +31,8 @@ pub mod image_set;
 pub mod io;
 #[cfg(feature = "full")]
 pub mod matching;
+#[cfg(feature = "full")]
+pub mod memory;
 pub mod model;
 pub mod names;
 pub mod patch;

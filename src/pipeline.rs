@@ -75,6 +75,8 @@ pub struct Extractor {
     /// Nanoseconds spent preparing images and describing them ([`Extractor::seconds`]).
     prepare_ns: AtomicU64,
     describe_ns: AtomicU64,
+    /// What the images prepared at once may take together ([`crate::memory`]).
+    memory: crate::memory::MemoryBudget,
 }
 
 /// Seconds an [`Extractor`] has spent in each stage since it was made (`descl sfm --json`'s
@@ -87,6 +89,20 @@ pub struct ExtractSeconds {
     pub decode_detect: f64,
     /// The network on the sampled patches.
     pub describe: f64,
+}
+
+/// The size of the work image of a `width` × `height` image: shrunk to `max_image_size` on its
+/// longer side when larger (0: never), each side rounded.
+fn work_size(width: usize, height: usize, max_image_size: usize) -> (usize, usize) {
+    let longer = width.max(height);
+    if max_image_size == 0 || longer <= max_image_size {
+        return (width, height);
+    }
+    let s = max_image_size as f32 / longer as f32;
+    (
+        ((width as f32 * s).round() as usize).max(1),
+        ((height as f32 * s).round() as usize).max(1),
+    )
 }
 
 fn add_elapsed(counter: &AtomicU64, since: Instant) {
@@ -110,6 +126,7 @@ impl Extractor {
             max_image_size: COLMAP_MAX_IMAGE_SIZE,
             prepare_ns: AtomicU64::new(0),
             describe_ns: AtomicU64::new(0),
+            memory: crate::memory::MemoryBudget::of_machine(),
         }
     }
 
@@ -226,6 +243,9 @@ impl Extractor {
     }
 
     fn prepare_file(&self, path: &Path) -> Result<Prepared> {
+        // Until the image is prepared (dropped at the end): waits while the images in flight
+        // hold the memory this one needs.
+        let _memory = self.memory.take(self.estimated_bytes(path));
         let img = load_gray(path)?;
         let mut prepared = self.prepare_image(&img, &path.display().to_string())?;
         if let Some(p) = prepared.meta.provenance.as_mut() {
@@ -280,17 +300,29 @@ impl Extractor {
         })
     }
 
+    /// The memory that preparing the image at `path` will take ([`crate::memory`]), from its
+    /// header; 0 when that cannot be read ([`load_gray`] then says why).
+    fn estimated_bytes(&self, path: &Path) -> u64 {
+        // A FIFO would block the open: only regular files are looked at.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return 0;
+        }
+        let size = ::image::ImageReader::open(path)
+            .ok()
+            .and_then(|r| r.with_guessed_format().ok())
+            .and_then(|r| r.into_dimensions().ok());
+        size.map_or(0, |(w, h)| {
+            let (ww, wh) = work_size(w as usize, h as usize, self.max_image_size);
+            crate::memory::extraction_bytes(w, h, ww as u32, wh as u32)
+        })
+    }
+
     /// The image the detector and the patch sampler work on: `img`, or its copy shrunk to
     /// `max_image_size` (area resampling), with the per-axis factor work size / original size.
     fn work_image<'a>(&self, img: &'a GrayImage) -> Result<(Cow<'a, GrayImage>, [f32; 2])> {
         check_max_image_size(self.max_image_size)?;
-        let longer = img.width.max(img.height);
-        if self.max_image_size > 0 && longer > self.max_image_size {
-            let s = self.max_image_size as f32 / longer as f32;
-            let (w, h) = (
-                ((img.width as f32 * s).round() as usize).max(1),
-                ((img.height as f32 * s).round() as usize).max(1),
-            );
+        let (w, h) = work_size(img.width, img.height, self.max_image_size);
+        if (w, h) != (img.width, img.height) {
             // Per axis: the rounded size sets the exact factor.
             Ok((
                 Cow::Owned(img.resize_area(w, h)?),

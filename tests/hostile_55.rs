@@ -2511,5 +2511,71 @@ fn a_refused_extract_warns_of_no_plan_it_did_not_replace() {
     assert!(!err.contains("warning"), "{err}");
     // A whole run of other images replaces the plan, and says so.
     let (ok, err) = extract(&others, &feats, &[]);
-    assert!(ok && err.contains("warning") && err.contains("listed"), "{err}");
+    assert!(
+        ok && err.contains("warning") && err.contains("listed"),
+        "{err}"
+    );
+}
+
+/// The peak resident memory (kB) of `cmd` run to its end, read from `/proc` while it runs.
+#[cfg(target_os = "linux")]
+fn peak_memory_kb(cmd: &mut Command) -> (bool, u64, String) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    while child.try_wait().unwrap().is_none() {
+        let hwm = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0);
+        peak = peak.max(hwm);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.success(), peak, err)
+}
+
+/// Hostile round of 4aa9455, F9: a 65 KB PNG of 8190² black pixels takes 2.7 GB to extract
+/// (its decoded pixels, SIFT's scale space on the 3200² work image), and every worker took one
+/// at once: a folder of them asked for 2.7 GB × the core count. The images in flight now share
+/// a budget of the machine's memory (`descl::memory`); here one that holds a single such image.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_folder_of_pixel_bombs_stays_within_the_memory_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("bombs");
+    std::fs::create_dir_all(&imgs).unwrap();
+    let bomb = image::GrayImage::new(8190, 8190);
+    for name in ["a.png", "b.png"] {
+        bomb.save(imgs.join(name)).unwrap();
+    }
+    drop(bomb);
+    let single = descl::memory::extraction_bytes(8190, 8190, 3200, 3200) / 1024;
+    let (ok, peak, err) = peak_memory_kb(
+        descl()
+            .arg("extract")
+            .arg(&imgs)
+            .arg("--out")
+            .arg(dir.path().join("feats"))
+            .args(SIFT)
+            .env(
+                descl::memory::MEMORY_BUDGET_ENV,
+                (single / 1024).to_string(),
+            ),
+    );
+    assert!(ok, "{err}");
+    // One image's estimate, and the process's own memory (the estimate bounds the image's).
+    assert!(
+        peak < single + 400 * 1024,
+        "{peak} kB at peak for two images of {single} kB each under a budget of one"
+    );
 }
