@@ -2579,3 +2579,54 @@ fn a_folder_of_pixel_bombs_stays_within_the_memory_budget() {
         "{peak} kB at peak for two images of {single} kB each under a budget of one"
     );
 }
+
+/// Hostile round of c29952d, H4: `sfm map` on a database whose keypoints of one image were
+/// infinite or 1e30 did not end (pycolmap's mapper searched on), and one NaN keypoint gave a
+/// model of "mean reprojection error NaN px" with exit 0. Keypoints are now checked before
+/// mapping as the cameras are: finite, inside their image, a blob of their rows.
+#[test]
+fn keypoints_no_mapper_can_use_are_refused_before_mapping() {
+    if !common::colmap_or_skip("keypoints_no_mapper_can_use_are_refused_before_mapping") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    for (what, edit) in [
+        ("inf", "every y"),
+        ("far", "every x"),
+        ("nan", "one x"),
+        ("short", "blob"),
+    ] {
+        let edited = dir.path().join(format!("{what}.db"));
+        std::fs::copy(&db, &edited).unwrap();
+        let conn = rusqlite::Connection::open(&edited).unwrap();
+        let (rows, data): (i64, Vec<u8>) = conn
+            .query_row("SELECT rows, data FROM keypoints WHERE image_id = 2", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        let mut values: Vec<f32> = data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        match what {
+            "inf" => values.chunks_exact_mut(6).for_each(|k| k[1] = f32::INFINITY),
+            "far" => values.chunks_exact_mut(6).for_each(|k| k[0] = 1e30),
+            "nan" => values[6 * (rows as usize / 2)] = f32::NAN,
+            _ => values.truncate(values.len() - 3),
+        }
+        let blob: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        conn.execute("UPDATE keypoints SET data = ?1 WHERE image_id = 2", [blob])
+            .unwrap();
+        drop(conn);
+        let sparse = dir.path().join(format!("{what}-sparse"));
+        let started = std::time::Instant::now();
+        let (ok, err) = sfm_map(&edited, &imgs, &sparse);
+        assert!(
+            !ok && err.contains(NAMES[1]) && err.contains(&edited.display().to_string()),
+            "{what} ({edit}): {err}"
+        );
+        assert!(started.elapsed().as_secs() < 30, "{what}: not refused before mapping");
+        assert!(!sparse.exists(), "{what}: {err}");
+    }
+}

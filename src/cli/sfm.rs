@@ -310,6 +310,7 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
     descl::sfm::check_sparse_dir(&sparse, args.overwrite)?;
     descl::sfm::require_colmap(&args.mapping.options(), "descl sfm map")?;
     descl::io::cameras::check_database_cameras(&args.database)?;
+    descl::io::colmap::check_database_keypoints(&args.database)?;
     let folder = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
     if let Some(first) = folder.by_size_only.first() {
         eprintln!(

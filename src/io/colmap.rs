@@ -651,6 +651,77 @@ pub fn read_keypoints(path: &Path) -> Result<Vec<StoredImage>> {
     Ok(images)
 }
 
+/// How far outside its image (COLMAP's pixels, 0..=width) a stored keypoint may lie: a
+/// detector's sub-pixel refinement moves a keypoint at the border by less than a pixel.
+pub const KEYPOINT_MARGIN_PX: f32 = 1.0;
+/// The column counts of COLMAP's keypoints table: x, y; with scale and orientation; with the
+/// affine shape.
+const KEYPOINT_COLUMNS: [i64; 3] = [2, 4, 6];
+
+/// Refuses, before mapping, keypoints of the database at `path` that no mapper can use: a
+/// blob whose length is not its rows × columns of 4-byte floats, a value that is not finite,
+/// or a position outside its image (by more than [`KEYPOINT_MARGIN_PX`]). One image of
+/// infinite or 1e30 keypoints sent pycolmap's mapper into a search that did not end, and one
+/// NaN keypoint gave a model of "mean reprojection error NaN px" with exit 0 (hostile round
+/// of c29952d, H4); a truncated blob, a raw traceback.
+pub fn check_database_keypoints(path: &Path) -> Result<()> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT images.name, cameras.width, cameras.height, keypoints.rows, keypoints.cols, \
+             keypoints.data FROM images JOIN keypoints ON images.image_id = keypoints.image_id \
+             LEFT JOIN cameras ON images.camera_id = cameras.camera_id ORDER BY images.image_id",
+        )
+        .map_err(db_err)?;
+    type Raw = (String, Option<i64>, Option<i64>, i64, i64, Option<Vec<u8>>);
+    let mut rows = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })
+        .map_err(db_err)?;
+    let refuse = |name: &str, why: String| {
+        Err(Error::format(
+            path,
+            format!("image {name}: {why}; correct or remove its keypoints before mapping"),
+        ))
+    };
+    while let Some(row) = rows.next() {
+        let (name, width, height, n, cols, data): Raw = row.map_err(db_err)?;
+        let data = data.unwrap_or_default();
+        if !KEYPOINT_COLUMNS.contains(&cols) {
+            return refuse(&name, format!("keypoints of {cols} columns (COLMAP's have 2, 4 or 6)"));
+        }
+        if n < 0 || data.len() as u64 != n as u64 * cols as u64 * 4 {
+            return refuse(
+                &name,
+                format!("a keypoints blob of {} bytes for {n} rows of {cols} floats", data.len()),
+            );
+        }
+        let (w, h) = (width.unwrap_or(0) as f32, height.unwrap_or(0) as f32);
+        let inside = |v: f32, side: f32| (-KEYPOINT_MARGIN_PX..=side + KEYPOINT_MARGIN_PX).contains(&v);
+        let values: Vec<f32> = data
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        for (k, kp) in values.chunks_exact(cols as usize).enumerate() {
+            if let Some(v) = kp.iter().find(|v| !v.is_finite()) {
+                return refuse(&name, format!("keypoint {k} holds {v}, not a finite number"));
+            }
+            if !inside(kp[0], w) || !inside(kp[1], h) {
+                return refuse(
+                    &name,
+                    format!(
+                        "keypoint {k} at ({}, {}) lies outside its {w}×{h} image",
+                        kp[0], kp[1]
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The image names (paths relative to the image folder) of a COLMAP database's `images`
 /// table, in id order (a file that is not such a database is an error naming it).
 pub fn image_names(path: &Path) -> Result<Vec<String>> {
