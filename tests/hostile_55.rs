@@ -2601,16 +2601,20 @@ fn keypoints_no_mapper_can_use_are_refused_before_mapping() {
         std::fs::copy(&db, &edited).unwrap();
         let conn = rusqlite::Connection::open(&edited).unwrap();
         let (rows, data): (i64, Vec<u8>) = conn
-            .query_row("SELECT rows, data FROM keypoints WHERE image_id = 2", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT rows, data FROM keypoints WHERE image_id = 2",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .unwrap();
         let mut values: Vec<f32> = data
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
         match what {
-            "inf" => values.chunks_exact_mut(6).for_each(|k| k[1] = f32::INFINITY),
+            "inf" => values
+                .chunks_exact_mut(6)
+                .for_each(|k| k[1] = f32::INFINITY),
             "far" => values.chunks_exact_mut(6).for_each(|k| k[0] = 1e30),
             "nan" => values[6 * (rows as usize / 2)] = f32::NAN,
             _ => values.truncate(values.len() - 3),
@@ -2626,7 +2630,65 @@ fn keypoints_no_mapper_can_use_are_refused_before_mapping() {
             !ok && err.contains(NAMES[1]) && err.contains(&edited.display().to_string()),
             "{what} ({edit}): {err}"
         );
-        assert!(started.elapsed().as_secs() < 30, "{what}: not refused before mapping");
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{what}: not refused before mapping"
+        );
         assert!(!sparse.exists(), "{what}: {err}");
+    }
+}
+
+/// A numpy archive of `members` (float arrays of 4 values) at `path`, as another tool writes.
+fn numpy_archive(path: &Path, members: &[&str]) {
+    use descl::io::npz::{write_npz, NpyArray, NpyData};
+    let array = NpyArray {
+        shape: vec![4],
+        data: NpyData::F32(vec![0.0, 1.0, 2.0, 3.0]),
+    };
+    let arrays: Vec<(&str, &NpyArray)> = members.iter().map(|m| (*m, &array)).collect();
+    write_npz(std::fs::File::create(path).unwrap(), &arrays, path).unwrap();
+}
+
+/// Hostile round of c29952d, H2: `match --out` replaced another tool's archive holding a
+/// `matches` array (SuperGlue's `*_matches.npz`: keypoints0, keypoints1, matches,
+/// match_confidence), and `match --out-dir` any archive named as a pair file, exit 0. Only
+/// descl's own matches file (all its arrays) is replaced now; the others are refused, naming
+/// the file.
+#[test]
+fn match_replaces_no_archive_of_another_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let superglue = dir.path().join("sg_matches.npz");
+    numpy_archive(
+        &superglue,
+        &["keypoints0", "keypoints1", "matches", "match_confidence"],
+    );
+    let kept = std::fs::read(&superglue).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(imgs.join(NAMES[0]))
+        .arg(imgs.join(NAMES[1]))
+        .arg("--out")
+        .arg(&superglue)
+        .args(SIFT));
+    assert!(!ok && err.contains("sg_matches.npz"), "{err}");
+    assert_eq!(std::fs::read(&superglue).unwrap(), kept);
+    // In an --out-dir, under a pair file's name.
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let m = dir.path().join("m");
+    std::fs::create_dir_all(&m).unwrap();
+    let foreign = m.join("0000__0001.npz");
+    numpy_archive(&foreign, &["weights"]);
+    let kept = std::fs::read(&foreign).unwrap();
+    let (ok, err) = match_set(&feats, &m, &[]);
+    assert!(!ok && err.contains("0000__0001.npz"), "{err}");
+    assert_eq!(std::fs::read(&foreign).unwrap(), kept);
+    // descl's own matches file is replaced by a rerun.
+    std::fs::remove_file(&foreign).unwrap();
+    for _ in 0..2 {
+        let (ok, err) = match_set(&feats, &m, &["--overwrite"]);
+        assert!(ok, "{err}");
     }
 }

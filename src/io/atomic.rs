@@ -173,6 +173,18 @@ fn npz_members(_path: &Path) -> Vec<String> {
     Vec::new()
 }
 
+/// The arrays of descl's matches file ([`crate::io::matches`]): an archive of another tool's
+/// with a `matches` array (SuperGlue's `*_matches.npz`) is not one (hostile round of c29952d,
+/// H2).
+pub(crate) const MATCHES_MEMBERS: [&str; 5] = ["matches", "distances", "inliers", "model", "meta"];
+/// The arrays of descl's features file ([`crate::io::features`]).
+pub(crate) const FEATURES_MEMBERS: [&str; 4] = ["frames", "scores", "descriptors", "meta"];
+
+/// Whether an archive of `members` holds every array of `wanted`.
+fn has_all(members: &[String], wanted: &[&str]) -> bool {
+    wanted.iter().all(|w| members.iter().any(|m| m == w))
+}
+
 /// Refuses to replace an existing file that is not an earlier output of `kind`: a features
 /// file replaced by matches or a pairs list, a 15 MB COLMAP database by a pairs list, a
 /// features.h5 by a report, a user's notes by a database — each exited 0 before (issue 55).
@@ -200,9 +212,9 @@ pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
             // An archive cut short (a killed writer of another tool, a full disk): where a
             // features file goes, most likely one, and extracted again as before.
             Some(("unreadable zip archive", kind == OutputKind::Features))
-        } else if members.iter().any(|m| m == "matches") {
+        } else if has_all(&members, &MATCHES_MEMBERS) {
             Some(("matches file", kind == OutputKind::Matches))
-        } else if members.iter().any(|m| m == "descriptors") {
+        } else if has_all(&members, &FEATURES_MEMBERS) {
             Some(("features file", kind == OutputKind::Features))
         } else {
             Some(("zip / numpy archive", false))

@@ -677,7 +677,14 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
     type Raw = (String, Option<i64>, Option<i64>, i64, i64, Option<Vec<u8>>);
     let mut rows = stmt
         .query_map([], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })
         .map_err(db_err)?;
     let refuse = |name: &str, why: String| {
@@ -690,23 +697,33 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
         let (name, width, height, n, cols, data): Raw = row.map_err(db_err)?;
         let data = data.unwrap_or_default();
         if !KEYPOINT_COLUMNS.contains(&cols) {
-            return refuse(&name, format!("keypoints of {cols} columns (COLMAP's have 2, 4 or 6)"));
+            return refuse(
+                &name,
+                format!("keypoints of {cols} columns (COLMAP's have 2, 4 or 6)"),
+            );
         }
         if n < 0 || data.len() as u64 != n as u64 * cols as u64 * 4 {
             return refuse(
                 &name,
-                format!("a keypoints blob of {} bytes for {n} rows of {cols} floats", data.len()),
+                format!(
+                    "a keypoints blob of {} bytes for {n} rows of {cols} floats",
+                    data.len()
+                ),
             );
         }
         let (w, h) = (width.unwrap_or(0) as f32, height.unwrap_or(0) as f32);
-        let inside = |v: f32, side: f32| (-KEYPOINT_MARGIN_PX..=side + KEYPOINT_MARGIN_PX).contains(&v);
+        let inside =
+            |v: f32, side: f32| (-KEYPOINT_MARGIN_PX..=side + KEYPOINT_MARGIN_PX).contains(&v);
         let values: Vec<f32> = data
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
         for (k, kp) in values.chunks_exact(cols as usize).enumerate() {
             if let Some(v) = kp.iter().find(|v| !v.is_finite()) {
-                return refuse(&name, format!("keypoint {k} holds {v}, not a finite number"));
+                return refuse(
+                    &name,
+                    format!("keypoint {k} holds {v}, not a finite number"),
+                );
             }
             if !inside(kp[0], w) || !inside(kp[1], h) {
                 return refuse(

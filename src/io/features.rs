@@ -106,8 +106,8 @@ pub fn read_features_meta(path: &Path) -> Result<FeatureMeta> {
     }
 }
 
-/// The members of a features file (the module table).
-const MEMBERS: [&str; 4] = ["frames", "scores", "descriptors", "meta"];
+// The members of a features file (the module table).
+use crate::io::atomic::FEATURES_MEMBERS as MEMBERS;
 
 /// Reads a features file, checking every member's dtype and shape and that all agree on N.
 pub fn read_features(path: &Path) -> Result<Features> {

@@ -209,10 +209,7 @@ pub fn write_matches(path: &Path, m: &MatchesFile) -> Result<()> {
 pub fn read_matches(path: &Path) -> Result<MatchesFile> {
     let bad = |r: String| Error::format(path, r);
     // Only the members of a matches file: anything else in the archive is never decompressed.
-    let arrays = read_npz_members(
-        path,
-        Some(&["matches", "distances", "inliers", "model", "meta"]),
-    )?;
+    let arrays = read_npz_members(path, Some(&crate::io::atomic::MATCHES_MEMBERS))?;
     let get = |name: &str| arrays.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let need = |name: &str| {
         get(name).ok_or_else(|| bad(format!("not a descl matches file: no `{name}` array")))

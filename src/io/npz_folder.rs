@@ -350,6 +350,9 @@ impl Writer for NpzFolder {
 
     fn add_pair(&mut self, pair: &PairRecord<'_>) -> Result<Option<PathBuf>> {
         let target = self.pair_path(pair.a.name, pair.b.name)?;
+        // An archive of another tool's under the pair file's name stays (hostile round of
+        // c29952d, H2: any `<A>__<B>.npz` was replaced).
+        crate::io::atomic::check_not_another_kind(&target, crate::io::atomic::OutputKind::Matches)?;
         write_matches(&target, &MatchesFile::from_pair(pair))?;
         Ok(Some(target))
     }
