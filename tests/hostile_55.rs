@@ -2692,3 +2692,51 @@ fn match_replaces_no_archive_of_another_tool() {
         assert!(ok, "{err}");
     }
 }
+
+/// Hostile round of c29952d, H3: `match --format h5` wrote into a `matches.h5` that hloc's
+/// own matcher made (pair groups without descl's provenance), replacing the user's pairs as
+/// "stale results", exit 0; `features.h5` of another tool's was already refused. Now refused,
+/// naming the file, and the file is left as it was.
+#[cfg(feature = "h5")]
+#[test]
+fn an_h5_match_writes_into_no_matches_file_of_another_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let out = dir.path().join("hloc");
+    let (ok, err) = extract(&imgs, &out, &["--format", "h5"]);
+    assert!(ok, "{err}");
+    let matches = out.join("matches.h5");
+    {
+        let file = hdf5_metno::File::create(&matches).unwrap();
+        let pair = file
+            .create_group(NAMES[0])
+            .unwrap()
+            .create_group(NAMES[1])
+            .unwrap();
+        pair.new_dataset_builder()
+            .with_data(&[-1i16; 10])
+            .create("matches0")
+            .unwrap();
+    }
+    let kept = std::fs::read(&matches).unwrap();
+    let (ok, _, err) = run(descl()
+        .args(["match", "--exhaustive", "--format", "h5", "--images"])
+        .arg(out.join("features.h5"))
+        .arg("--out-dir")
+        .arg(&out));
+    assert!(
+        !ok && err.contains("matches.h5") && err.contains("descl did not write"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&matches).unwrap(), kept);
+    // Without it, the run writes its own, and a rerun continues it.
+    std::fs::remove_file(&matches).unwrap();
+    for _ in 0..2 {
+        let (ok, _, err) = run(descl()
+            .args(["match", "--exhaustive", "--format", "h5", "--images"])
+            .arg(out.join("features.h5"))
+            .arg("--out-dir")
+            .arg(&out));
+        assert!(ok, "{err}");
+    }
+}

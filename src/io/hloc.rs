@@ -349,6 +349,7 @@ impl HlocFolder {
                 features.target.display()
             )));
         }
+        check_matches_are_descls(&dir.join(MATCHES_FILE))?;
         Ok(HlocFolder {
             dir: dir.to_path_buf(),
             features,
@@ -573,6 +574,41 @@ pub fn check_pair(dir: &Path) -> Result<()> {
         text(&f),
         text(&m)
     )))
+}
+
+/// Refuses an existing `matches.h5` that descl did not write: one of hloc's own matchers (pair
+/// groups without [`PAIR_PROVENANCE_ATTR`]), or any other HDF5 file of that name. descl's run
+/// replaced the user's pair groups as "stale results", or added its groups beside the user's
+/// datasets (hostile round of c29952d, H3), where a `features.h5` of another tool's is refused.
+fn check_matches_are_descls(path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let file = hdf5::File::open(path).map_err(|e| h5_err(path, e))?;
+    let refuse = |what: String| {
+        Err(Error::InvalidInput(format!(
+            "{}: {what}, so the file holds matches descl did not write (hloc's, or another file of that name); write into another folder, or remove the file",
+            path.display()
+        )))
+    };
+    for a in file.member_names().map_err(|e| h5_err(path, e))? {
+        let Ok(ga) = file.group(&a) else {
+            return refuse(format!("{a:?} is not a group of pairs"));
+        };
+        for b in ga.member_names().map_err(|e| h5_err(path, e))? {
+            let descls = ga
+                .group(&b)
+                .ok()
+                .and_then(|g| read_json_attr::<PairProvenance>(&g, PAIR_PROVENANCE_ATTR))
+                .is_some();
+            if !descls {
+                return refuse(format!(
+                    "the pair {a}/{b} has no `{PAIR_PROVENANCE_ATTR}` attribute"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The pair keys (`a/b`) of an existing matches file — its groups two levels down that hold
