@@ -50,27 +50,7 @@ pub fn umeyama(src: &[[f64; 3]], dst: &[[f64; 3]]) -> Result<Similarity> {
             "similarity alignment: source points coincide".into(),
         ));
     }
-    let flat: Vec<f64> = cov.iter().flatten().copied().collect();
-    let m = Mat::new_rows_cols_with_data(3, 3, &flat)?;
-    let (mut w, mut u, mut vt) = (Mat::default(), Mat::default(), Mat::default());
-    opencv::core::SVD::compute_ext(&m, &mut w, &mut u, &mut vt, 0)?;
-    let get =
-        |m: &Mat, r: usize, c: usize| -> Result<f64> { Ok(*m.at_2d::<f64>(r as i32, c as i32)?) };
-    let mut uu = [[0.0; 3]; 3];
-    let mut vv = [[0.0; 3]; 3];
-    let mut d = [0.0; 3];
-    for i in 0..3 {
-        d[i] = *w.at::<f64>(i as i32)?;
-        for j in 0..3 {
-            uu[i][j] = get(&u, i, j)?;
-            vv[i][j] = get(&vt, i, j)?;
-        }
-    }
-    let det3 = |a: &[[f64; 3]; 3]| {
-        a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1])
-            - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
-            + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0])
-    };
+    let (uu, d, vv) = svd3(&cov)?;
     let sign = if det3(&uu) * det3(&vv) < 0.0 {
         -1.0
     } else {
@@ -80,6 +60,104 @@ pub fn umeyama(src: &[[f64; 3]], dst: &[[f64; 3]]) -> Result<Similarity> {
     let r = [0, 1, 2]
         .map(|i| [0, 1, 2].map(|j| (0..3).map(|k| uu[i][k] * sdiag[k] * vv[k][j]).sum::<f64>()));
     let scale = (0..3).map(|k| d[k] * sdiag[k]).sum::<f64>() / var_src;
+    let t = [0, 1, 2].map(|i| md[i] - scale * (0..3).map(|k| r[i][k] * ms[k]).sum::<f64>());
+    Ok(Similarity { scale, r, t })
+}
+
+/// A 3×3 matrix, row by row.
+type Mat3 = [[f64; 3]; 3];
+
+/// The 3×3 SVD of `m` by OpenCV: (U, singular values in descending order, Vᵀ).
+fn svd3(m: &Mat3) -> Result<(Mat3, [f64; 3], Mat3)> {
+    let flat: Vec<f64> = m.iter().flatten().copied().collect();
+    let mat = Mat::new_rows_cols_with_data(3, 3, &flat)?;
+    let (mut w, mut u, mut vt) = (Mat::default(), Mat::default(), Mat::default());
+    opencv::core::SVD::compute_ext(&mat, &mut w, &mut u, &mut vt, 0)?;
+    let (mut uu, mut vv, mut d) = ([[0.0; 3]; 3], [[0.0; 3]; 3], [0.0; 3]);
+    for i in 0..3 {
+        d[i] = *w.at::<f64>(i as i32)?;
+        for j in 0..3 {
+            uu[i][j] = *u.at_2d::<f64>(i as i32, j as i32)?;
+            vv[i][j] = *vt.at_2d::<f64>(i as i32, j as i32)?;
+        }
+    }
+    Ok((uu, d, vv))
+}
+
+fn det3(a: &[[f64; 3]; 3]) -> f64 {
+    a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1])
+        - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+        + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0])
+}
+
+/// The variances of `points` along their principal axes, largest first (the singular values
+/// of their scatter matrix over n): one large and two near 0 for points on a line.
+pub fn principal_variances(points: &[[f64; 3]]) -> Result<[f64; 3]> {
+    let n = points.len().max(1) as f64;
+    let mean = [0, 1, 2].map(|k| points.iter().map(|q| q[k]).sum::<f64>() / n);
+    let mut scatter = [[0.0f64; 3]; 3];
+    for p in points {
+        for i in 0..3 {
+            for j in 0..3 {
+                scatter[i][j] += (p[i] - mean[i]) * (p[j] - mean[j]) / n;
+            }
+        }
+    }
+    Ok(svd3(&scatter)?.1)
+}
+
+/// The similarity mapping the cameras of centres `src` and world-to-camera rotations `r_src`
+/// onto those of `dst`, `r_dst`, with its rotation from the cameras' orientations: the chordal
+/// L2 mean of R_dst,iᵀ·R_src,i (Hartley, Trumpf, Dai, Li 2013, "Rotation averaging", §5.3: the
+/// arithmetic mean projected onto SO(3) by its SVD), then the scale and translation that fit
+/// the centres best under it (Umeyama's eqs. 41–42 with R fixed). For centres on a line, where
+/// [`umeyama`] leaves the rotation about the line to noise.
+pub fn similarity_from_rotations(
+    src: &[[f64; 3]],
+    dst: &[[f64; 3]],
+    r_src: &[[[f64; 3]; 3]],
+    r_dst: &[[[f64; 3]; 3]],
+) -> Result<Similarity> {
+    let n = src.len();
+    if n < 2 || dst.len() != n || r_src.len() != n || r_dst.len() != n {
+        return Err(Error::InvalidInput(format!(
+            "similarity alignment needs ≥ 2 cameras on each side, got {n} and {}",
+            dst.len()
+        )));
+    }
+    // Σ R_dst,iᵀ R_src,i: aligned, R_src,i · Rᵀ = R_dst,i, so R = R_dst,iᵀ R_src,i.
+    let mut sum = [[0.0f64; 3]; 3];
+    for (a, b) in r_src.iter().zip(r_dst) {
+        for i in 0..3 {
+            for j in 0..3 {
+                sum[i][j] += (0..3).map(|k| b[k][i] * a[k][j]).sum::<f64>();
+            }
+        }
+    }
+    let (u, _, vt) = svd3(&sum)?;
+    let sign = if det3(&u) * det3(&vt) < 0.0 {
+        -1.0
+    } else {
+        1.0
+    };
+    let sdiag = [1.0, 1.0, sign];
+    let r = [0, 1, 2]
+        .map(|i| [0, 1, 2].map(|j| (0..3).map(|k| u[i][k] * sdiag[k] * vt[k][j]).sum::<f64>()));
+    let mean = |p: &[[f64; 3]]| [0, 1, 2].map(|k| p.iter().map(|q| q[k]).sum::<f64>() / n as f64);
+    let (ms, md) = (mean(src), mean(dst));
+    let (mut num, mut den) = (0.0, 0.0);
+    for (a, b) in src.iter().zip(dst) {
+        let da = [0, 1, 2].map(|k| a[k] - ms[k]);
+        let rda = [0, 1, 2].map(|i| (0..3).map(|k| r[i][k] * da[k]).sum::<f64>());
+        num += (0..3).map(|k| (b[k] - md[k]) * rda[k]).sum::<f64>();
+        den += (0..3).map(|k| da[k] * da[k]).sum::<f64>();
+    }
+    if den <= 0.0 {
+        return Err(Error::InvalidInput(
+            "similarity alignment: source points coincide".into(),
+        ));
+    }
+    let scale = num / den;
     let t = [0, 1, 2].map(|i| md[i] - scale * (0..3).map(|k| r[i][k] * ms[k]).sum::<f64>());
     Ok(Similarity { scale, r, t })
 }

@@ -13,7 +13,9 @@ mod align;
 mod intrinsics;
 mod linalg;
 
-pub use align::{rotation_angle_deg, umeyama, Similarity};
+pub use align::{
+    principal_variances, rotation_angle_deg, similarity_from_rotations, umeyama, Similarity,
+};
 pub use intrinsics::{
     exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM,
     MAX_INTRINSICS_FILE_BYTES,

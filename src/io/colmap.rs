@@ -675,7 +675,7 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
         )
         .map_err(db_err)?;
     type Raw = (String, Option<i64>, Option<i64>, i64, i64, Option<Vec<u8>>);
-    let mut rows = stmt
+    let rows = stmt
         .query_map([], |r| {
             Ok((
                 r.get(0)?,
@@ -693,7 +693,7 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
             format!("image {name}: {why}; correct or remove its keypoints before mapping"),
         ))
     };
-    while let Some(row) = rows.next() {
+    for row in rows {
         let (name, width, height, n, cols, data): Raw = row.map_err(db_err)?;
         let data = data.unwrap_or_default();
         if !KEYPOINT_COLUMNS.contains(&cols) {
