@@ -51,14 +51,7 @@ pub fn umeyama(src: &[[f64; 3]], dst: &[[f64; 3]]) -> Result<Similarity> {
         ));
     }
     let (uu, d, vv) = svd3(&cov)?;
-    let sign = if det3(&uu) * det3(&vv) < 0.0 {
-        -1.0
-    } else {
-        1.0
-    };
-    let sdiag = [1.0, 1.0, sign];
-    let r = [0, 1, 2]
-        .map(|i| [0, 1, 2].map(|j| (0..3).map(|k| uu[i][k] * sdiag[k] * vv[k][j]).sum::<f64>()));
+    let (r, sdiag) = nearest_rotation(&uu, &vv);
     let scale = (0..3).map(|k| d[k] * sdiag[k]).sum::<f64>() / var_src;
     let t = [0, 1, 2].map(|i| md[i] - scale * (0..3).map(|k| r[i][k] * ms[k]).sum::<f64>());
     Ok(Similarity { scale, r, t })
@@ -82,6 +75,16 @@ fn svd3(m: &Mat3) -> Result<(Mat3, [f64; 3], Mat3)> {
         }
     }
     Ok((uu, d, vv))
+}
+
+/// The rotation U·S·Vᵀ of an SVD U·D·Vᵀ, S = diag(1, 1, ±1) turning a reflection into a
+/// rotation (Umeyama's eq. 39), with S's diagonal.
+fn nearest_rotation(u: &Mat3, vt: &Mat3) -> (Mat3, [f64; 3]) {
+    let sign = if det3(u) * det3(vt) < 0.0 { -1.0 } else { 1.0 };
+    let sdiag = [1.0, 1.0, sign];
+    let r = [0, 1, 2]
+        .map(|i| [0, 1, 2].map(|j| (0..3).map(|k| u[i][k] * sdiag[k] * vt[k][j]).sum::<f64>()));
+    (r, sdiag)
 }
 
 fn det3(a: &[[f64; 3]; 3]) -> f64 {
@@ -135,14 +138,7 @@ pub fn similarity_from_rotations(
         }
     }
     let (u, _, vt) = svd3(&sum)?;
-    let sign = if det3(&u) * det3(&vt) < 0.0 {
-        -1.0
-    } else {
-        1.0
-    };
-    let sdiag = [1.0, 1.0, sign];
-    let r = [0, 1, 2]
-        .map(|i| [0, 1, 2].map(|j| (0..3).map(|k| u[i][k] * sdiag[k] * vt[k][j]).sum::<f64>()));
+    let (r, _) = nearest_rotation(&u, &vt);
     let mean = |p: &[[f64; 3]]| [0, 1, 2].map(|k| p.iter().map(|q| q[k]).sum::<f64>() / n as f64);
     let (ms, md) = (mean(src), mean(dst));
     let (mut num, mut den) = (0.0, 0.0);

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// First characters of every temporary file descl writes beside an output.
 pub const TMP_PREFIX: &str = ".descl-tmp-";
@@ -543,30 +543,43 @@ impl OutputLock {
     /// Takes the lock of `target`, or says that another run holds it (`hint`: what to do
     /// instead, e.g. "choose another --database").
     pub(crate) fn acquire(target: &Path, hint: &str) -> Result<OutputLock> {
-        let path = lock_path(target);
-        for _ in 0..LOCK_TRIES {
-            let file = open_lock_file(&path)?;
-            match file.try_lock() {
-                // The holder removes the file as it leaves: a lock on the removed file, opened
-                // just before, would lock nothing, and the next run would take a new one.
-                Ok(()) if is_current(&file, &path) => return Ok(OutputLock { file, path }),
-                Ok(()) => continue,
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(Error::InvalidInput(format!(
-                        "{}: another descl run is writing or reading this file (lock {}); wait for it or {hint}",
-                        target.display(),
-                        path.display()
-                    )))
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
-            }
-        }
-        Err(lock_replaced(&path))
+        let (file, path) = take_lock(target, hint, false)?;
+        Ok(OutputLock { file, path })
     }
 }
 
+/// The lock of `target` (`<target>.lock`), taken exclusively or `shared`, with its path; an
+/// error naming `target` while another run holds it the other way (`hint`: what to do
+/// instead).
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
+fn take_lock(target: &Path, hint: &str, shared: bool) -> Result<(std::fs::File, PathBuf)> {
+    let path = lock_path(target);
+    for _ in 0..LOCK_TRIES {
+        let file = open_lock_file(&path)?;
+        let taken = match shared {
+            true => file.try_lock_shared(),
+            false => file.try_lock(),
+        };
+        match taken {
+            // The holder removes the file as it leaves: a lock on the removed file, opened
+            // just before, would lock nothing, and the next run would take a new one.
+            Ok(()) if is_current(&file, &path) => return Ok((file, path)),
+            Ok(()) => continue,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::InvalidInput(format!(
+                    "{}: another descl run is writing or reading this file (lock {}); wait for it or {hint}",
+                    target.display(),
+                    path.display()
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
+    }
+    Err(lock_replaced(&path))
+}
+
 /// The lock file of `target`: `<target>.lock` beside it ([`OutputLock`], [`ReadLock`]).
-fn lock_path(target: &Path) -> std::path::PathBuf {
+fn lock_path(target: &Path) -> PathBuf {
     let mut name = target.file_name().unwrap_or_default().to_os_string();
     name.push(LOCK_SUFFIX);
     target.with_file_name(name)
@@ -590,23 +603,8 @@ impl ReadLock {
     /// Shares the lock of `input` with its other readers, or says that a run writing it holds
     /// it (`hint`: what to do instead).
     pub(crate) fn share(input: &Path, hint: &str) -> Result<ReadLock> {
-        let path = lock_path(input);
-        for _ in 0..LOCK_TRIES {
-            let file = open_lock_file(&path)?;
-            match file.try_lock_shared() {
-                Ok(()) if is_current(&file, &path) => return Ok(ReadLock { file, path }),
-                Ok(()) => continue,
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(Error::InvalidInput(format!(
-                        "{}: another descl run is writing this file (lock {}); wait for it or {hint}",
-                        input.display(),
-                        path.display()
-                    )))
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
-            }
-        }
-        Err(lock_replaced(&path))
+        let (file, path) = take_lock(input, hint, true)?;
+        Ok(ReadLock { file, path })
     }
 }
 

@@ -571,6 +571,26 @@ fn database_error(path: &Path, e: rusqlite::Error) -> Error {
     }
 }
 
+/// The first six columns of a query's row, each of its type.
+fn six_columns<A, B, C, D, E, F>(r: &rusqlite::Row<'_>) -> rusqlite::Result<(A, B, C, D, E, F)>
+where
+    A: rusqlite::types::FromSql,
+    B: rusqlite::types::FromSql,
+    C: rusqlite::types::FromSql,
+    D: rusqlite::types::FromSql,
+    E: rusqlite::types::FromSql,
+    F: rusqlite::types::FromSql,
+{
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
+}
+
 /// An existing COLMAP database, opened read-only.
 fn open_read_only(path: &Path) -> Result<Connection> {
     if !path.is_file() {
@@ -675,18 +695,7 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
         )
         .map_err(db_err)?;
     type Raw = (String, Option<i64>, Option<i64>, i64, i64, Option<Vec<u8>>);
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })
-        .map_err(db_err)?;
+    let rows = stmt.query_map([], six_columns).map_err(db_err)?;
     let refuse = |name: &str, why: String| {
         Err(Error::format(
             path,
@@ -1039,16 +1048,7 @@ pub fn camera_rows(path: &Path) -> Result<Vec<CameraRow>> {
         .map_err(db_err)?;
     type Raw = (i64, i64, i64, i64, Option<Vec<u8>>, i64);
     let rows: Vec<Raw> = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })
+        .query_map([], six_columns)
         .map_err(db_err)?
         .collect::<rusqlite::Result<_>>()
         .map_err(db_err)?;
