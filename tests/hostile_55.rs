@@ -2306,6 +2306,17 @@ fn a_pairs_list_or_report_replaces_only_its_own_kind() {
         std::fs::read_to_string(&notes).unwrap(),
         "my important notes\n"
     );
+    // Two words a line (hostile round of 3fe5bfb, F4): a to-do list, another set's pairs.
+    for (name, text) in [
+        ("todo.txt", "buy milk\ncall mom\n"),
+        ("other.txt", "x.jpg y.jpg\n"),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (ok, _, err) = pairs(&file);
+        assert!(!ok && err.contains(name), "{err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    }
     // An earlier pairs list is replaced (a rerun).
     let out = dir.path().join("pairs.txt");
     for _ in 0..2 {
@@ -2685,7 +2696,19 @@ fn match_replaces_no_archive_of_another_tool() {
     let (ok, err) = match_set(&feats, &m, &[]);
     assert!(!ok && err.contains("0000__0001.npz"), "{err}");
     assert_eq!(std::fs::read(&foreign).unwrap(), kept);
-    // descl's own matches file is replaced by a rerun.
+    // descl's own matches file is replaced by a rerun, an unverified pair's too (no inliers
+    // or model arrays: taken for another tool's by the first fix, hostile round of 3fe5bfb,
+    // F10).
+    let unverified = dir.path().join("unverified.npz");
+    for _ in 0..2 {
+        let (ok, _, err) = run(descl()
+            .arg("match")
+            .arg(feats.join("0000.npz"))
+            .arg(feats.join("0001.npz"))
+            .args(["--geometry", "none", "--out"])
+            .arg(&unverified));
+        assert!(ok, "{err}");
+    }
     std::fs::remove_file(&foreign).unwrap();
     for _ in 0..2 {
         let (ok, err) = match_set(&feats, &m, &["--overwrite"]);
@@ -2739,4 +2762,97 @@ fn an_h5_match_writes_into_no_matches_file_of_another_tool() {
             .arg(&out));
         assert!(ok, "{err}");
     }
+}
+
+/// Hostile round of c29952d, M4: an EXIF `FocalLengthIn35mmFilm` of 1 (or 60 000) gave a
+/// 13.7 px (822 857 px) focal length written as known, which `sfm map` then refused in the
+/// database `sfm` wrote. Such an EXIF is no knowledge now: as if absent (COLMAP's prior).
+#[test]
+fn an_exif_focal_no_camera_has_is_ignored() {
+    let Some(root) = common::data_root_or_skip("an_exif_focal_no_camera_has_is_ignored") else {
+        return;
+    };
+    let src = std::fs::read(root.join("strecha/fountain-P11/images/0000.jpg")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (f35, known) in [(1, false), (60_000, false), (35, true)] {
+        let file = dir.path().join(format!("f{f35}.jpg"));
+        std::fs::write(&file, common::with_exif_focal(&src, f35)).unwrap();
+        let (w, h) = image::image_dimensions(&file).unwrap();
+        let k = descl::geometry::Intrinsics::from_exif(&file, w, h).unwrap();
+        assert_eq!(k.is_some(), known, "{f35}: {k:?}");
+    }
+}
+
+/// Hostile round of c29952d, L9: `match A A` matched an image with itself ("565 matches, 565
+/// inliers"), exit 0; sets refused one file given twice. Now the pair too, by any path.
+#[test]
+fn a_pair_of_one_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let a = imgs.join(NAMES[0]);
+    let again = imgs.join(".").join(NAMES[0]);
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(&a)
+        .arg(&again)
+        .arg("--out")
+        .arg(dir.path().join("m.npz"))
+        .args(SIFT));
+    assert!(!ok && err.contains(NAMES[0]), "{err}");
+    assert!(!dir.path().join("m.npz").exists());
+}
+
+/// Hostile round of c29952d, L1: a cameras file saved with a UTF-8 byte-order mark lost its
+/// first image ("no camera for the image 0000.png"). Every text file is read past one now.
+#[test]
+fn a_cameras_file_with_a_byte_order_mark_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let lines: String = NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let w = 160 + 16 * i;
+            format!(
+                "{n} SIMPLE_RADIAL {w} 120 {} {} 60 0\n",
+                1.2 * w as f64,
+                w / 2
+            )
+        })
+        .collect();
+    let cameras = dir.path().join("cameras.txt");
+    std::fs::write(&cameras, format!("\u{feff}{lines}")).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(dir.path().join("scene.db"))
+        .arg("--cameras-file")
+        .arg(&cameras)
+        .args(SIFT));
+    assert!(ok, "{err}");
+}
+
+/// Hostile round of c29952d, M5: `sfm map --hold-intrinsics` held COLMAP's guessed focal
+/// lengths (prior_focal_length 0) without a word, and the cameras came out 10× worse. It says
+/// so now.
+#[test]
+fn holding_guessed_cameras_is_said() {
+    if !common::colmap_or_skip("holding_guessed_cameras_is_said") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    let (_, _, err) = run(descl()
+        .args(["sfm", "map"])
+        .arg(&db)
+        .arg("--images")
+        .arg(&imgs)
+        .arg("--sparse-dir")
+        .arg(dir.path().join("sparse"))
+        .arg("--hold-intrinsics"));
+    assert!(
+        err.contains("--hold-intrinsics holds 3 cameras") && err.contains("a guess"),
+        "{err}"
+    );
 }

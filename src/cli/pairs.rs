@@ -204,7 +204,26 @@ fn checked_inputs(args: &Args) -> anyhow::Result<super::args::InputSet> {
     let names: Vec<String> = set.inputs.iter().map(|i| i.name.clone()).collect();
     // The file must read back as the same names in descl and hloc.
     check_pairs_file_names(&names)?;
+    check_replaces_a_pairs_list_of(&args.out, &names)?;
     Ok(set)
+}
+
+/// Refuses an existing `out` that is not a pairs list of this set's images (every line two of
+/// `names`, as `--pairs` reads it): a file of two words a line (a to-do list, key and value,
+/// another set's pairs) was replaced, exit 0 (hostile round of 3fe5bfb, F4). An empty file
+/// may be replaced.
+fn check_replaces_a_pairs_list_of(out: &Path, names: &[String]) -> anyhow::Result<()> {
+    if !std::fs::metadata(out).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return Ok(());
+    }
+    let mode = descl::matching::pairs::PairMode::File(out.to_path_buf());
+    if let Err(why) = make_pairs(&mode, names, None) {
+        anyhow::bail!(
+            "{}: an existing file that is not a pairs list of this set's images ({why}); descl pairs replaces only its own pairs lists, so choose another --out (or remove the file)",
+            out.display()
+        );
+    }
+    Ok(())
 }
 
 /// The recall of `pairs` against the verified pairs of the reference run in `dir`, printed

@@ -251,6 +251,18 @@ pub struct MapArgs {
 fn map_holds_intrinsics(args: &MapArgs) -> anyhow::Result<bool> {
     let given = descl::io::colmap::given_cameras(&args.database)?;
     if args.mapping.hold_intrinsics {
+        // Held as they are, guesses too: said, since the mapper can then not correct them
+        // (hostile round of c29952d, M5: 5.6° instead of 0.47° on fountain-P11).
+        let guessed = descl::io::colmap::camera_rows(&args.database)?
+            .iter()
+            .filter(|c| !c.prior_focal_length)
+            .count();
+        if guessed > 0 {
+            eprintln!(
+                "warning: --hold-intrinsics holds {guessed} cameras of {} whose focal length is a guess (prior_focal_length 0: no EXIF, none given, COLMAP's 1.2 × the longer side); the mapper cannot correct them. Drop the flag, or give the cameras (sfm merge --camera-params or --cameras-file)",
+                args.database.display()
+            );
+        }
         return Ok(true);
     }
     if args.refine_intrinsics {

@@ -2,6 +2,7 @@
 //! `sfm` needs to compare a reconstruction with ground-truth cameras, whose frame and scale are
 //! arbitrary. Separate from RANSAC: no matches, no image coordinates, only 3-D points.
 
+use super::linalg::Mat3;
 use crate::error::{Error, Result};
 use opencv::core::Mat;
 use opencv::prelude::*;
@@ -57,9 +58,6 @@ pub fn umeyama(src: &[[f64; 3]], dst: &[[f64; 3]]) -> Result<Similarity> {
     Ok(Similarity { scale, r, t })
 }
 
-/// A 3×3 matrix, row by row.
-type Mat3 = [[f64; 3]; 3];
-
 /// The 3×3 SVD of `m` by OpenCV: (U, singular values in descending order, Vᵀ).
 fn svd3(m: &Mat3) -> Result<(Mat3, [f64; 3], Mat3)> {
     let flat: Vec<f64> = m.iter().flatten().copied().collect();
@@ -109,6 +107,11 @@ pub fn principal_variances(points: &[[f64; 3]]) -> Result<[f64; 3]> {
     Ok(svd3(&scatter)?.1)
 }
 
+/// How far (degrees) a camera's own answer to the alignment's rotation may lie from the
+/// majority's to count in its mean ([`similarity_from_rotations`]): ten times the rotation
+/// errors of the models descl keeps (well under 1°), far under a camera turned the wrong way.
+pub const ORIENTATION_INLIER_DEG: f64 = 10.0;
+
 /// The similarity mapping the cameras of centres `src` and world-to-camera rotations `r_src`
 /// onto those of `dst`, `r_dst`, with its rotation from the cameras' orientations: the chordal
 /// L2 mean of R_dst,iᵀ·R_src,i (Hartley, Trumpf, Dai, Li 2013, "Rotation averaging", §5.3: the
@@ -128,12 +131,34 @@ pub fn similarity_from_rotations(
             dst.len()
         )));
     }
-    // Σ R_dst,iᵀ R_src,i: aligned, R_src,i · Rᵀ = R_dst,i, so R = R_dst,iᵀ R_src,i.
+    // Each camera's own answer R_dst,iᵀ R_src,i (aligned, R_src,i · Rᵀ = R_dst,i). Their
+    // medoid (the one of least median angle to the others) picks the majority, so a few
+    // cameras turned the wrong way do not move the rotation (hostile round of 3fe5bfb, F9);
+    // the chordal mean of the answers within ORIENTATION_INLIER_DEG of it refines it.
+    let answers: Vec<Mat3> = r_src
+        .iter()
+        .zip(r_dst)
+        .map(|(a, b)| [0, 1, 2].map(|i| [0, 1, 2].map(|j| (0..3).map(|k| b[k][i] * a[k][j]).sum())))
+        .collect();
+    let median_angle = |c: &Mat3| {
+        let mut angles: Vec<f64> = answers.iter().map(|o| rotation_angle_deg(c, o)).collect();
+        angles.sort_by(f64::total_cmp);
+        angles[angles.len() / 2]
+    };
+    let medoid = answers
+        .iter()
+        .map(|c| (median_angle(c), c))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| *c)
+        .ok_or_else(|| Error::InvalidInput("similarity alignment: no cameras".into()))?;
     let mut sum = [[0.0f64; 3]; 3];
-    for (a, b) in r_src.iter().zip(r_dst) {
+    for c in answers
+        .iter()
+        .filter(|c| rotation_angle_deg(&medoid, c) <= ORIENTATION_INLIER_DEG)
+    {
         for i in 0..3 {
             for j in 0..3 {
-                sum[i][j] += (0..3).map(|k| b[k][i] * a[k][j]).sum::<f64>();
+                sum[i][j] += c[i][j];
             }
         }
     }
@@ -153,7 +178,10 @@ pub fn similarity_from_rotations(
             "similarity alignment: source points coincide".into(),
         ));
     }
-    let scale = num / den;
+    // A negative scale would mirror the centres through their mean: a model whose cameras run
+    // backwards along the line scored 0 (hostile round of 3fe5bfb, F1). At 0 every centre
+    // sits at the mean, and the errors say how far off the model is.
+    let scale = (num / den).max(0.0);
     let t = [0, 1, 2].map(|i| md[i] - scale * (0..3).map(|k| r[i][k] * ms[k]).sum::<f64>());
     Ok(Similarity { scale, r, t })
 }

@@ -64,6 +64,27 @@ const K_ENTRIES: usize = 9;
 /// file written with 12 significant digits rounds to.
 const K_ZERO_TOLERANCE: f64 = 1e-9;
 
+/// The shortest focal length accepted, as a share of the image's longer side: a field of view
+/// of 171° across it. A pinhole model cannot hold more, and a camera file's typo (`1e-4` for
+/// a focal length) sent pycolmap's mapper into a search that did not end (issue 55).
+pub const MIN_FOCAL_FACTOR: f64 = 0.04;
+/// The longest focal length accepted, as a share of the image's longer side: a field of view
+/// of 0.57°, past the longest telephoto and telescope-fed cameras a mapper is given.
+pub const MAX_FOCAL_FACTOR: f64 = 100.0;
+
+/// Whether `f` (pixels) can be the focal length of a `width`×`height` image
+/// ([`MIN_FOCAL_FACTOR`], [`MAX_FOCAL_FACTOR`]). `Err` says why not.
+pub fn check_focal_length(f: f64, width: u32, height: u32) -> std::result::Result<(), String> {
+    let side = f64::from(width.max(height));
+    let (least, most) = (MIN_FOCAL_FACTOR * side, MAX_FOCAL_FACTOR * side);
+    if !(least..=most).contains(&f) {
+        return Err(format!(
+            "a focal length of {f} px is outside {least}–{most} px ({MIN_FOCAL_FACTOR}–{MAX_FOCAL_FACTOR} × the {width}×{height} image's longer side: a field of view between 171° and 0.57°)"
+        ));
+    }
+    Ok(())
+}
+
 /// Largest intrinsics file read: one is four numbers as JSON or a 3×3 matrix K with at most a
 /// few more lines (a Strecha `.camera` file is under 300 bytes); 1 MiB is far beyond any real one
 /// while `/dev/zero` or a wrong huge file fails at once.
@@ -185,10 +206,14 @@ impl Intrinsics {
             reason: e.to_string(),
         })?;
         let f35 = exif.as_deref().and_then(exif_focal_35mm);
-        Ok(f35.map(|f35| {
-            let f = f35 / EXIF_35MM_FOCAL_DIVISOR_MM * width.max(height) as f64;
-            Intrinsics::centred(f, width, height)
-        }))
+        // A focal length no camera descl takes can have (an EXIF of 1 mm or 60 000 mm) is no
+        // knowledge: as absent, so COLMAP's prior stands and the mapper refines it (it was
+        // written as known, and `sfm map` then refused the database descl wrote; hostile round
+        // of c29952d, M4).
+        Ok(f35
+            .map(|f35| f35 / EXIF_35MM_FOCAL_DIVISOR_MM * width.max(height) as f64)
+            .filter(|&f| check_focal_length(f, width, height).is_ok())
+            .map(|f| Intrinsics::centred(f, width, height)))
     }
 
     /// Focal `f`, principal point at the image centre ((w − 1)/2, (h − 1)/2 in OpenCV pixels).

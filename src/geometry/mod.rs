@@ -17,8 +17,8 @@ pub use align::{
     principal_variances, rotation_angle_deg, similarity_from_rotations, umeyama, Similarity,
 };
 pub use intrinsics::{
-    exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM,
-    MAX_INTRINSICS_FILE_BYTES,
+    check_focal_length, exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM,
+    MAX_FOCAL_FACTOR, MAX_INTRINSICS_FILE_BYTES, MIN_FOCAL_FACTOR,
 };
 pub use linalg::{invert3, mul3, transpose3, Mat3};
 

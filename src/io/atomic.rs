@@ -173,10 +173,15 @@ fn npz_members(_path: &Path) -> Vec<String> {
     Vec::new()
 }
 
-/// The arrays of descl's matches file ([`crate::io::matches`]): an archive of another tool's
-/// with a `matches` array (SuperGlue's `*_matches.npz`) is not one (hostile round of c29952d,
-/// H2).
+/// The arrays of descl's matches file ([`crate::io::matches`]); `inliers` and `model` only
+/// where the pair was verified.
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
 pub(crate) const MATCHES_MEMBERS: [&str; 5] = ["matches", "distances", "inliers", "model", "meta"];
+/// The arrays every matches file of descl's holds, verified or not (`--geometry none`, too
+/// few inliers): what tells it from an archive of another tool's with a `matches` array
+/// (SuperGlue's `*_matches.npz`; hostile round of c29952d, H2, and its regression F10 of the
+/// next round, which took descl's own unverified pairs for another tool's).
+const MATCHES_ALWAYS: [&str; 3] = ["matches", "distances", "meta"];
 /// The arrays of descl's features file ([`crate::io::features`]).
 pub(crate) const FEATURES_MEMBERS: [&str; 4] = ["frames", "scores", "descriptors", "meta"];
 
@@ -212,7 +217,7 @@ pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
             // An archive cut short (a killed writer of another tool, a full disk): where a
             // features file goes, most likely one, and extracted again as before.
             Some(("unreadable zip archive", kind == OutputKind::Features))
-        } else if has_all(&members, &MATCHES_MEMBERS) {
+        } else if has_all(&members, &MATCHES_ALWAYS) {
             Some(("matches file", kind == OutputKind::Matches))
         } else if has_all(&members, &FEATURES_MEMBERS) {
             Some(("features file", kind == OutputKind::Features))
@@ -270,7 +275,7 @@ fn is_earlier_text_output(path: &Path, kind: OutputKind) -> bool {
         }
         Err(_) => return false,
     };
-    let text = text.trim_start_matches('\u{feff}');
+    let text = text.trim_start_matches(crate::io::bounded::UTF8_BOM);
     match kind {
         _ if !read => false,
         OutputKind::PairsList => {
@@ -283,10 +288,24 @@ fn is_earlier_text_output(path: &Path, kind: OutputKind) -> bool {
                 matches!(words.split_whitespace().count(), 0 | 2)
             })
         }
+        // The report's first keys, as `BenchReport` writes them: a JSON that merely holds the
+        // key, or a notes file starting "Machine:", is not one (hostile round of 3fe5bfb, F6).
         OutputKind::JsonReport => {
-            text.trim_start().starts_with('{') && text.contains(JSON_REPORT_KEY)
+            let starts =
+                |t: &str, prefix: &str| t.trim_start().strip_prefix(prefix).map(str::to_owned);
+            starts(text, "{")
+                .and_then(|t| starts(&t, JSON_REPORT_KEY))
+                .is_some_and(|t| {
+                    text.contains("\"command\": \"descl bench") && t.trim_start().starts_with(':')
+                })
         }
-        OutputKind::MarkdownReport => text.starts_with(MARKDOWN_REPORT_START),
+        OutputKind::MarkdownReport => {
+            let mut lines = text.lines();
+            lines
+                .next()
+                .is_some_and(|l| l.starts_with(MARKDOWN_REPORT_START) && l.contains("; descl "))
+                && lines.next().is_some_and(|l| l.starts_with("Protocol: "))
+        }
         _ => false,
     }
 }
@@ -942,8 +961,15 @@ mod tests {
             "{\n  \"descl_version\": \"0.1\",\n  \"command\": \"descl bench\"}",
         );
         let other_json = file("p.json", "{\"precious\": 1}");
-        let md = file("r.md", "Machine: x (2 logical CPUs, linux); descl 0.1.\n");
+        let md = file(
+            "r.md",
+            "Machine: x (2 logical CPUs, linux); descl 0.1.\nProtocol: dog top-2048 by response\n",
+        );
         let readme = file("README.md", "# descl\n\nMachine: not at the start\n");
+        // Hostile round of 3fe5bfb, F6: a notes file starting "Machine:", a JSON of another
+        // program's with the key.
+        let machine_notes = file("m.md", "Machine: my laptop; descl works\nremember to...\n");
+        let keyed_json = file("k.json", "{\"descl_version\": 1, \"mine\": true}");
         let ok = |p: &Path, kind| check_not_another_kind(p, kind).is_ok();
         assert!(ok(&pairs, OutputKind::PairsList));
         for p in [&notes, &camera, &json, &md] {
@@ -954,6 +980,8 @@ mod tests {
         assert!(!ok(&pairs, OutputKind::JsonReport));
         assert!(ok(&md, OutputKind::MarkdownReport));
         assert!(!ok(&readme, OutputKind::MarkdownReport));
+        assert!(!ok(&machine_notes, OutputKind::MarkdownReport));
+        assert!(!ok(&keyed_json, OutputKind::JsonReport));
         let err = check_not_another_kind(&notes, OutputKind::PairsList)
             .unwrap_err()
             .to_string();

@@ -61,9 +61,13 @@ pub fn read_bytes(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// [`read_bytes`] of a UTF-8 text file.
+/// The byte-order mark some editors (Windows') put at the start of a UTF-8 file.
+pub const UTF8_BOM: char = '\u{feff}';
+
+/// [`read_bytes`] of a UTF-8 text file, without a leading [`UTF8_BOM`]: it is no part of the
+/// text (a pairs file's or a cameras file's first name; hostile round of c29952d, L1).
 pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String> {
-    String::from_utf8(read_bytes(path, limit, what)?).map_err(|e| {
+    let mut text = String::from_utf8(read_bytes(path, limit, what)?).map_err(|e| {
         Error::format(
             path,
             format!(
@@ -71,7 +75,11 @@ pub fn read_text(path: &Path, limit: u64, what: &str) -> Result<String> {
                 e.utf8_error().valid_up_to()
             ),
         )
-    })
+    })?;
+    if text.starts_with(UTF8_BOM) {
+        text.drain(..UTF8_BOM.len_utf8());
+    }
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -30,26 +30,8 @@ pub const MAX_CAMERAS_FILE_BYTES: u64 = 64 << 20;
 /// towards the centre; real lenses, fisheyes aside, stay well under 1.
 pub const MAX_RADIAL_K: f64 = 1.0;
 
-/// The shortest focal length accepted, as a share of the image's longer side: a field of view
-/// of 171° across it. A pinhole model cannot hold more, and a camera file's typo (`1e-4` for
-/// a focal length) sent pycolmap's mapper into a search that did not end (issue 55).
-pub const MIN_FOCAL_FACTOR: f64 = 0.04;
-/// The longest focal length accepted, as a share of the image's longer side: a field of view
-/// of 0.57°, past the longest telephoto and telescope-fed cameras a mapper is given.
-pub const MAX_FOCAL_FACTOR: f64 = 100.0;
-
-/// Whether `f` (pixels) can be the focal length of a `width`×`height` image
-/// ([`MIN_FOCAL_FACTOR`], [`MAX_FOCAL_FACTOR`]). `Err` says why not.
-pub fn check_focal_length(f: f64, width: u32, height: u32) -> std::result::Result<(), String> {
-    let side = f64::from(width.max(height));
-    let (least, most) = (MIN_FOCAL_FACTOR * side, MAX_FOCAL_FACTOR * side);
-    if !(least..=most).contains(&f) {
-        return Err(format!(
-            "a focal length of {f} px is outside {least}–{most} px ({MIN_FOCAL_FACTOR}–{MAX_FOCAL_FACTOR} × the {width}×{height} image's longer side: a field of view between 171° and 0.57°)"
-        ));
-    }
-    Ok(())
-}
+// The focal range of every camera descl takes (one definition, beside EXIF's reader).
+pub use crate::geometry::{check_focal_length, MAX_FOCAL_FACTOR, MIN_FOCAL_FACTOR};
 
 /// Whether the pinhole `k` (OpenCV's pixels) can be the camera of a `width`×`height` image:
 /// both focal lengths within [`check_focal_length`]'s range, the principal point inside the

@@ -168,9 +168,6 @@ pub fn find_input(names: &[String], name: &str) -> Option<usize> {
     })
 }
 
-/// The byte-order mark some editors put at the start of a UTF-8 file.
-const UTF8_BOM: char = '\u{feff}';
-
 /// Reads a pairs file: `nameA nameB` per line, separated by whitespace (hloc's
 /// `parse_retrieval`); a word starting with `#` starts a comment to the end of the line (a
 /// whole-line comment is COLMAP's `matches_importer`'s), while a `#` inside a word belongs to
@@ -178,9 +175,8 @@ const UTF8_BOM: char = '\u{feff}';
 /// find inputs by [`find_input`]; `descl pairs` never writes a name starting with `#`
 /// ([`pairs_file_name_ok`]).
 fn read_pairs(path: &Path, names: &[String]) -> Result<Vec<(usize, usize)>> {
+    // Without a byte-order mark, as Windows editors save UTF-8 (io::bounded::read_text).
     let text = crate::io::bounded::read_text(path, MAX_PAIRS_FILE_BYTES, "pairs file")?;
-    // A byte-order mark, as Windows editors save UTF-8, is not part of the first name.
-    let text = text.strip_prefix(UTF8_BOM).unwrap_or(&text);
     let index = |name: &str, line: usize| -> Result<usize> {
         find_input(names, name).ok_or_else(|| {
             // A name of the set by its stem alone ("0000" for "0000.jpg"): named, as a pairs

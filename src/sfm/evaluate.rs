@@ -306,6 +306,28 @@ mod tests {
             "{one:?}"
         );
         assert!(one.median_centre_error_rel < 1e-3, "{one:?}");
+        // Hostile round of 3fe5bfb, F9: two cameras of five turned the wrong way (90°) moved
+        // the mean rotation and every camera's error; the majority's medoid keeps them out.
+        let two = evaluate(
+            &model(&|i| match i {
+                1 | 3 => quat(z, 90.0),
+                _ => [1.0, 0.0, 0.0, 0.0],
+            }),
+            &truth,
+        )
+        .unwrap();
+        assert!(two.median_rotation_error_deg < 1e-6, "{two:?}");
+        assert!(two.median_centre_error_rel < 1e-9, "{two:?}");
+        // F1: cameras in their places but run backwards along the line (centres mirrored)
+        // scored 0 by a negative scale; they are far off.
+        let mut mirrored = model(&|_| [1.0, 0.0, 0.0, 0.0]);
+        let centres: Vec<[f64; 3]> = mirrored.images.iter().map(|i| i.centre()).collect();
+        for (img, c) in mirrored.images.iter_mut().zip(centres.iter().rev()) {
+            let r = img.rotation();
+            img.tvec = [0, 1, 2].map(|i| -(0..3).map(|k| r[i][k] * c[k]).sum::<f64>());
+        }
+        let m = evaluate(&mirrored, &truth).unwrap();
+        assert!(m.median_centre_error_rel > 0.2, "{m:?}");
     }
 
     /// The scores of a reconstruction that is the ground truth moved by a known similarity
