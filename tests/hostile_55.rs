@@ -2783,25 +2783,6 @@ fn an_exif_focal_no_camera_has_is_ignored() {
     }
 }
 
-/// Hostile round of c29952d, L9: `match A A` matched an image with itself ("565 matches, 565
-/// inliers"), exit 0; sets refused one file given twice. Now the pair too, by any path.
-#[test]
-fn a_pair_of_one_file_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let a = imgs.join(NAMES[0]);
-    let again = imgs.join(".").join(NAMES[0]);
-    let (ok, _, err) = run(descl()
-        .arg("match")
-        .arg(&a)
-        .arg(&again)
-        .arg("--out")
-        .arg(dir.path().join("m.npz"))
-        .args(SIFT));
-    assert!(!ok && err.contains(NAMES[0]), "{err}");
-    assert!(!dir.path().join("m.npz").exists());
-}
-
 /// Hostile round of c29952d, L1: a cameras file saved with a UTF-8 byte-order mark lost its
 /// first image ("no camera for the image 0000.png"). Every text file is read past one now.
 #[test]

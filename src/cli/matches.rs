@@ -124,9 +124,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("give two inputs A B (images or .npz features files), or --images DIR with --exhaustive, --sequential W or --pairs FILE");
     };
     refuse_set_flags(&args)?;
-    // One file given twice (by one path, another spelling or a link) is no pair (hostile
-    // round of c29952d, L9: an image matched with itself).
-    descl::names::check_distinct_files(&descl::names::SetInput::files(&[a.clone(), b.clone()])?)?;
     let cfg = PairConfig {
         planar_check: args.planar_check,
         ..args

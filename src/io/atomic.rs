@@ -215,8 +215,11 @@ pub fn check_not_another_kind(path: &Path, kind: OutputKind) -> Result<()> {
         let members = npz_members(path);
         if members.is_empty() {
             // An archive cut short (a killed writer of another tool, a full disk): where a
-            // features file goes, most likely one, and extracted again as before.
-            Some(("unreadable zip archive", kind == OutputKind::Features))
+            // features or matches file goes, most likely one, and made again as before.
+            Some((
+                "unreadable zip archive",
+                matches!(kind, OutputKind::Features | OutputKind::Matches),
+            ))
         } else if has_all(&members, &MATCHES_ALWAYS) {
             Some(("matches file", kind == OutputKind::Matches))
         } else if has_all(&members, &FEATURES_MEMBERS) {

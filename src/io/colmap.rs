@@ -720,7 +720,11 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
                 ),
             );
         }
-        let (w, h) = (width.unwrap_or(0) as f32, height.unwrap_or(0) as f32);
+        // An image without its camera row is named as such by the image folder's check.
+        let (Some(w), Some(h)) = (width, height) else {
+            continue;
+        };
+        let (w, h) = (w as f32, h as f32);
         let inside =
             |v: f32, side: f32| (-KEYPOINT_MARGIN_PX..=side + KEYPOINT_MARGIN_PX).contains(&v);
         let values: Vec<f32> = data
