@@ -2,7 +2,7 @@
 //! `sfm` needs to compare a reconstruction with ground-truth cameras, whose frame and scale are
 //! arbitrary. Separate from RANSAC: no matches, no image coordinates, only 3-D points.
 
-use super::linalg::Mat3;
+use super::linalg::{mul3, transpose3, Mat3};
 use crate::error::{Error, Result};
 use opencv::core::Mat;
 use opencv::prelude::*;
@@ -138,7 +138,7 @@ pub fn similarity_from_rotations(
     let answers: Vec<Mat3> = r_src
         .iter()
         .zip(r_dst)
-        .map(|(a, b)| [0, 1, 2].map(|i| [0, 1, 2].map(|j| (0..3).map(|k| b[k][i] * a[k][j]).sum())))
+        .map(|(a, b)| mul3(&transpose3(b), a))
         .collect();
     let median_angle = |c: &Mat3| {
         let mut angles: Vec<f64> = answers.iter().map(|o| rotation_angle_deg(c, o)).collect();
