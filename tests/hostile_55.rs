@@ -2649,6 +2649,132 @@ fn keypoints_no_mapper_can_use_are_refused_before_mapping() {
     }
 }
 
+/// Hostile round of 3fe5bfb, F3: `sfm map` handed the mapper verified pairs whose inlier
+/// indices lie past their images' keypoints, a blob cut short, or a pair of an image the
+/// database lacks; COLMAP and pycolmap read them without bounds checks. They are refused before
+/// mapping, naming the database and the pair.
+#[test]
+fn pairs_indexing_keypoints_no_image_has_are_refused_before_mapping() {
+    if !common::colmap_or_skip("pairs_indexing_keypoints_no_image_has_are_refused_before_mapping") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    for what in ["past", "short", "orphan"] {
+        let edited = dir.path().join(format!("{what}.db"));
+        std::fs::copy(&db, &edited).unwrap();
+        let conn = rusqlite::Connection::open(&edited).unwrap();
+        let (pair, rows, mut data): (i64, i64, Vec<u8>) = conn
+            .query_row(
+                "SELECT pair_id, rows, data FROM two_view_geometries WHERE rows > 0 LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        match what {
+            "past" => {
+                let last = 8 * (rows as usize - 1);
+                data[last..last + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+                conn.execute(
+                    "UPDATE two_view_geometries SET data = ?1 WHERE pair_id = ?2",
+                    rusqlite::params![data, pair],
+                )
+                .unwrap();
+            }
+            "short" => {
+                data.truncate(data.len() - 8);
+                conn.execute(
+                    "UPDATE two_view_geometries SET data = ?1 WHERE pair_id = ?2",
+                    rusqlite::params![data, pair],
+                )
+                .unwrap();
+            }
+            _ => {
+                conn.execute(
+                    "UPDATE two_view_geometries SET pair_id = ?1 WHERE pair_id = ?2",
+                    rusqlite::params![descl::io::colmap::pair_id(1, 99), pair],
+                )
+                .unwrap();
+            }
+        }
+        drop(conn);
+        let sparse = dir.path().join(format!("{what}-sparse"));
+        let started = std::time::Instant::now();
+        let (ok, err) = sfm_map(&edited, &imgs, &sparse);
+        assert!(
+            !ok && err.contains("two_view_geometries")
+                && err.contains(&edited.display().to_string()),
+            "{what}: {err}"
+        );
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{what}: not refused before mapping"
+        );
+        assert!(!sparse.exists(), "{what}: {err}");
+    }
+}
+
+/// Hostile round of 3fe5bfb, F5: one command's two outputs naming one file (`match --out X
+/// --viz X`, `bench --json X --md X`, `sfm --database X --sparse-dir X`) exited 0 with the
+/// second written over the first. They are refused before any work, naming both flags, and
+/// nothing is written.
+#[test]
+fn one_command_refuses_two_outputs_naming_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    let both = dir.path().join("both.png");
+    let (ok, _, err) = run(descl()
+        .arg("match")
+        .arg(feats.join("0000.npz"))
+        .arg(feats.join("0001.npz"))
+        .arg("--out")
+        .arg(&both)
+        .arg("--viz")
+        .arg(dir.path().join(".").join("both.png")));
+    assert!(
+        !ok && err.contains("--out") && err.contains("--viz") && err.contains("name one file"),
+        "{err}"
+    );
+    assert!(!both.exists(), "{err}");
+
+    let oxford = dir.path().join("oxford");
+    std::fs::create_dir_all(oxford.join("wall")).unwrap();
+    let report = dir.path().join("report");
+    let (ok, _, err) = run(descl()
+        .args(["bench", "sequences", "-m", "sift", "--oxford"])
+        .arg(&oxford)
+        .arg("--hpatches-sequences")
+        .arg(&oxford)
+        .arg("--json")
+        .arg(&report)
+        .arg("--md")
+        .arg(&report));
+    assert!(
+        !ok && err.contains("--json") && err.contains("--md") && err.contains("name one file"),
+        "{err}"
+    );
+    assert!(!report.exists(), "{err}");
+
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .args(SIFT)
+        .arg("--database")
+        .arg(&db)
+        .arg("--reconstruct")
+        .arg("--sparse-dir")
+        .arg(&db));
+    assert!(
+        !ok && err.contains("--database") && err.contains("--sparse-dir"),
+        "{err}"
+    );
+    assert!(!db.exists(), "{err}");
+}
+
 /// A numpy archive of `members` (float arrays of 4 values) at `path`, as another tool writes.
 fn numpy_archive(path: &Path, members: &[&str]) {
     use descl::io::npz::{write_npz, NpyArray, NpyData};
@@ -2836,4 +2962,47 @@ fn holding_guessed_cameras_is_said() {
         err.contains("--hold-intrinsics holds 3 cameras") && err.contains("a guess"),
         "{err}"
     );
+}
+
+/// Round 1 of issue 55, M2: `descl sfm --cameras-file` checked each image's camera only after
+/// that image's extraction, so a file without a line for one image failed after the whole
+/// set's work, its error among the others'. The cameras are checked against the images'
+/// headers before any extraction now: the run fails on the missing line alone, and an image
+/// that could not be decoded (a PNG cut after its header) is never reached.
+#[test]
+fn a_cameras_file_is_checked_before_any_extraction() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let cut = std::fs::read(imgs.join(NAMES[0])).unwrap();
+    std::fs::write(imgs.join("0003.png"), &cut[..cut.len() / 2]).unwrap();
+    let line = |n: &str| {
+        let (w, h) = image::image_dimensions(imgs.join(n)).unwrap();
+        format!(
+            "{n} SIMPLE_RADIAL {w} {h} {} {} {} 0\n",
+            1.2 * w as f64,
+            w / 2,
+            h / 2
+        )
+    };
+    let cameras = dir.path().join("cameras.txt");
+    std::fs::write(
+        &cameras,
+        [NAMES[0], NAMES[1], "0003.png"].map(line).concat(),
+    )
+    .unwrap();
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .arg("--cameras-file")
+        .arg(&cameras)
+        .args(SIFT));
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("no camera for the image 0002.png") && !err.contains("0003.png"),
+        "{err}"
+    );
+    assert!(!db.exists(), "{err}");
 }

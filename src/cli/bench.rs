@@ -308,6 +308,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Before any work: a report inside the data first (the more telling message), then a
     // benchmark must not fail at its end for its report.
     args.check_data_folders()?;
+    let outputs: Vec<(&str, &Path)> = [
+        ("--json", args.json.as_deref()),
+        ("--md", args.md.as_deref()),
+        ("--plots", args.plots.as_deref()),
+        ("--sfm-keep", args.sfm_keep.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| p.map(|p| (flag, p)))
+    .collect();
+    descl::io::atomic::check_distinct_outputs(&outputs)?;
     use descl::io::atomic::OutputKind;
     for (p, kind) in [
         (&args.json, OutputKind::JsonReport),

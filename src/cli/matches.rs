@@ -135,6 +135,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for out in args.out.iter().chain(&args.viz) {
         descl::io::atomic::check_not_an_input(out, [a, b])?;
     }
+    if let (Some(out), Some(viz)) = (&args.out, &args.viz) {
+        descl::io::atomic::check_distinct_outputs(&[("--out", out), ("--viz", viz)])?;
+    }
     if let Some(out) = &args.out {
         descl::io::atomic::check_writable(out, descl::io::atomic::OutputKind::Matches)?;
     }

@@ -208,10 +208,11 @@ enum Stage {
     /// have one writer). Gives what `descl sfm IMAGES` writes when the matches were made with
     /// `--planar-check`, or what `--format h5` writes for the same pairs.
     Merge(MergeArgs),
-    /// Score a reconstruction against a Strecha scene's ground-truth cameras: a similarity
-    /// (Umeyama) alignment of the registered cameras' centres, then the median rotation and
-    /// centre errors, the latter also as a fraction of the largest distance between
-    /// ground-truth cameras (what `descl bench sfm` reports).
+    /// Score a reconstruction against a Strecha scene's ground-truth cameras: the median
+    /// centre error after the similarity (Umeyama) that fits the registered cameras' centres,
+    /// also as a fraction of the largest distance between ground-truth cameras, and the median
+    /// rotation error after the rotation that fits their orientations (what `descl bench sfm`
+    /// reports).
     Evaluate(EvaluateArgs),
     /// Map a COLMAP database as `descl sfm --reconstruct` does (its fallbacks, the same
     /// mapping flags): a database of `descl sfm merge`, or one `descl sfm` wrote before.
@@ -323,6 +324,7 @@ fn map(args: MapArgs) -> anyhow::Result<()> {
     descl::sfm::require_colmap(&args.mapping.options(), "descl sfm map")?;
     descl::io::cameras::check_database_cameras(&args.database)?;
     descl::io::colmap::check_database_keypoints(&args.database)?;
+    descl::io::colmap::check_database_matches(&args.database)?;
     let folder = descl::io::colmap::check_image_folder(&args.database, &args.images)?;
     if let Some(first) = folder.by_size_only.first() {
         eprintln!(

@@ -2,7 +2,8 @@
 //! scratch by `descl sfm`'s library path with each method (DoG frames, exhaustive pairs,
 //! geometric verification, `colmap mapper`) and by COLMAP's own SIFT pipeline
 //! (`feature_extractor` + `exhaustive_matcher` + `mapper`) as the same-run peer, then aligned
-//! to the ground-truth cameras (Umeyama, [`crate::sfm::evaluate`]).
+//! to the ground-truth cameras ([`crate::sfm::evaluate`]: centres by Umeyama's similarity,
+//! rotations by the rotation that fits the orientations).
 //!
 //! Why a suite of its own: two-view pose AUC says whether a descriptor finds a pair's
 //! geometry; a reconstruction also needs tracks that chain across many images, and the count

@@ -112,29 +112,25 @@ pub fn principal_variances(points: &[[f64; 3]]) -> Result<[f64; 3]> {
 /// errors of the models descl keeps (well under 1°), far under a camera turned the wrong way.
 pub const ORIENTATION_INLIER_DEG: f64 = 10.0;
 
-/// The similarity mapping the cameras of centres `src` and world-to-camera rotations `r_src`
-/// onto those of `dst`, `r_dst`, with its rotation from the cameras' orientations: the chordal
-/// L2 mean of R_dst,iᵀ·R_src,i (Hartley, Trumpf, Dai, Li 2013, "Rotation averaging", §5.3: the
-/// arithmetic mean projected onto SO(3) by its SVD), then the scale and translation that fit
-/// the centres best under it (Umeyama's eqs. 41–42 with R fixed). For centres on a line, where
-/// [`umeyama`] leaves the rotation about the line to noise.
-pub fn similarity_from_rotations(
-    src: &[[f64; 3]],
-    dst: &[[f64; 3]],
+/// The rotation R of the gauge taking the cameras of world-to-camera rotations `r_src` onto
+/// those of `r_dst` (aligned, R_src,i · Rᵀ ≈ R_dst,i), from the orientations alone: the chordal
+/// L2 mean of the cameras' own answers R_dst,iᵀ·R_src,i (Hartley, Trumpf, Dai, Li 2013,
+/// "Rotation averaging", §5.3: the arithmetic mean projected onto SO(3) by its SVD) over those
+/// within [`ORIENTATION_INLIER_DEG`] of their medoid.
+pub fn rotation_from_orientations(
     r_src: &[[[f64; 3]; 3]],
     r_dst: &[[[f64; 3]; 3]],
-) -> Result<Similarity> {
-    let n = src.len();
-    if n < 2 || dst.len() != n || r_src.len() != n || r_dst.len() != n {
+) -> Result<Mat3> {
+    if r_src.is_empty() || r_src.len() != r_dst.len() {
         return Err(Error::InvalidInput(format!(
-            "similarity alignment needs ≥ 2 cameras on each side, got {n} and {}",
-            dst.len()
+            "rotation alignment needs ≥ 1 camera on each side, as many on both, got {} and {}",
+            r_src.len(),
+            r_dst.len()
         )));
     }
-    // Each camera's own answer R_dst,iᵀ R_src,i (aligned, R_src,i · Rᵀ = R_dst,i). Their
-    // medoid (the one of least median angle to the others) picks the majority, so a few
-    // cameras turned the wrong way do not move the rotation (hostile round of 3fe5bfb, F9);
-    // the chordal mean of the answers within ORIENTATION_INLIER_DEG of it refines it.
+    // The medoid (the answer of least median angle to the others) picks the majority, so a
+    // few cameras turned the wrong way do not move the rotation (hostile round of 3fe5bfb,
+    // F9); the chordal mean of the answers within ORIENTATION_INLIER_DEG of it refines it.
     let answers: Vec<Mat3> = r_src
         .iter()
         .zip(r_dst)
@@ -150,7 +146,7 @@ pub fn similarity_from_rotations(
         .map(|c| (median_angle(c), c))
         .min_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| *c)
-        .ok_or_else(|| Error::InvalidInput("similarity alignment: no cameras".into()))?;
+        .ok_or_else(|| Error::InvalidInput("rotation alignment: no cameras".into()))?;
     let mut sum = [[0.0f64; 3]; 3];
     for c in answers
         .iter()
@@ -163,7 +159,28 @@ pub fn similarity_from_rotations(
         }
     }
     let (u, _, vt) = svd3(&sum)?;
-    let (r, _) = nearest_rotation(&u, &vt);
+    Ok(nearest_rotation(&u, &vt).0)
+}
+
+/// The similarity mapping the cameras of centres `src` and world-to-camera rotations `r_src`
+/// onto those of `dst`, `r_dst`, with its rotation from the cameras' orientations
+/// ([`rotation_from_orientations`]), then the scale and translation that fit the centres best
+/// under it (Umeyama's eqs. 41–42 with R fixed). For centres on a line, where [`umeyama`]
+/// leaves the rotation about the line to noise.
+pub fn similarity_from_rotations(
+    src: &[[f64; 3]],
+    dst: &[[f64; 3]],
+    r_src: &[[[f64; 3]; 3]],
+    r_dst: &[[[f64; 3]; 3]],
+) -> Result<Similarity> {
+    let n = src.len();
+    if n < 2 || dst.len() != n || r_src.len() != n || r_dst.len() != n {
+        return Err(Error::InvalidInput(format!(
+            "similarity alignment needs ≥ 2 cameras on each side, got {n} and {}",
+            dst.len()
+        )));
+    }
+    let r = rotation_from_orientations(r_src, r_dst)?;
     let mean = |p: &[[f64; 3]]| [0, 1, 2].map(|k| p.iter().map(|q| q[k]).sum::<f64>() / n as f64);
     let (ms, md) = (mean(src), mean(dst));
     let (mut num, mut den) = (0.0, 0.0);

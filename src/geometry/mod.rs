@@ -14,7 +14,8 @@ mod intrinsics;
 mod linalg;
 
 pub use align::{
-    principal_variances, rotation_angle_deg, similarity_from_rotations, umeyama, Similarity,
+    principal_variances, rotation_angle_deg, rotation_from_orientations, similarity_from_rotations,
+    umeyama, Similarity,
 };
 pub use intrinsics::{
     check_focal_length, exif_focal_35mm, Intrinsics, DEFAULT_FOCAL_FACTOR, FILM_35MM_LONG_SIDE_MM,

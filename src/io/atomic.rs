@@ -433,6 +433,30 @@ pub fn check_not_an_input<P: AsRef<Path>>(
     Ok(())
 }
 
+/// Refuses one command's outputs (`(flag, path)`) when two of them name one file, by path
+/// (resolved as [`resolved_path`] resolves it) or, where both exist, by device and inode: the
+/// second written would replace the first, and the run would exit 0 with one of them lost
+/// (`match --out X --viz X`, `bench --json X --md X`: hostile round of 3fe5bfb, F5).
+pub fn check_distinct_outputs(outputs: &[(&str, &Path)]) -> Result<()> {
+    for (k, (flag_a, a)) in outputs.iter().enumerate() {
+        for (flag_b, b) in &outputs[k + 1..] {
+            let same_path = resolved_path(a) == resolved_path(b);
+            let same_inode = matches!(
+                (std::fs::metadata(a), std::fs::metadata(b)),
+                (Ok(ma), Ok(mb)) if same_file(&ma, &mb)
+            );
+            if same_path || same_inode {
+                return Err(Error::InvalidInput(format!(
+                    "{flag_a} {} and {flag_b} {} name one file: the second output would replace the first, so give each its own path",
+                    a.display(),
+                    b.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
     #[cfg(unix)]
     {

@@ -33,12 +33,24 @@ pub const MAX_RADIAL_K: f64 = 1.0;
 // The focal range of every camera descl takes (one definition, beside EXIF's reader).
 pub use crate::geometry::{check_focal_length, MAX_FOCAL_FACTOR, MIN_FOCAL_FACTOR};
 
+/// The largest ratio of a pinhole's two focal lengths (fx/fy or fy/fx, the pixel aspect)
+/// accepted: 2.5, over the 2× squeeze of anamorphic cinema lenses, the widest of real optics.
+/// Past it the two focal lengths are a typing error, not a lens.
+pub const MAX_PIXEL_ASPECT: f64 = 2.5;
+
 /// Whether the pinhole `k` (OpenCV's pixels) can be the camera of a `width`×`height` image:
-/// both focal lengths within [`check_focal_length`]'s range, the principal point inside the
-/// image. `Err` says why not.
+/// both focal lengths within [`check_focal_length`]'s range and within [`MAX_PIXEL_ASPECT`]
+/// of each other, the principal point inside the image (its border included: the crop of a
+/// photograph's half has it there). `Err` says why not.
 pub fn check_pinhole(k: &Intrinsics, width: u32, height: u32) -> std::result::Result<(), String> {
     for f in [k.fx, k.fy] {
         check_focal_length(f, width, height)?;
+    }
+    if k.fx.max(k.fy) > MAX_PIXEL_ASPECT * k.fx.min(k.fy) {
+        return Err(format!(
+            "fx {} and fy {} differ by more than {MAX_PIXEL_ASPECT}× (no lens squeezes pixels more)",
+            k.fx, k.fy
+        ));
     }
     // COLMAP's pixels, whose image spans 0..=width.
     let offset = f64::from(COLMAP_PIXEL_OFFSET);
@@ -360,6 +372,13 @@ mod tests {
         let why = c.check_image(640, 480).unwrap_err();
         assert!(why.contains("outside the 640×480 image"), "{why}");
         assert!(c.check_image(1241, 376).is_ok());
+        // Hostile round 1 of issue 55, M1: focal lengths 10× apart were taken as a lens; an
+        // anamorphic 2× squeeze is one.
+        let typo = KnownCamera::parse(CameraModel::Pinhole, "700,7000,320,240").unwrap();
+        let why = typo.check_image(640, 480).unwrap_err();
+        assert!(why.contains("differ by more than 2.5×"), "{why}");
+        let squeezed = KnownCamera::parse(CameraModel::Pinhole, "700,350,320,240").unwrap();
+        assert!(squeezed.check_image(640, 480).is_ok());
     }
 
     #[test]

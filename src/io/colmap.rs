@@ -752,6 +752,99 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The tables of a COLMAP database that index keypoints by pairs of images: raw matches, and
+/// the verified inliers the mappers read.
+const PAIR_TABLES: [&str; 2] = ["matches", "two_view_geometries"];
+
+/// Refuses, before mapping, pairs of the database at `path` that index keypoints no image
+/// has: a pair of an image without a row (or with itself), a blob whose length is not its
+/// rows × 2 four-byte indices, a table of other than 2 columns, or an index past its image's
+/// keypoints. COLMAP and pycolmap read the inlier indices without bounds checks (hostile round
+/// of 3fe5bfb, F3).
+pub fn check_database_matches(path: &Path) -> Result<()> {
+    let db_err = |e: rusqlite::Error| database_error(path, e);
+    let conn = open_read_only(path)?;
+    let mut counts = std::collections::HashMap::new();
+    {
+        let mut stmt = conn
+            .prepare(
+                "SELECT images.image_id, images.name, COALESCE(keypoints.rows, 0) FROM images \
+                 LEFT JOIN keypoints ON images.image_id = keypoints.image_id",
+            )
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(db_err)?;
+        for row in rows {
+            let (id, name, n) = row.map_err(db_err)?;
+            counts.insert(id, (name, n.max(0) as u64));
+        }
+    }
+    for table in PAIR_TABLES {
+        let mut stmt = conn
+            .prepare(&format!("SELECT pair_id, rows, cols, data FROM {table}"))
+            .map_err(db_err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<Vec<u8>>>(3)?,
+                ))
+            })
+            .map_err(db_err)?;
+        for row in rows {
+            let (pair, n, cols, data) = row.map_err(db_err)?;
+            let (a, b) = image_ids(pair);
+            let refuse = |why: String| {
+                Err(Error::format(
+                    path,
+                    format!(
+                        "{table} row of pair_id {pair} (images {a} and {b}): {why}; remove the row or match the pair again before mapping"
+                    ),
+                ))
+            };
+            let (Some((name_a, kp_a)), Some((name_b, kp_b))) = (counts.get(&a), counts.get(&b))
+            else {
+                return refuse("an image without a row in the images table".into());
+            };
+            if a == b {
+                return refuse(format!("the pair of {name_a} with itself"));
+            }
+            let data = data.unwrap_or_default();
+            if n == 0 {
+                continue;
+            }
+            if cols != 2 {
+                return refuse(format!("{cols} columns (COLMAP's have 2)"));
+            }
+            if n < 0 || data.len() as u64 != n as u64 * 2 * 4 {
+                return refuse(format!(
+                    "a blob of {} bytes for {n} rows of 2 indices",
+                    data.len()
+                ));
+            }
+            for (k, m) in data.chunks_exact(8).enumerate() {
+                let i = u32::from_le_bytes([m[0], m[1], m[2], m[3]]) as u64;
+                let j = u32::from_le_bytes([m[4], m[5], m[6], m[7]]) as u64;
+                if i >= *kp_a || j >= *kp_b {
+                    return refuse(format!(
+                        "match {k} indexes keypoint {i} of {name_a} ({kp_a} keypoints) and {j} of {name_b} ({kp_b})"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The image names (paths relative to the image folder) of a COLMAP database's `images`
 /// table, in id order (a file that is not such a database is an error naming it).
 pub fn image_names(path: &Path) -> Result<Vec<String>> {

@@ -94,6 +94,23 @@ fn known_or_colmap_camera<'a>(
     }
 }
 
+/// Checks the cameras the user gave against each image of the set before any extraction,
+/// from the image files' headers (the size the extraction decodes): a cameras file without a
+/// line for an image, or a camera that cannot be an image's, failed only after every image
+/// had been extracted (hostile round 1 of issue 55, M2). An image whose header cannot be read
+/// is left to the extraction, which names it.
+fn check_known_cameras(known: &KnownCameras, inputs: &[crate::names::SetInput]) -> Result<()> {
+    if !known.is_known() {
+        return Ok(());
+    }
+    for input in inputs {
+        if let Ok((w, h)) = ::image::image_dimensions(&input.path) {
+            known.camera_of(&input.name, w, h)?;
+        }
+    }
+    Ok(())
+}
+
 /// Extracts, matches, verifies and writes the COLMAP database for the images of `image_dir`.
 /// `db` must not exist unless `overwrite`; it is checked before any work starts.
 pub fn build_database<E>(
@@ -107,6 +124,8 @@ pub fn build_database<E>(
 where
     E: image_set::Load + ?Sized,
 {
+    let inputs = image_inputs(image_dir)?;
+    check_known_cameras(&cfg.known_cameras, &inputs)?;
     let writer = ColmapWriter::create(
         db,
         overwrite,
@@ -116,7 +135,6 @@ where
             known_cameras: cfg.known_cameras.clone(),
         },
     )?;
-    let inputs = image_inputs(image_dir)?;
     let camera = known_or_colmap_camera(&cfg.known_cameras, &inputs);
     // COLMAP labels planar and panoramic pairs from a homography fit (`TwoViewConfig::of`).
     let pair_config = PairConfig {

@@ -39,6 +39,10 @@ pub fn check_outputs(
     let Some(sparse) = sparse else {
         return Ok(());
     };
+    crate::io::atomic::check_distinct_outputs(&[
+        ("--database", database),
+        ("--sparse-dir", sparse),
+    ])?;
     check_sparse_dir(sparse, overwrite)?;
     require_colmap(options, "--reconstruct")
 }
