@@ -28,6 +28,15 @@ fn extract(imgs: &Path, out: &Path, args: &[&str]) -> (bool, String) {
     (ok, err)
 }
 
+/// [`small_images`] of [`NAMES`] under `dir` and their SIFT features in `dir/feats`.
+fn sift_features(dir: &Path) -> (PathBuf, PathBuf) {
+    let imgs = small_images(dir, &NAMES);
+    let feats = dir.join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    (imgs, feats)
+}
+
 /// A uniform picture of `w`×`h` (no keypoint anywhere).
 fn blank(path: &Path, w: u32, h: u32) {
     image::GrayImage::from_pixel(w, h, image::Luma([128u8]))
@@ -89,10 +98,7 @@ fn no_database_lands_on_an_image_of_the_set() {
 #[test]
 fn no_output_replaces_a_run_plan() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     let plan = feats.join(descl::io::plan::EXTRACT_PLAN_FILE);
     let before = std::fs::read(&plan).unwrap();
     let (a, b) = (feats.join("0000.npz"), feats.join("0001.npz"));
@@ -233,10 +239,7 @@ fn retrieval_ranks_no_pattern_or_noise_above_the_photographs() {
 fn an_output_that_is_a_link_or_a_fifo_is_refused_and_left_alone() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     let fifo = dir.path().join("fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
@@ -331,10 +334,7 @@ fn a_picture_with_one_keypoint_fails_no_set() {
 #[test]
 fn match_viz_replaces_only_its_own_drawing() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     let viz = |out: &Path| {
         run(descl()
             .arg("match")
@@ -374,10 +374,7 @@ fn match_viz_replaces_only_its_own_drawing() {
 #[test]
 fn no_output_replaces_a_descl_file_of_another_kind() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     let (_, db) = sift_database(&dir.path().join("scene"));
     let features = feats.join("0002.npz");
     let kept = [
@@ -465,6 +462,16 @@ fn sift_database(dir: &Path) -> (PathBuf, PathBuf) {
     (imgs, db)
 }
 
+/// [`sift_database`] in a new temporary folder, or `None` (the test skipped) without colmap.
+fn sift_database_or_skip(test: &str) -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
+    if !common::colmap_or_skip(test) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, db) = sift_database(dir.path());
+    Some((dir, imgs, db))
+}
+
 /// `descl sfm map DB --images IMAGES --sparse-dir SPARSE`: (success, stderr).
 fn sfm_map(db: &Path, images: &Path, sparse: &Path) -> (bool, String) {
     let (ok, _, err) = run(descl()
@@ -482,11 +489,10 @@ fn sfm_map(db: &Path, images: &Path, sparse: &Path) -> (bool, String) {
 /// wrongly. The camera's width and height are checked against each file's header.
 #[test]
 fn sfm_map_refuses_images_of_another_size() {
-    if !common::colmap_or_skip("sfm_map_refuses_images_of_another_size") {
+    let Some((dir, imgs, db)) = sift_database_or_skip("sfm_map_refuses_images_of_another_size")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let other = dir.path().join("half");
     std::fs::create_dir(&other).unwrap();
     for name in NAMES {
@@ -501,17 +507,8 @@ fn sfm_map_refuses_images_of_another_size() {
 /// `descl sfm map DB --images OTHER` fails naming OTHER's first image and `needle`, and leaves
 /// no sparse folder.
 fn assert_map_refused(db: &Path, other: &Path, needle: &str) {
-    let sparse = other.with_extension("sparse");
-    let (ok, err) = sfm_map(db, other, &sparse);
-    assert!(
-        !ok,
-        "mapped other pictures under the database's names: {err}"
-    );
-    assert!(
-        err.contains(&other.join(NAMES[0]).display().to_string()) && err.contains(needle),
-        "{err}"
-    );
-    assert!(!sparse.exists(), "a sparse folder was left");
+    let first = other.join(NAMES[0]).display().to_string();
+    assert_refused_before_mapping(db, other, &[&first, needle], "other pictures");
 }
 
 /// Medium: other pictures of the same size under the database's names passed the size check
@@ -519,11 +516,11 @@ fn assert_map_refused(db: &Path, other: &Path, needle: &str) {
 /// each image's SHA-256 (its features' provenance), and `sfm map` holds the folder to it.
 #[test]
 fn sfm_map_refuses_other_pictures_of_the_same_size() {
-    if !common::colmap_or_skip("sfm_map_refuses_other_pictures_of_the_same_size") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("sfm_map_refuses_other_pictures_of_the_same_size")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     // The same folder with the first picture's grey levels inverted: every file of the
     // database's size.
     let other = dir.path().join("inverted");
@@ -545,11 +542,11 @@ fn sfm_map_refuses_other_pictures_of_the_same_size() {
 /// a removed row) was checked by name and size only, and `sfm map` did not say so.
 #[test]
 fn sfm_map_says_which_images_it_checked_by_size_only() {
-    if !common::colmap_or_skip("sfm_map_says_which_images_it_checked_by_size_only") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("sfm_map_says_which_images_it_checked_by_size_only")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let conn = rusqlite::Connection::open(&db).unwrap();
     let removed = conn
         .execute(
@@ -574,11 +571,11 @@ fn sfm_map_says_which_images_it_checked_by_size_only() {
 /// (COLMAP 3.8). Named before any mapping.
 #[test]
 fn sfm_map_names_an_image_whose_camera_is_missing() {
-    if !common::colmap_or_skip("sfm_map_names_an_image_whose_camera_is_missing") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("sfm_map_names_an_image_whose_camera_is_missing")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let conn = rusqlite::Connection::open(&db).unwrap();
     // As the sqlite3 shell edits it: without foreign-key enforcement.
     conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
@@ -1337,10 +1334,7 @@ fn descriptors_of_absurd_norm_are_refused_naming_the_file() {
 #[test]
 fn merge_says_the_threshold_its_pairs_were_verified_at() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     for (planar, px, noted) in [(false, 1.0, true), (true, 4.0, false)] {
         let m = dir.path().join(format!("m-{planar}"));
         let extra: &[&str] = if planar { &["--planar-check"] } else { &[] };
@@ -1543,10 +1537,7 @@ fn an_extract_shard_of_other_settings_is_refused() {
 #[test]
 fn no_list_matches_or_database_lands_on_a_picture_behind_features() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     let m = dir.path().join("m");
     let (ok, _, err) = run(descl()
         .args(["match", "--images"])
@@ -1735,11 +1726,11 @@ fn a_match_run_of_another_format_leaves_the_folder_as_it_was() {
 /// holding anything the mapper does not write is refused, naming it, and left as it was.
 #[test]
 fn overwrite_replaces_no_model_folder_holding_files_of_the_user() {
-    if !common::colmap_or_skip("overwrite_replaces_no_model_folder_holding_files_of_the_user") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("overwrite_replaces_no_model_folder_holding_files_of_the_user")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let sparse = dir.path().join("sparse");
     let (ok, err) = sfm_map(&db, &imgs, &sparse);
     assert!(ok, "{err}");
@@ -1857,11 +1848,10 @@ fn stand_in_python(dir: &Path, name: &str, then: &str) -> PathBuf {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_killed_descl_leaves_no_mapper_running() {
-    if !common::colmap_or_skip("a_killed_descl_leaves_no_mapper_running") {
+    let Some((dir, imgs, db)) = sift_database_or_skip("a_killed_descl_leaves_no_mapper_running")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let pid_file = dir.path().join("mapper.pid");
     let python = stand_in_python(
         dir.path(),
@@ -1969,10 +1959,7 @@ fn two_images_of_one_stem_are_named_as_such() {
 #[test]
 fn no_output_of_another_kind_is_named_as_a_features_file() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     let before = common::files_in(&feats);
     let a = feats.join("0000.npz");
     let b = feats.join("0001.npz");
@@ -2026,11 +2013,11 @@ fn no_output_of_another_kind_is_named_as_a_features_file() {
 /// outside 0.04–100 × the image's longer side is refused wherever it is given.
 #[test]
 fn a_camera_that_cannot_be_right_is_refused_before_mapping() {
-    if !common::colmap_or_skip("a_camera_that_cannot_be_right_is_refused_before_mapping") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("a_camera_that_cannot_be_right_is_refused_before_mapping")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let f64_blob = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     for (what, params) in [
         ("NaN", [f64::NAN, 80.0, 60.0, 0.0]),
@@ -2132,11 +2119,11 @@ fn bench_pose_refuses_images_of_another_size_than_their_cameras() {
 #[cfg(target_os = "linux")]
 #[test]
 fn an_overwrite_that_fails_or_is_killed_keeps_the_earlier_model() {
-    if !common::colmap_or_skip("an_overwrite_that_fails_or_is_killed_keeps_the_earlier_model") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("an_overwrite_that_fails_or_is_killed_keeps_the_earlier_model")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let sparse = dir.path().join("sparse");
     let (ok, err) = sfm_map(&db, &imgs, &sparse);
     assert!(ok, "{err}");
@@ -2351,11 +2338,11 @@ fn a_pairs_list_or_report_replaces_only_its_own_kind() {
 #[cfg(target_os = "linux")]
 #[test]
 fn no_run_replaces_the_database_a_map_is_reading() {
-    if !common::colmap_or_skip("no_run_replaces_the_database_a_map_is_reading") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("no_run_replaces_the_database_a_map_is_reading")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let (feats, m) = (dir.path().join("feats"), dir.path().join("m"));
     let (ok, err) = extract(&imgs, &feats, &[]);
     assert!(ok, "{err}");
@@ -2597,56 +2584,78 @@ fn a_folder_of_pixel_bombs_stays_within_the_memory_budget() {
 /// mapping as the cameras are: finite, inside their image, a blob of their rows.
 #[test]
 fn keypoints_no_mapper_can_use_are_refused_before_mapping() {
-    if !common::colmap_or_skip("keypoints_no_mapper_can_use_are_refused_before_mapping") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("keypoints_no_mapper_can_use_are_refused_before_mapping")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     for (what, edit) in [
         ("inf", "every y"),
         ("far", "every x"),
         ("nan", "one x"),
         ("short", "blob"),
     ] {
-        let edited = dir.path().join(format!("{what}.db"));
-        std::fs::copy(&db, &edited).unwrap();
-        let conn = rusqlite::Connection::open(&edited).unwrap();
-        let (rows, data): (i64, Vec<u8>) = conn
-            .query_row(
-                "SELECT rows, data FROM keypoints WHERE image_id = 2",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
-        let mut values: Vec<f32> = data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        match what {
-            "inf" => values
-                .chunks_exact_mut(6)
-                .for_each(|k| k[1] = f32::INFINITY),
-            "far" => values.chunks_exact_mut(6).for_each(|k| k[0] = 1e30),
-            "nan" => values[6 * (rows as usize / 2)] = f32::NAN,
-            _ => values.truncate(values.len() - 3),
-        }
-        let blob: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        conn.execute("UPDATE keypoints SET data = ?1 WHERE image_id = 2", [blob])
-            .unwrap();
-        drop(conn);
-        let sparse = dir.path().join(format!("{what}-sparse"));
-        let started = std::time::Instant::now();
-        let (ok, err) = sfm_map(&edited, &imgs, &sparse);
-        assert!(
-            !ok && err.contains(NAMES[1]) && err.contains(&edited.display().to_string()),
-            "{what} ({edit}): {err}"
+        let edited = edited_database(&db, what, |conn| {
+            let (rows, data): (i64, Vec<u8>) = conn
+                .query_row(
+                    "SELECT rows, data FROM keypoints WHERE image_id = 2",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            let mut values: Vec<f32> = data
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            match what {
+                "inf" => values
+                    .chunks_exact_mut(6)
+                    .for_each(|k| k[1] = f32::INFINITY),
+                "far" => values.chunks_exact_mut(6).for_each(|k| k[0] = 1e30),
+                "nan" => values[6 * (rows as usize / 2)] = f32::NAN,
+                _ => values.truncate(values.len() - 3),
+            }
+            let blob: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            conn.execute("UPDATE keypoints SET data = ?1 WHERE image_id = 2", [blob])
+                .unwrap();
+        });
+        let named = edited.display().to_string();
+        assert_refused_before_mapping(
+            &edited,
+            &imgs,
+            &[&named, NAMES[1]],
+            &format!("{what} ({edit})"),
         );
-        assert!(
-            started.elapsed().as_secs() < 30,
-            "{what}: not refused before mapping"
-        );
-        assert!(!sparse.exists(), "{what}: {err}");
     }
+}
+
+/// A copy of the database `db` beside it, named `what`.db, edited by `edit`.
+fn edited_database(db: &Path, what: &str, edit: impl FnOnce(&rusqlite::Connection)) -> PathBuf {
+    let edited = db.with_file_name(format!("{what}.db"));
+    std::fs::copy(db, &edited).unwrap();
+    edit(&rusqlite::Connection::open(&edited).unwrap());
+    edited
+}
+
+/// `descl sfm map DB --images IMAGES` fails before any mapping (within 30 s), naming each of
+/// `needles`, and leaves no sparse folder.
+fn assert_refused_before_mapping(db: &Path, imgs: &Path, needles: &[&str], case: &str) {
+    let sparse = imgs.with_file_name(format!(
+        "{}-{}.sparse",
+        db.file_stem().unwrap().to_string_lossy(),
+        imgs.file_name().unwrap().to_string_lossy()
+    ));
+    let started = std::time::Instant::now();
+    let (ok, err) = sfm_map(db, imgs, &sparse);
+    assert!(
+        !ok && needles.iter().all(|n| err.contains(n)),
+        "{case}: {err}"
+    );
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "{case}: not refused before mapping"
+    );
+    assert!(!sparse.exists(), "{case}: {err}");
 }
 
 /// Hostile round of 3fe5bfb, F3: `sfm map` handed the mapper verified pairs whose inlier
@@ -2655,62 +2664,43 @@ fn keypoints_no_mapper_can_use_are_refused_before_mapping() {
 /// mapping, naming the database and the pair.
 #[test]
 fn pairs_indexing_keypoints_no_image_has_are_refused_before_mapping() {
-    if !common::colmap_or_skip("pairs_indexing_keypoints_no_image_has_are_refused_before_mapping") {
+    let Some((dir, imgs, db)) =
+        sift_database_or_skip("pairs_indexing_keypoints_no_image_has_are_refused_before_mapping")
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     for what in ["past", "short", "orphan"] {
-        let edited = dir.path().join(format!("{what}.db"));
-        std::fs::copy(&db, &edited).unwrap();
-        let conn = rusqlite::Connection::open(&edited).unwrap();
-        let (pair, rows, mut data): (i64, i64, Vec<u8>) = conn
-            .query_row(
-                "SELECT pair_id, rows, data FROM two_view_geometries WHERE rows > 0 LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        let edited = edited_database(&db, what, |conn| {
+            let (pair, rows, mut data): (i64, i64, Vec<u8>) = conn
+                .query_row(
+                    "SELECT pair_id, rows, data FROM two_view_geometries WHERE rows > 0 LIMIT 1",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .unwrap();
+            let (sql, value) = match what {
+                "past" => {
+                    let last = 8 * (rows as usize - 1);
+                    data[last..last + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+                    ("data", rusqlite::types::Value::Blob(data))
+                }
+                "short" => {
+                    data.truncate(data.len() - 8);
+                    ("data", rusqlite::types::Value::Blob(data))
+                }
+                _ => (
+                    "pair_id",
+                    rusqlite::types::Value::Integer(descl::io::colmap::pair_id(1, 99)),
+                ),
+            };
+            conn.execute(
+                &format!("UPDATE two_view_geometries SET {sql} = ?1 WHERE pair_id = ?2"),
+                rusqlite::params![value, pair],
             )
             .unwrap();
-        match what {
-            "past" => {
-                let last = 8 * (rows as usize - 1);
-                data[last..last + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
-                conn.execute(
-                    "UPDATE two_view_geometries SET data = ?1 WHERE pair_id = ?2",
-                    rusqlite::params![data, pair],
-                )
-                .unwrap();
-            }
-            "short" => {
-                data.truncate(data.len() - 8);
-                conn.execute(
-                    "UPDATE two_view_geometries SET data = ?1 WHERE pair_id = ?2",
-                    rusqlite::params![data, pair],
-                )
-                .unwrap();
-            }
-            _ => {
-                conn.execute(
-                    "UPDATE two_view_geometries SET pair_id = ?1 WHERE pair_id = ?2",
-                    rusqlite::params![descl::io::colmap::pair_id(1, 99), pair],
-                )
-                .unwrap();
-            }
-        }
-        drop(conn);
-        let sparse = dir.path().join(format!("{what}-sparse"));
-        let started = std::time::Instant::now();
-        let (ok, err) = sfm_map(&edited, &imgs, &sparse);
-        assert!(
-            !ok && err.contains("two_view_geometries")
-                && err.contains(&edited.display().to_string()),
-            "{what}: {err}"
-        );
-        assert!(
-            started.elapsed().as_secs() < 30,
-            "{what}: not refused before mapping"
-        );
-        assert!(!sparse.exists(), "{what}: {err}");
+        });
+        let named = edited.display().to_string();
+        assert_refused_before_mapping(&edited, &imgs, &[&named, "two_view_geometries"], what);
     }
 }
 
@@ -2721,10 +2711,7 @@ fn pairs_indexing_keypoints_no_image_has_are_refused_before_mapping() {
 #[test]
 fn one_command_refuses_two_outputs_naming_one_file() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = small_images(dir.path(), &NAMES);
-    let feats = dir.path().join("feats");
-    let (ok, err) = extract(&imgs, &feats, &[]);
-    assert!(ok, "{err}");
+    let (imgs, feats) = sift_features(dir.path());
     let both = dir.path().join("both.png");
     let (ok, _, err) = run(descl()
         .arg("match")
@@ -2945,11 +2932,9 @@ fn a_cameras_file_with_a_byte_order_mark_is_read() {
 /// so now.
 #[test]
 fn holding_guessed_cameras_is_said() {
-    if !common::colmap_or_skip("holding_guessed_cameras_is_said") {
+    let Some((dir, imgs, db)) = sift_database_or_skip("holding_guessed_cameras_is_said") else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let (imgs, db) = sift_database(dir.path());
+    };
     let (_, _, err) = run(descl()
         .args(["sfm", "map"])
         .arg(&db)
