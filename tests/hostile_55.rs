@@ -98,7 +98,7 @@ fn no_database_lands_on_an_image_of_the_set() {
 #[test]
 fn no_output_replaces_a_run_plan() {
     let dir = tempfile::tempdir().unwrap();
-    let (imgs, feats) = sift_features(dir.path());
+    let (_, feats) = sift_features(dir.path());
     let plan = feats.join(descl::io::plan::EXTRACT_PLAN_FILE);
     let before = std::fs::read(&plan).unwrap();
     let (a, b) = (feats.join("0000.npz"), feats.join("0001.npz"));
@@ -239,7 +239,7 @@ fn retrieval_ranks_no_pattern_or_noise_above_the_photographs() {
 fn an_output_that_is_a_link_or_a_fifo_is_refused_and_left_alone() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tempfile::tempdir().unwrap();
-    let (imgs, feats) = sift_features(dir.path());
+    let (_, feats) = sift_features(dir.path());
     let fifo = dir.path().join("fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
@@ -1334,7 +1334,7 @@ fn descriptors_of_absurd_norm_are_refused_naming_the_file() {
 #[test]
 fn merge_says_the_threshold_its_pairs_were_verified_at() {
     let dir = tempfile::tempdir().unwrap();
-    let (imgs, feats) = sift_features(dir.path());
+    let (_, feats) = sift_features(dir.path());
     for (planar, px, noted) in [(false, 1.0, true), (true, 4.0, false)] {
         let m = dir.path().join(format!("m-{planar}"));
         let extra: &[&str] = if planar { &["--planar-check"] } else { &[] };
@@ -2584,7 +2584,7 @@ fn a_folder_of_pixel_bombs_stays_within_the_memory_budget() {
 /// mapping as the cameras are: finite, inside their image, a blob of their rows.
 #[test]
 fn keypoints_no_mapper_can_use_are_refused_before_mapping() {
-    let Some((dir, imgs, db)) =
+    let Some((_dir, imgs, db)) =
         sift_database_or_skip("keypoints_no_mapper_can_use_are_refused_before_mapping")
     else {
         return;
@@ -2664,7 +2664,7 @@ fn assert_refused_before_mapping(db: &Path, imgs: &Path, needles: &[&str], case:
 /// mapping, naming the database and the pair.
 #[test]
 fn pairs_indexing_keypoints_no_image_has_are_refused_before_mapping() {
-    let Some((dir, imgs, db)) =
+    let Some((_dir, imgs, db)) =
         sift_database_or_skip("pairs_indexing_keypoints_no_image_has_are_refused_before_mapping")
     else {
         return;
@@ -2987,6 +2987,132 @@ fn a_cameras_file_is_checked_before_any_extraction() {
     assert!(!ok, "{err}");
     assert!(
         err.contains("no camera for the image 0002.png") && !err.contains("0003.png"),
+        "{err}"
+    );
+    assert!(!db.exists(), "{err}");
+}
+
+/// Hostile round of 564787c, H1: `match --images A/features.h5 --format h5 --out-dir B`
+/// (or `--images A_IMAGES`), B holding another extraction of other pictures, replaced B's
+/// `features.h5` with exit 0 and left B's extract plan naming the pictures that were gone; a
+/// later `extract --resume` into B made a file of both sets. Refused now without
+/// `--overwrite`; with it, B's plan names the features B holds.
+#[cfg(feature = "h5")]
+#[test]
+fn match_h5_replaces_no_other_extraction_without_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    // Other pictures of the same names: each mirrored.
+    let others = dir.path().join("others");
+    std::fs::create_dir(&others).unwrap();
+    for name in NAMES {
+        image::open(imgs.join(name))
+            .unwrap()
+            .fliph()
+            .save(others.join(name))
+            .unwrap();
+    }
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (set, out) in [(&others, &a), (&imgs, &b)] {
+        let (ok, err) = extract(set, out, &["--format", "h5"]);
+        assert!(ok, "{err}");
+    }
+    let features = b.join("features.h5");
+    let kept = std::fs::read(&features).unwrap();
+    let matched = |input: &Path, overwrite: bool| {
+        let mut cmd = descl();
+        cmd.args(["match", "--images"])
+            .arg(input)
+            .args(["--exhaustive", "--format", "h5", "--out-dir"])
+            .arg(&b);
+        if input.is_dir() {
+            cmd.args(SIFT);
+        }
+        if overwrite {
+            cmd.arg("--overwrite");
+        }
+        run(&mut cmd)
+    };
+    for input in [a.join("features.h5"), others.clone()] {
+        let (ok, _, err) = matched(&input, false);
+        assert!(
+            !ok && err.contains("another extraction") && err.contains("--overwrite"),
+            "{}: {err}",
+            input.display()
+        );
+        assert_eq!(std::fs::read(&features).unwrap(), kept, "{err}");
+    }
+    let (ok, _, err) = matched(&a.join("features.h5"), true);
+    assert!(ok, "{err}");
+    let plan = |d: &Path| std::fs::read(d.join("descl-extract-plan.json")).unwrap();
+    assert_eq!(plan(&b), plan(&a));
+    // The folder is whole again: its features match as a set.
+    let (ok, _, err) = run(descl()
+        .args(["match", "--images"])
+        .arg(&features)
+        .args(["--exhaustive", "--format", "h5", "--out-dir"])
+        .arg(dir.path().join("c")));
+    assert!(ok, "{err}");
+}
+
+/// Hostile round of 564787c, M2: `pairs --pairs q.txt --out q.txt` rewrote its own input
+/// list (its comments and repeats gone), exit 0. The list is an input, refused as one.
+#[test]
+fn pairs_writes_not_over_its_own_pairs_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, feats) = sift_features(dir.path());
+    let list = dir.path().join("q.txt");
+    let text = "0000.png 0001.png\n# my notes\n0001.png 0000.png\n";
+    std::fs::write(&list, text).unwrap();
+    let (ok, _, err) = run(descl()
+        .arg("pairs")
+        .arg(&feats)
+        .arg("--pairs")
+        .arg(&list)
+        .arg("--out")
+        .arg(&list));
+    assert!(!ok && err.contains("is an input of this command"), "{err}");
+    assert_eq!(std::fs::read_to_string(&list).unwrap(), text);
+}
+
+/// Hostile round of 564787c, M4: a database camera of a model id COLMAP does not have (99)
+/// reached the mapper: a pycolmap traceback, or COLMAP's abort. Refused before mapping.
+#[test]
+fn a_camera_model_colmap_lacks_is_refused_before_mapping() {
+    let Some((_dir, imgs, db)) =
+        sift_database_or_skip("a_camera_model_colmap_lacks_is_refused_before_mapping")
+    else {
+        return;
+    };
+    let edited = edited_database(&db, "model99", |conn| {
+        conn.execute("UPDATE cameras SET model = 99 WHERE camera_id = 1", [])
+            .unwrap();
+    });
+    let named = edited.display().to_string();
+    assert_refused_before_mapping(&edited, &imgs, &[&named, "camera model 99"], "model 99");
+}
+
+/// Hostile round of 564787c, M1: `sfm --reconstruct --sparse-dir FILE/sp` (a folder below a
+/// file) failed only after the extraction, the matching and the database: refused before any
+/// work now, with no database written.
+#[test]
+fn a_models_folder_that_cannot_be_made_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES);
+    let file = dir.path().join("afile.txt");
+    std::fs::write(&file, "notes").unwrap();
+    let db = dir.path().join("scene.db");
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .args(SIFT)
+        .arg("--database")
+        .arg(&db)
+        .arg("--reconstruct")
+        .arg("--sparse-dir")
+        .arg(file.join("sp")));
+    assert!(
+        !ok && err.contains("cannot be made there") && err.contains("is not a folder"),
         "{err}"
     );
     assert!(!db.exists(), "{err}");

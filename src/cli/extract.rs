@@ -209,7 +209,7 @@ fn replaced_plan_warning(out: &std::path::Path, images: &[String]) -> Option<Str
         .collect();
     dropped.first().map(|first| {
         format!(
-            "warning: {} listed {} images that this run does not ({first}{}); their features files stay, but `descl match` and `descl sfm merge` take only this run's images: to add images to a set, extract the whole set in one command (--resume reuses what is there)",
+            "warning: {} listed {} images that this run does not ({first}{}); their features files stay, and `descl match --images` and `descl sfm merge` refuse the folder while they are there (another run's features): remove them, or extract the whole set in one command (--resume reuses what is there)",
             out.join(EXTRACT_PLAN_FILE).display(),
             dropped.len(),
             if dropped.len() > 1 { ", …" } else { "" }

@@ -81,7 +81,8 @@ pub struct Args {
     /// features in --out-dir (npz); without it such a shard is refused before any matching, as
     /// it would leave its share beside that run's pairs. A whole run needs no flag: it
     /// replaces the plan and matches its stale pairs again (so do the other shards of one run,
-    /// and a rerun with the same settings).
+    /// and a rerun with the same settings). With --format h5, also let the run replace the
+    /// features of another extraction (no image in common) in --out-dir's features.h5.
     #[arg(long, requires = "images")]
     overwrite: bool,
     /// Output format of --out-dir: npz, or h5 (hloc's files).
@@ -282,7 +283,11 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         Some(i) if !is_features_input(&i.path) => Some(loader.extractor()?.settings()),
         _ => set.made.and_then(|m| m.settings),
     };
+    let features_plan = check_other_extraction(args, dir, out_dir, &inputs)?;
     let mut writer = output::open(args.format, out_dir)?;
+    if let Some(plan) = features_plan {
+        writer.expect_extract_plan(plan);
+    }
     // A whole run matches every pair of its plan again where the stored ones were made
     // otherwise (stale provenance is redone), so it may replace another run's plan; a shard
     // matches only its share, so beside another run's plan it would leave a mix (issue 55).
@@ -321,6 +326,70 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         bail!("{failed} of {total} pairs failed");
     }
     Ok(())
+}
+
+/// `--format h5` stores the run's features in OUT/features.h5. Where the folder holds the
+/// features of another extraction (its extract plan shares no image with this run's, by
+/// content, or by name in plans without hashes), they would be replaced and the plan left
+/// naming them, a folder no later run could trust (hostile round of 564787c, H1): refused
+/// unless `--overwrite`. The same set with images replaced or removed since is the same
+/// extraction moving on. Returns the extract plan of features inputs stored here from another
+/// folder (their folder's) where the folder had a plan, written with the match plan so that
+/// the folder's plan names the features it holds.
+fn check_other_extraction(
+    args: &Args,
+    dir: &Path,
+    out_dir: &Path,
+    inputs: &[SetInput],
+) -> anyhow::Result<Option<descl::io::plan::ExtractPlan>> {
+    use descl::io::plan::{read_plan, ExtractPlan, EXTRACT_PLAN_FILE};
+    if args.format != Format::H5 {
+        return Ok(None);
+    }
+    let features_input = inputs.first().is_some_and(|i| is_features_input(&i.path));
+    let input_folder = if dir.is_file() {
+        dir.parent().unwrap_or(Path::new("."))
+    } else {
+        dir
+    };
+    let resolved = descl::io::atomic::resolved_path;
+    if features_input && resolved(input_folder) == resolved(out_dir) {
+        return Ok(None);
+    }
+    let Some(existing) = read_plan::<ExtractPlan>(out_dir, EXTRACT_PLAN_FILE)? else {
+        return Ok(None);
+    };
+    let incoming: Option<ExtractPlan> = if features_input {
+        read_plan(input_folder, EXTRACT_PLAN_FILE)?
+    } else {
+        Some(ExtractPlan::of(
+            inputs,
+            args.describe.extractor()?.settings(),
+        ))
+    };
+    {
+        let shared = match &incoming {
+            Some(new) if !existing.image_sha256.is_empty() && !new.image_sha256.is_empty() => {
+                let ours: std::collections::HashSet<&String> =
+                    new.image_sha256.iter().filter(|h| !h.is_empty()).collect();
+                existing.image_sha256.iter().any(|h| ours.contains(h))
+            }
+            _ => {
+                let ours: std::collections::HashSet<&str> =
+                    inputs.iter().map(|i| i.name.as_str()).collect();
+                existing.images.iter().any(|n| ours.contains(n.as_str()))
+            }
+        };
+        if !shared && !args.overwrite {
+            bail!(
+                "{}: holds the features of another extraction ({} images, none of them this run's {}); --format h5 would replace them and leave their plan. Match into another folder, or pass --overwrite to replace them",
+                out_dir.join(descl::io::plan::HLOC_FEATURES_FILE).display(),
+                existing.images.len(),
+                inputs.len()
+            );
+        }
+    }
+    Ok(if features_input { incoming } else { None })
 }
 
 /// hloc's `features.h5` extracted here from images gets its extract plan, as `descl extract

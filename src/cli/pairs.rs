@@ -194,10 +194,14 @@ fn checked_inputs(args: &Args) -> anyhow::Result<super::args::InputSet> {
         .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
-    // An input first (the message names it), then what no output may replace.
+    // An input first (the message names it), then what no output may replace. `--pairs` is
+    // one: `pairs --pairs q.txt --out q.txt` rewrote the user's list (hostile round of
+    // 564787c, M2).
     descl::io::atomic::check_not_an_input(
         &args.out,
-        read.chain([plan, args.dir.clone()]).chain(reference),
+        read.chain([plan, args.dir.clone()])
+            .chain(reference)
+            .chain(args.pairs.pairs.clone()),
     )?;
     descl::io::atomic::check_writable(&args.out, descl::io::atomic::OutputKind::PairsList)?;
     args.describe.refuse_for_features(set.made.as_ref())?;

@@ -210,9 +210,11 @@ enum Stage {
     Merge(MergeArgs),
     /// Score a reconstruction against a Strecha scene's ground-truth cameras: the median
     /// centre error after the similarity (Umeyama) that fits the registered cameras' centres,
-    /// also as a fraction of the largest distance between ground-truth cameras, and the median
+    /// also as a fraction of the largest distance between ground-truth cameras, the median
     /// rotation error after the rotation that fits their orientations (what `descl bench sfm`
-    /// reports).
+    /// reports), and the median direction error (the angle at which each camera sees each
+    /// other one, against the ground truth's: no alignment, so orientations that do not fit
+    /// the centres show there).
     Evaluate(EvaluateArgs),
     /// Map a COLMAP database as `descl sfm --reconstruct` does (its fallbacks, the same
     /// mapping flags): a database of `descl sfm merge`, or one `descl sfm` wrote before.
@@ -384,12 +386,13 @@ fn evaluate(args: EvaluateArgs) -> anyhow::Result<()> {
         )
     })?;
     eprintln!(
-        "{}: {}/{} images of the scene, median rotation error {:.3}°, median centre error {:.4} % of the extent, {} points",
+        "{}: {}/{} images of the scene, median rotation error {:.3}°, median centre error {:.4} % of the extent, median direction error {:.3}°, {} points",
         recon.path.display(),
         a.registered,
         a.total,
         a.median_rotation_error_deg,
         100.0 * a.median_centre_error_rel,
+        a.median_direction_error_deg.unwrap_or(f64::NAN),
         a.num_points
     );
     if a.registered < a.total {

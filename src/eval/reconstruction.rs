@@ -645,6 +645,7 @@ mod tests {
                 median_rotation_error_deg: 0.3,
                 median_centre_error: e,
                 median_centre_error_rel: e,
+                median_direction_error_deg: Some(0.2),
                 mean_reprojection_error: 0.5,
                 num_points: points,
             }),

@@ -889,6 +889,7 @@ impl BenchReport {
                         "images": a.total,
                         "median_rotation_error_deg": (a.median_rotation_error_deg * 1000.0).round() / 1000.0,
                         "median_centre_error_percent": percent(a.median_centre_error_rel),
+                        "median_direction_error_deg": a.median_direction_error_deg.map(|d| (d * 1000.0).round() / 1000.0),
                         "points": a.num_points,
                     }),
                     None => json!({"error": r.error}),

@@ -109,12 +109,29 @@ fn camera_row_problem(c: &crate::io::colmap::CameraRow) -> Option<String> {
                 .err()
         }
         // COLMAP's other models (RADIAL, OPENCV, …) start with the focal length too.
-        None => match c.params.first() {
-            None => Some("no parameters".into()),
-            Some(&f) => check_focal_length(f, width, height).err(),
+        None => match (COLMAP_MODEL_PARAMS.get(c.model as usize), c.params.first()) {
+            (Some(&n), _) if c.model >= 0 && c.params.len() != n => Some(format!(
+                "{} parameters, where COLMAP's camera model {} takes {n}",
+                c.params.len(),
+                c.model
+            )),
+            (None, _) => Some(format!(
+                "camera model {}, not one of COLMAP's (0–{})",
+                c.model,
+                COLMAP_MODEL_PARAMS.len() - 1
+            )),
+            (_, None) => Some("no parameters".into()),
+            (_, Some(&f)) => check_focal_length(f, width, height).err(),
         },
     }
 }
+
+/// The parameter count of each of COLMAP's camera models by id (`colmap/sensor/models.h`:
+/// SIMPLE_PINHOLE 3, PINHOLE 4, SIMPLE_RADIAL 4, RADIAL 5, OPENCV 8, OPENCV_FISHEYE 8,
+/// FULL_OPENCV 12, FOV 5, SIMPLE_RADIAL_FISHEYE 4, RADIAL_FISHEYE 5, THIN_PRISM_FISHEYE 12).
+/// Another id made pycolmap's mapper fail with a traceback and COLMAP's abort (hostile round
+/// of 564787c, M4).
+const COLMAP_MODEL_PARAMS: [usize; 11] = [3, 4, 4, 5, 8, 8, 12, 5, 4, 5, 12];
 
 /// One known camera: its model and COLMAP parameters, and its size when the source gave one.
 #[derive(Debug, Clone, PartialEq)]

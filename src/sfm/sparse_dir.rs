@@ -60,6 +60,33 @@ pub fn require_colmap(options: &MapperOptions, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// A models' folder that does not exist yet must be one descl can make: its nearest existing
+/// ancestor a folder that takes a new folder (a probe made and removed at once). `--sparse-dir
+/// FILE/sp` or `/proc/x` failed only after the extraction and matching, with the database
+/// written (hostile round of 564787c, M1).
+fn check_can_create(out: &Path) -> Result<()> {
+    let absolute = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
+    let Some(base) = absolute.ancestors().skip(1).find(|a| a.exists()) else {
+        return Ok(());
+    };
+    let refuse = |why: String| {
+        Err(Error::InvalidInput(format!(
+            "{}: the models' folder cannot be made there: {why}; choose another folder",
+            out.display()
+        )))
+    };
+    if !base.is_dir() {
+        return refuse(format!("{} is not a folder", base.display()));
+    }
+    let probe = base.join(format!(".descl-probe-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&probe) {
+        return refuse(format!("{}: {e}", base.display()));
+    }
+    // Removing the empty probe cannot lose anything; a failure leaves an empty folder.
+    let _ = std::fs::remove_dir(&probe);
+    Ok(())
+}
+
 /// Whether `out` can take [`map`]'s models, checked by `descl sfm` before any extraction and
 /// by [`map`] itself: a folder or nothing yet (not a file), holding no entry named as the
 /// mapper names its models (0, 1, …) other than, with `overwrite`, earlier models (numbered
@@ -72,7 +99,7 @@ pub fn check_sparse_dir(out: &Path, overwrite: bool) -> Result<()> {
         )));
     }
     if !out.exists() {
-        return Ok(());
+        return check_can_create(out);
     }
     let models = model_folders(out)?;
     for taken in numbered_entries(out)? {
