@@ -2205,20 +2205,83 @@ fn open_features_file(pid: u32, feats: &Path) -> Option<String> {
 #[test]
 fn pairs_read_across_a_replaced_features_file_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = numbered_images(dir.path(), 40);
-    let (feats, other) = (dir.path().join("feats"), dir.path().join("other"));
-    for (out, keypoints) in [(&feats, "1000"), (&other, "60")] {
-        let (ok, err) = extract(&imgs, out, &["--max-keypoints", keypoints]);
-        assert!(ok, "{err}");
-    }
+    let (feats, other) = two_extractions(dir.path(), false);
     let out = dir.path().join("pairs.txt");
+    let mut pairs = descl();
+    pairs
+        .arg("pairs")
+        .arg(&feats)
+        .args(["--retrieval", "3", "--out"])
+        .arg(&out);
+    assert_refused_across_a_replacement(&mut pairs, &feats, &other, Some(&out));
+}
+
+/// Hostile round of 9628fb4, H-1: `match --images FEATS` reads features files again where the
+/// set is larger than --max-resident-images; an extraction of another set replacing them
+/// meanwhile gave pair files of two sets, and both runs exited 0. The match checks its
+/// snapshot of the set after the run and fails, naming the file (the pair files it wrote
+/// record the features they used, so the next run redoes the stale ones).
+#[cfg(target_os = "linux")]
+#[test]
+fn match_read_across_a_replaced_features_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (feats, other) = two_extractions(dir.path(), true);
+    let mut matches = descl();
+    matches
+        .args(["match", "--images"])
+        .arg(&feats)
+        .args([
+            "--sequential",
+            "2",
+            "--max-resident-images",
+            "2",
+            "--out-dir",
+        ])
+        .arg(dir.path().join("m"));
+    assert_refused_across_a_replacement(&mut matches, &feats, &other, None);
+}
+
+/// 40 images extracted into `feats` (1000 keypoints) and again into `other`: with 60
+/// keypoints, or with `other_pictures` with the same settings from the pictures mirrored
+/// (another set of the same names, as the hostile round's).
+fn two_extractions(dir: &Path, other_pictures: bool) -> (PathBuf, PathBuf) {
+    let imgs = numbered_images(dir, 40);
+    let mirrored = dir.join("mirrored");
+    std::fs::create_dir(&mirrored).unwrap();
+    for entry in std::fs::read_dir(&imgs).unwrap() {
+        let path = entry.unwrap().path();
+        image::open(&path)
+            .unwrap()
+            .fliph()
+            .save(mirrored.join(path.file_name().unwrap()))
+            .unwrap();
+    }
+    let (feats, other) = (dir.join("feats"), dir.join("other"));
+    let (ok, err) = extract(&imgs, &feats, &["--max-keypoints", "1000"]);
+    assert!(ok, "{err}");
+    let (ok, err) = if other_pictures {
+        extract(&mirrored, &other, &["--max-keypoints", "1000"])
+    } else {
+        extract(&imgs, &other, &["--max-keypoints", "60"])
+    };
+    assert!(ok, "{err}");
+    (feats, other)
+}
+
+/// Runs `cmd` until it is caught 3 times holding a features file of `feats` open: stopped
+/// there, that file replaced (by a rename, as every writer of descl replaces one) with
+/// `other`'s, and the run let go on. Each time it must fail naming the file, with no `out`
+/// written; the file is put back for the next attempt.
+fn assert_refused_across_a_replacement(
+    cmd: &mut Command,
+    feats: &Path,
+    other: &Path,
+    out: Option<&Path>,
+) {
+    let dir = feats.parent().unwrap();
     let mut caught = 0;
     for _ in 0..50 {
-        let mut child = descl()
-            .arg("pairs")
-            .arg(&feats)
-            .args(["--retrieval", "3", "--out"])
-            .arg(&out)
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -2233,7 +2296,7 @@ fn pairs_read_across_a_replaced_features_file_are_refused() {
                 .success())
         };
         let open = loop {
-            if let Some(name) = open_features_file(pid, &feats) {
+            if let Some(name) = open_features_file(pid, feats) {
                 signal("-STOP");
                 break Some(name);
             }
@@ -2243,13 +2306,14 @@ fn pairs_read_across_a_replaced_features_file_are_refused() {
         };
         let Some(name) = open else {
             // Finished between two looks: a run that read nothing replaced; try again.
-            let _ = std::fs::remove_file(&out);
+            if let Some(out) = out {
+                let _ = std::fs::remove_file(out);
+            }
             continue;
         };
-        // Replaced while the run is stopped, then put back for the next attempt.
-        let kept = dir.path().join("kept.npz");
+        let kept = dir.join("kept.npz");
         std::fs::copy(feats.join(&name), &kept).unwrap();
-        let replacement = dir.path().join("replacement.npz");
+        let replacement = dir.join("replacement.npz");
         std::fs::copy(other.join(&name), &replacement).unwrap();
         std::fs::rename(&replacement, feats.join(&name)).unwrap();
         signal("-CONT");
@@ -2257,17 +2321,19 @@ fn pairs_read_across_a_replaced_features_file_are_refused() {
         let err = String::from_utf8_lossy(&done.stderr);
         assert!(
             !done.status.success() && err.contains(&name),
-            "pairs read {name} across its replacement and exited {:?}: {err}",
+            "read {name} across its replacement and exited {:?}: {err}",
             done.status
         );
-        assert!(!out.exists(), "a refused run wrote {}", out.display());
+        if let Some(out) = out {
+            assert!(!out.exists(), "a refused run wrote {}", out.display());
+        }
         std::fs::rename(&kept, feats.join(&name)).unwrap();
         caught += 1;
         if caught == 3 {
             return;
         }
     }
-    panic!("pairs was caught holding a features file open only {caught} times of 50");
+    panic!("caught holding a features file open only {caught} times of 50");
 }
 
 /// Hostile round of 4aa9455, F14: `pairs --out` replaced any existing file that was not of a
@@ -2669,7 +2735,7 @@ fn pairs_indexing_keypoints_no_image_has_are_refused_before_mapping() {
     else {
         return;
     };
-    for what in ["past", "short", "orphan"] {
+    for what in ["past", "short", "orphan", "reversed"] {
         let edited = edited_database(&db, what, |conn| {
             let (pair, rows, mut data): (i64, i64, Vec<u8>) = conn
                 .query_row(
@@ -2688,10 +2754,18 @@ fn pairs_indexing_keypoints_no_image_has_are_refused_before_mapping() {
                     data.truncate(data.len() - 8);
                     ("data", rusqlite::types::Value::Blob(data))
                 }
-                _ => (
+                "orphan" => (
                     "pair_id",
                     rusqlite::types::Value::Integer(descl::io::colmap::pair_id(1, 99)),
                 ),
+                // Hostile round of 9628fb4, M-3: the ids of the pair swapped, (b, a).
+                _ => {
+                    let (a, b) = descl::io::colmap::image_ids(pair);
+                    (
+                        "pair_id",
+                        rusqlite::types::Value::Integer(b * descl::io::colmap::MAX_NUM_IMAGES + a),
+                    )
+                }
             };
             conn.execute(
                 &format!("UPDATE two_view_geometries SET {sql} = ?1 WHERE pair_id = ?2"),

@@ -298,6 +298,15 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
     let camera = match_camera(args.intrinsics.given()?);
     let bar = Bar::new(true);
     let summary = image_set::run(&inputs, &cfg, &loader, camera, writer, &bar)?;
+    // Features files are read again where the set is larger than --max-resident-images: an
+    // extraction replacing them meanwhile made pairs of two sets. Not where the set is the
+    // output folder's own features.h5, which this run writes, under its lock.
+    let resolved = descl::io::atomic::resolved_path;
+    let own_features = dir.is_file()
+        && resolved(dir) == resolved(&out_dir.join(descl::io::plan::HLOC_FEATURES_FILE));
+    if !own_features {
+        set.read.check_unchanged_after_writing(dir)?;
+    }
     let (failed, skipped, redone, total) = (
         summary.failed_pairs(),
         summary.skipped_pairs(),

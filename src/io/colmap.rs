@@ -757,7 +757,7 @@ pub fn check_database_keypoints(path: &Path) -> Result<()> {
 const PAIR_TABLES: [&str; 2] = ["matches", "two_view_geometries"];
 
 /// Refuses, before mapping, pairs of the database at `path` that index keypoints no image
-/// has: a pair of an image without a row (or with itself), a blob whose length is not its
+/// has: a pair of an image without a row (or with itself, or a pair id not COLMAP's), a blob whose length is not its
 /// rows × 2 four-byte indices, a table of other than 2 columns, or an index past its image's
 /// keypoints. COLMAP and pycolmap read the inlier indices without bounds checks (hostile round
 /// of 3fe5bfb, F3).
@@ -817,6 +817,15 @@ pub fn check_database_matches(path: &Path) -> Result<()> {
             };
             if a == b {
                 return refuse(format!("the pair of {name_a} with itself"));
+            }
+            // COLMAP's pair id puts the smaller image id first: a reversed one is a second row
+            // of the same pair, which pycolmap refuses with a traceback and COLMAP maps
+            // (hostile round of 9628fb4, M-3).
+            if a > b {
+                return refuse(format!(
+                    "a pair id with the image ids out of order (COLMAP's is {} for {name_b} and {name_a})",
+                    pair_id(a, b)
+                ));
             }
             let data = data.unwrap_or_default();
             if n == 0 {

@@ -87,10 +87,26 @@ impl Snapshot {
     /// Refused, naming the first file that changed and `folder`, when any file of the
     /// snapshot was replaced, written, removed or created since it was taken.
     pub fn check_unchanged(&self, folder: &Path) -> Result<()> {
+        self.changed(folder, "so nothing was written")
+    }
+
+    /// [`Snapshot::check_unchanged`] for a run whose outputs were written as it went (`descl
+    /// match --images`): each records the features it was made from, so the next run redoes
+    /// those the change made stale, but this one must not report success (hostile round of
+    /// 9628fb4, H-1: a match re-reading features files as an extraction replaced them exited
+    /// 0 with pairs of two sets).
+    pub fn check_unchanged_after_writing(&self, folder: &Path) -> Result<()> {
+        self.changed(
+            folder,
+            "the outputs written meanwhile record the features they were made from, and the next run redoes those made stale",
+        )
+    }
+
+    fn changed(&self, folder: &Path, outputs: &str) -> Result<()> {
         for (path, then) in &self.files {
             if stamp(path)? != *then {
                 return Err(Error::InvalidInput(format!(
-                    "{}: changed while descl read the set of {} (another run writing into the folder?); what was read mixes two states of the set, so nothing was written. Run again once the other run is done",
+                    "{}: changed while descl read the set of {} (another run writing into the folder?); what was read mixes two states of the set, {outputs}. Run again once the other run is done",
                     path.display(),
                     folder.display()
                 )));
