@@ -76,6 +76,21 @@ pub fn image_inputs(dir: &Path) -> Result<Vec<crate::names::SetInput>> {
 /// gray image. Rejects with [`Error::Image`] naming the file: missing or unreadable, empty, not an
 /// image, truncated, smaller than [`MIN_IMAGE_SIDE`] or larger than [`MAX_IMAGE_PIXELS`].
 pub fn load_gray(path: &Path) -> Result<GrayImage> {
+    decode_gray(&read_image_file(path)?, path)
+}
+
+/// [`load_gray`] and the SHA-256 of the very bytes decoded (lowercase hex): the hash a features
+/// file records. Hashing the file in a second read would record a picture put in its place
+/// between the two reads beside the features of the one decoded.
+#[cfg(feature = "full")]
+pub fn load_gray_hashed(path: &Path) -> Result<(GrayImage, String)> {
+    let bytes = read_image_file(path)?;
+    let img = decode_gray(&bytes, path)?;
+    Ok((img, crate::identity::sha256_bytes(&bytes)))
+}
+
+/// The bytes of the image file at `path`, within [`MAX_IMAGE_FILE_BYTES`]; regular files only.
+fn read_image_file(path: &Path) -> Result<Vec<u8>> {
     let not_found = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => image_err(path, "no such file"),
         _ => Error::io(path, e),
@@ -109,7 +124,7 @@ pub fn load_gray(path: &Path) -> Result<GrayImage> {
     if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
         return Err(too_large(bytes.len() as u64));
     }
-    decode_gray(&bytes, path)
+    Ok(bytes)
 }
 
 /// Largest file [`load_gray`] reads: [`MAX_IMAGE_PIXELS`] of uncompressed 16-bit RGBA plus 1 MiB.

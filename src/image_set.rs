@@ -114,6 +114,11 @@ pub trait Load: Sync {
     fn identity(&self, _path: &Path) -> Option<FeaturesId> {
         None
     }
+    /// What names an input's content in the run's plan ([`MatchPlan::input_ids`]) without
+    /// loading its features: by default its recorded [`Load::identity`]; None where unknown.
+    fn input_id(&self, path: &Path) -> Option<String> {
+        self.identity(path).map(|id| id.sha256)
+    }
     /// Features of every input, handed to `each(k, ..)` for `paths[k]` in order. By default
     /// [`load_in_blocks`].
     fn load_each(
@@ -170,6 +175,9 @@ impl Load for Extractor {
     fn load(&self, path: &Path) -> Result<Features> {
         self.extract(path)
     }
+    fn input_id(&self, path: &Path) -> Option<String> {
+        image_input_id(path)
+    }
     fn load_each(
         &self,
         paths: &[PathBuf],
@@ -182,6 +190,18 @@ impl Load for Extractor {
         Some(self.seconds())
     }
 }
+
+/// [`Load::input_id`] of an image that the run extracts: `image:` and its SHA-256 (the settings
+/// it is extracted with are [`MatchPlan::features`]).
+pub fn image_input_id(path: &Path) -> Option<String> {
+    crate::provenance::image_sha256(path)
+        .ok()
+        .map(|sha| format!("{IMAGE_INPUT_ID_PREFIX}{sha}"))
+}
+
+/// What [`image_input_id`] puts before an image's SHA-256, so that no image is taken for
+/// features of the same hash.
+pub const IMAGE_INPUT_ID_PREFIX: &str = "image:";
 
 /// Refuses an `output` file (a COLMAP database) that is one of the images of the folder
 /// `images`, by device and inode ([`crate::io::atomic::check_not_an_input`]), or that would be
@@ -734,8 +754,20 @@ where
     let paths = &paths[..];
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
     let selection = cfg.pairs.selection()?;
+    // Two sets whose files have the same names are told apart by their content (hostile round
+    // of 83bb825, H-1: shards over two features folders, or two runs at once, mixed their pair
+    // files in one folder, both exit 0).
+    let input_ids: Vec<String> = if writer.records_plan() {
+        paths
+            .par_iter()
+            .map(|p| load.input_id(p).unwrap_or_default())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let plan = |pairs: &[(usize, usize)]| MatchPlan {
         inputs: names.clone(),
+        input_ids: input_ids.clone(),
         pairs: pairs
             .iter()
             .map(|&(i, j)| [names[i].clone(), names[j].clone()])

@@ -7,7 +7,7 @@ use crate::detect::{detect, DetectorConfig};
 use crate::error::{Error, Result};
 use crate::features::{FeatureMeta, Features};
 use crate::frame::{Detection, Frame};
-use crate::image::{load_gray, GrayImage, MIN_IMAGE_SIDE};
+use crate::image::{load_gray_hashed, GrayImage, MIN_IMAGE_SIDE};
 use crate::model::Device;
 use crate::patch::PatchSampler;
 use crate::progress::Progress;
@@ -246,10 +246,12 @@ impl Extractor {
         // Until the image is prepared (dropped at the end): waits while the images in flight
         // hold the memory this one needs.
         let _memory = self.memory.take(self.estimated_bytes(path));
-        let img = load_gray(path)?;
+        // The hash of the bytes decoded, not of a second read: a picture put in the file's
+        // place meanwhile must not be recorded beside the features of the one decoded.
+        let (img, image_sha256) = load_gray_hashed(path)?;
         let mut prepared = self.prepare_image(&img, &path.display().to_string())?;
         if let Some(p) = prepared.meta.provenance.as_mut() {
-            p.image_sha256 = Some(crate::provenance::image_sha256(path)?);
+            p.image_sha256 = Some(image_sha256);
         }
         Ok(prepared)
     }
@@ -301,7 +303,7 @@ impl Extractor {
     }
 
     /// The memory that preparing the image at `path` will take ([`crate::memory`]), from its
-    /// header; 0 when that cannot be read ([`load_gray`] then says why).
+    /// header; 0 when that cannot be read ([`load_gray_hashed`] then says why).
     fn estimated_bytes(&self, path: &Path) -> u64 {
         // A FIFO would block the open: only regular files are looked at.
         if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {

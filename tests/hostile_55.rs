@@ -1363,11 +1363,22 @@ fn merge_says_the_threshold_its_pairs_were_verified_at() {
 /// is alive and claimed, then lets `a` go on: two runs into one folder at once, whatever the
 /// machine's speed. Returns (success, stderr) of `a` and of `b`.
 fn while_running(a: &mut Command, out: &Path, b: &mut Command) -> [(bool, String); 2] {
+    while_running_once(a, out, b, |_| true)
+}
+
+/// [`while_running`], `a` frozen once `ready` holds of the names in `out` as well.
+fn while_running_once(
+    a: &mut Command,
+    out: &Path,
+    b: &mut Command,
+    ready: impl Fn(&[String]) -> bool,
+) -> [(bool, String); 2] {
     use descl::io::atomic::{CLAIMS_LOCK_FILE, RUN_CLAIM_PREFIX};
     let claimed = || {
         let names = common::files_in(out);
         names.iter().any(|n| n.starts_with(RUN_CLAIM_PREFIX))
             && !names.iter().any(|n| n == CLAIMS_LOCK_FILE)
+            && ready(&names)
     };
     let mut first = a
         .stdout(Stdio::null())
@@ -3190,4 +3201,151 @@ fn a_models_folder_that_cannot_be_made_is_refused_before_any_work() {
         "{err}"
     );
     assert!(!db.exists(), "{err}");
+}
+
+/// Hostile round of 83bb825, C-1 (critical): `extract` (and `sfm`, through the same extractor)
+/// decoded an image, detected and described it, and only then read the file again to hash it.
+/// A picture put in its place meanwhile (an editor's or rsync's rename) had its hash recorded
+/// beside the features of the one decoded, exit 0; `extract --resume`, match, merge and
+/// `sfm map`'s image check then took those features as the new picture's. Now the bytes decoded
+/// are the bytes hashed. The mirrored picture is renamed over the image at twelve moments
+/// spread over a run's length; whatever a run wrote must be the features of the picture whose
+/// hash it records.
+#[test]
+fn features_record_the_hash_of_the_picture_they_were_extracted_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, mirrored) = (dir.path().join("images"), dir.path().join("mirrored"));
+    for folder in [&imgs, &mirrored] {
+        std::fs::create_dir(folder).unwrap();
+    }
+    // Large enough that detecting and describing it takes most of a run.
+    let picture = common::gray_image(1600, 1200, false);
+    picture.save(imgs.join("x.png")).unwrap();
+    image::imageops::flip_horizontal(&picture)
+        .save(mirrored.join("x.png"))
+        .unwrap();
+    let (clean, clean_mirrored) = (dir.path().join("clean"), dir.path().join("clean-mirrored"));
+    let started = std::time::Instant::now();
+    let (ok, err) = extract(&imgs, &clean, &[]);
+    assert!(ok, "{err}");
+    let run_length = started.elapsed();
+    let (ok, err) = extract(&mirrored, &clean_mirrored, &[]);
+    assert!(ok, "{err}");
+    let frames = |npz: &Path| descl::io::features::read_features(npz).unwrap().frames;
+    let (frames_of_x, frames_of_mirrored) = (
+        frames(&clean.join("x.npz")),
+        frames(&clean_mirrored.join("x.npz")),
+    );
+    assert_ne!(frames_of_x, frames_of_mirrored);
+    let sha = |p: &Path| descl::identity::sha256_bytes(&std::fs::read(p).unwrap());
+    let (sha_of_x, sha_of_mirrored) = (sha(&imgs.join("x.png")), sha(&mirrored.join("x.png")));
+    let out = dir.path().join("out");
+    const MOMENTS: u32 = 12;
+    for k in 1..=MOMENTS {
+        let _ = std::fs::remove_dir_all(&out);
+        let child = descl()
+            .arg("extract")
+            .arg(&imgs)
+            .arg("--out")
+            .arg(&out)
+            .args(SIFT)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(run_length * k / MOMENTS);
+        let replacement = dir.path().join("replacement.png");
+        std::fs::copy(mirrored.join("x.png"), &replacement).unwrap();
+        std::fs::rename(&replacement, imgs.join("x.png")).unwrap();
+        let done = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&done.stderr);
+        if let Ok(written) = descl::io::features::read_features(&out.join("x.npz")) {
+            let recorded = written
+                .meta
+                .provenance
+                .as_ref()
+                .and_then(|p| p.image_sha256.clone())
+                .unwrap_or_default();
+            let truth = match recorded {
+                r if r == sha_of_x => &frames_of_x,
+                r if r == sha_of_mirrored => &frames_of_mirrored,
+                r => panic!("moment {k}: x.npz records the hash {r} of neither picture: {err}"),
+            };
+            assert!(
+                written.frames == *truth,
+                "moment {k}/{MOMENTS}: the features of one picture recorded with the hash of the other (exit {:?}): {err}",
+                done.status
+            );
+        }
+        picture.save(imgs.join("x.png")).unwrap();
+    }
+}
+
+/// Hostile round of 83bb825, H-1 (high): a match plan recorded the features' settings and the
+/// inputs' names, not which features they were: two features folders of one set's file names
+/// and settings (other pictures) passed for shards of one run. Shards from the two folders
+/// into one `--out-dir`, without `--overwrite`, and two whole runs at once, all exited 0 and
+/// left a mix of the two sets' pair files. The plan now names each input's content
+/// (`MatchPlan::input_ids`): the second shard is refused before any matching, and the second
+/// of two runs at once while the first writes.
+#[test]
+fn match_shards_or_runs_of_two_features_sets_of_one_names_do_not_mix() {
+    use descl::io::plan::MATCH_PLAN_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, feats) = twelve_images_with_features(dir.path());
+    let mirrored = dir.path().join("mirrored");
+    std::fs::create_dir(&mirrored).unwrap();
+    for entry in std::fs::read_dir(&imgs).unwrap() {
+        let path = entry.unwrap().path();
+        image::open(&path)
+            .unwrap()
+            .fliph()
+            .save(mirrored.join(path.file_name().unwrap()))
+            .unwrap();
+    }
+    let other = dir.path().join("other");
+    let (ok, err) = extract(&mirrored, &other, &[]);
+    assert!(ok, "{err}");
+    let m = dir.path().join("m");
+    let (ok, err) = match_set(&feats, &m, &["--shard", "0/2"]);
+    assert!(ok, "{err}");
+    let before = pair_files(&m);
+    let (ok, err) = match_set(&other, &m, &["--shard", "1/2"]);
+    assert!(
+        !ok && err.contains(&m.join(MATCH_PLAN_FILE).display().to_string())
+            && err.contains("content of 0000.png"),
+        "a shard over another features set of the same names: {err}"
+    );
+    assert_eq!(pair_files(&m), before, "a refused shard changed the folder");
+    let (ok, err) = match_set(&feats, &m, &["--shard", "1/2"]);
+    assert!(ok, "the other shard of the same features: {err}");
+    // Two whole runs at once (the second run whole while the first, frozen after its first
+    // pair files, is alive): the second is refused, and the folder merges with the first's
+    // features.
+    for round in 0..3 {
+        let out = dir.path().join(format!("together{round}"));
+        let cmd = |features: &Path| {
+            let mut c = descl();
+            c.args(["match", "--exhaustive", "--images"])
+                .arg(features)
+                .arg("--out-dir")
+                .arg(&out);
+            c
+        };
+        let some_pairs = |names: &[String]| names.iter().filter(|n| n.contains("__")).count() >= 2;
+        let results = while_running_once(&mut cmd(&feats), &out, &mut cmd(&other), some_pairs);
+        assert_serialised(&results, || {
+            let merged = |features: &Path, db: &str| {
+                run(descl()
+                    .args(["sfm", "merge", "--features"])
+                    .arg(features)
+                    .arg("--matches")
+                    .arg(&out)
+                    .arg("--database")
+                    .arg(dir.path().join(format!("{db}{round}.db"))))
+            };
+            let (a, b) = (merged(&feats, "feats"), merged(&other, "other"));
+            (a.0 || b.0, format!("{}\n{}", a.2, b.2))
+        });
+    }
 }

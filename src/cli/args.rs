@@ -651,6 +651,14 @@ impl Load for FeatureLoader<'_> {
             .flatten()
     }
 
+    /// A features file's recorded identity, or an image's content.
+    fn input_id(&self, path: &Path) -> Option<String> {
+        match is_features_input(path) {
+            true => self.identity(path).map(|id| id.sha256),
+            false => descl::image_set::image_input_id(path),
+        }
+    }
+
     /// Images go through the extractor's pipeline; features files (or a model that fails to
     /// load, reported per input) in parallel blocks.
     fn load_each(

@@ -991,6 +991,9 @@ impl Writer for HlocFolder {
     /// the folder claimed, another run's plan of other settings refused unless
     /// [`Writer::replace_other_plan`]), and the extract plan of the features stored from
     /// images beside it.
+    fn records_plan(&self) -> bool {
+        true
+    }
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         for [a, b] in &plan.pairs {
             self.claim_pair_key(a, b)?;

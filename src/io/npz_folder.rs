@@ -310,6 +310,9 @@ impl Writer for NpzFolder {
     /// run of another plan writes between the check and the write), a plan of another run's
     /// settings already there ([`crate::io::plan::refuse_other_match_run`]) unless
     /// [`Writer::replace_other_plan`].
+    fn records_plan(&self) -> bool {
+        true
+    }
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         let mut meaning: HashMap<PathBuf, String> = HashMap::new();
         for name in &plan.inputs {

@@ -46,6 +46,14 @@ pub struct ExtractPlan {
 pub struct MatchPlan {
     /// File names of the inputs (images or features files).
     pub inputs: Vec<String>,
+    /// What each input holds (same order as `inputs`): a features file's recorded identity
+    /// (`FeaturesId`'s SHA-256) or an extracted image's `image:SHA-256`
+    /// (`crate::image_set::image_input_id`); empty where unknown. Two sets whose files have the
+    /// same names are told apart by it: a shard over other features into the folder is
+    /// refused ([`refuse_other_match_run`]), and two such runs at once do not share the
+    /// folder's claim ([`claim_folder`]). Empty in plans written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_ids: Vec<String>,
     /// Every pair of the run, by input name, in the order the shards share them.
     pub pairs: Vec<[String; 2]>,
     pub config: PairConfig,
@@ -393,15 +401,44 @@ pub fn refuse_other_match_run(dir: &Path, plan: &MatchPlan) -> Result<()> {
             _ => {}
         }
     }
+    let other_content = inputs_of_other_content(&old, plan);
+    if !other_content.is_empty() {
+        differ.push(format!("the content of {}", listing(&other_content)));
+    }
     if differ.is_empty() {
         return Ok(());
     }
     Err(Error::InvalidInput(format!(
-        "{}: the match plan of another descl run with other settings ({} {} from this run's): matching here would mix this run's pair files with that run's, and `descl sfm merge` would then refuse the folder, blaming that run's files. Run every shard (and a resume) with the same settings, features and pair selection; or pass --overwrite to replace that run's plan (its pairs are matched again with this run's settings), or write into another --out-dir",
+        "{}: the match plan of another descl run with other settings or inputs ({} {} from this run's): matching here would mix this run's pair files with that run's, and `descl sfm merge` would then refuse the folder, blaming that run's files. Run every shard (and a resume) with the same settings, features and pair selection; or pass --overwrite to replace that run's plan (its pairs are matched again with this run's settings), or write into another --out-dir",
         path.display(),
         listing(&differ),
         if differ.len() == 1 { "differs" } else { "differ" }
     )))
+}
+
+/// The inputs that the old plan (as JSON) and `plan` both name, recorded by both with another
+/// content ([`MatchPlan::input_ids`]): another features set, or other pictures, of the same
+/// file names. An input either plan does not identify is not compared.
+fn inputs_of_other_content(old: &serde_json::Value, plan: &MatchPlan) -> Vec<String> {
+    let strings = |field: &str| -> Vec<&str> {
+        old.get(field)
+            .and_then(serde_json::Value::as_array)
+            .map(|a| a.iter().map(|v| v.as_str().unwrap_or_default()).collect())
+            .unwrap_or_default()
+    };
+    let old_ids: HashMap<&str, &str> = strings("inputs")
+        .into_iter()
+        .zip(strings("input_ids"))
+        .filter(|(_, id)| !id.is_empty())
+        .collect();
+    plan.inputs
+        .iter()
+        .zip(&plan.input_ids)
+        .filter(|(name, id)| {
+            !id.is_empty() && old_ids.get(name.as_str()).is_some_and(|old| old != id)
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// The one way a match run records its plan in its output folder, whatever the format (npz
@@ -624,6 +661,7 @@ mod tests {
         );
         let plan = MatchPlan {
             inputs: vec!["a.npz".into(), "b.npz".into()],
+            input_ids: vec!["1f".into(), String::new()],
             pairs: vec![["a.npz".into(), "b.npz".into()]],
             config: PairConfig::default(),
             features: None,

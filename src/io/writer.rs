@@ -96,6 +96,12 @@ pub trait Writer: Send {
     fn record_plan(&mut self, _plan: &MatchPlan) -> Result<()> {
         Ok(())
     }
+    /// Whether [`Writer::record_plan`] keeps the plan (a format with a folder of its own): the
+    /// run then names each input's content in it ([`MatchPlan::input_ids`]), which costs a
+    /// read of every image it extracts.
+    fn records_plan(&self) -> bool {
+        false
+    }
     /// The extract plan of the features the run stores from images (`descl match --images
     /// IMAGES --format h5`'s `features.h5`), written by [`Writer::record_plan`] beside the
     /// match plan, under the run's claim on the folder; formats that store no features set of
