@@ -2252,21 +2252,27 @@ fn match_read_across_a_replaced_features_file_is_refused() {
     assert_refused_across_a_replacement(&mut matches, &feats, &other, None);
 }
 
+/// The pictures of `imgs` mirrored, under their names in `into` (made): another set of the
+/// same names and sizes.
+fn mirrored_pictures(imgs: &Path, into: &Path) -> PathBuf {
+    std::fs::create_dir(into).unwrap();
+    for entry in std::fs::read_dir(imgs).unwrap() {
+        let path = entry.unwrap().path();
+        image::open(&path)
+            .unwrap()
+            .fliph()
+            .save(into.join(path.file_name().unwrap()))
+            .unwrap();
+    }
+    into.to_path_buf()
+}
+
 /// 40 images extracted into `feats` (1000 keypoints) and again into `other`: with 60
 /// keypoints, or with `other_pictures` with the same settings from the pictures mirrored
 /// (another set of the same names, as the hostile round's).
 fn two_extractions(dir: &Path, other_pictures: bool) -> (PathBuf, PathBuf) {
     let imgs = numbered_images(dir, 40);
-    let mirrored = dir.join("mirrored");
-    std::fs::create_dir(&mirrored).unwrap();
-    for entry in std::fs::read_dir(&imgs).unwrap() {
-        let path = entry.unwrap().path();
-        image::open(&path)
-            .unwrap()
-            .fliph()
-            .save(mirrored.join(path.file_name().unwrap()))
-            .unwrap();
-    }
+    let mirrored = mirrored_pictures(&imgs, &dir.join("mirrored"));
     let (feats, other) = (dir.join("feats"), dir.join("other"));
     let (ok, err) = extract(&imgs, &feats, &["--max-keypoints", "1000"]);
     assert!(ok, "{err}");
@@ -3293,16 +3299,7 @@ fn match_shards_or_runs_of_two_features_sets_of_one_names_do_not_mix() {
     use descl::io::plan::MATCH_PLAN_FILE;
     let dir = tempfile::tempdir().unwrap();
     let (imgs, feats) = twelve_images_with_features(dir.path());
-    let mirrored = dir.path().join("mirrored");
-    std::fs::create_dir(&mirrored).unwrap();
-    for entry in std::fs::read_dir(&imgs).unwrap() {
-        let path = entry.unwrap().path();
-        image::open(&path)
-            .unwrap()
-            .fliph()
-            .save(mirrored.join(path.file_name().unwrap()))
-            .unwrap();
-    }
+    let mirrored = mirrored_pictures(&imgs, &dir.path().join("mirrored"));
     let other = dir.path().join("other");
     let (ok, err) = extract(&mirrored, &other, &[]);
     assert!(ok, "{err}");
