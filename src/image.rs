@@ -90,7 +90,7 @@ pub fn load_gray_hashed(path: &Path) -> Result<(GrayImage, String)> {
 }
 
 /// The bytes of the image file at `path`, within [`MAX_IMAGE_FILE_BYTES`]; regular files only.
-fn read_image_file(path: &Path) -> Result<Vec<u8>> {
+pub fn read_image_file(path: &Path) -> Result<Vec<u8>> {
     let not_found = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => image_err(path, "no such file"),
         _ => Error::io(path, e),

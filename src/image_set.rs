@@ -52,6 +52,9 @@ pub struct SetConfig {
     /// ([`MatchPlan::features`]) so that a later run into the same folder with other features
     /// is refused.
     pub features: Option<crate::provenance::ExtractSettings>,
+    /// The intrinsics given for every image (`descl match --intrinsics`, `--intrinsics-file`;
+    /// None: each image's EXIF), recorded in the match plan ([`MatchPlan::camera`]).
+    pub intrinsics: Option<Intrinsics>,
 }
 
 /// [`SetConfig::max_resident_images`] for sets of features files: 128 images, about 140 MB at
@@ -114,10 +117,12 @@ pub trait Load: Sync {
     fn identity(&self, _path: &Path) -> Option<FeaturesId> {
         None
     }
-    /// What names an input's content in the run's plan ([`MatchPlan::input_ids`]) without
-    /// loading its features: by default its recorded [`Load::identity`]; None where unknown.
+    /// What names an input's content in the run's plan ([`MatchPlan::input_ids`]): by default
+    /// its recorded [`Load::identity`], else the identity of its features loaded (files that
+    /// record none: an older descl's, hloc's), so that no input goes unidentified (hostile
+    /// round of 8827b8d, H-3); None where they cannot be loaded (the run reports that input).
     fn input_id(&self, path: &Path) -> Option<String> {
-        self.identity(path).map(|id| id.sha256)
+        features_input_id(self, path)
     }
     /// Features of every input, handed to `each(k, ..)` for `paths[k]` in order. By default
     /// [`load_in_blocks`].
@@ -189,6 +194,31 @@ impl Load for Extractor {
     fn extraction_seconds(&self) -> Option<ExtractSeconds> {
         Some(self.seconds())
     }
+}
+
+/// [`MatchPlan::camera`]: the intrinsics an essential matrix is verified with (the ones given,
+/// or [`PLAN_CAMERA_EXIF`]), or [`PLAN_CAMERA_UNUSED`] for a geometry that uses none.
+fn plan_camera(pair: &PairConfig, given: Option<&Intrinsics>) -> serde_json::Value {
+    match (pair.geometry, given) {
+        (Some(ModelKind::Essential), Some(k)) => {
+            serde_json::json!({ "fx": k.fx, "fy": k.fy, "cx": k.cx, "cy": k.cy })
+        }
+        (Some(ModelKind::Essential), None) => PLAN_CAMERA_EXIF.into(),
+        _ => PLAN_CAMERA_UNUSED.into(),
+    }
+}
+
+/// [`MatchPlan::camera`] of a run verifying essential matrices with each image's EXIF.
+pub const PLAN_CAMERA_EXIF: &str = "exif";
+/// [`MatchPlan::camera`] of a run whose geometry uses no intrinsics.
+pub const PLAN_CAMERA_UNUSED: &str = "unused";
+
+/// [`Load::input_id`] of a features input: its recorded identity, else that of its features
+/// loaded.
+pub fn features_input_id<L: Load + ?Sized>(load: &L, path: &Path) -> Option<String> {
+    load.identity(path)
+        .or_else(|| load.load(path).ok().map(|f| f.id()))
+        .map(|id| id.sha256)
 }
 
 /// [`Load::input_id`] of an image that the run extracts: `image:` and its SHA-256 (the settings
@@ -775,6 +805,7 @@ where
         config: cfg.pair.clone(),
         features: cfg.features.clone(),
         selection: Some(selection.clone()),
+        camera: Some(plan_camera(&cfg.pair, cfg.intrinsics.as_ref())),
     };
     // Pairs known from the names are chosen first, so that only their images are loaded;
     // retrieval pairs need every image's features.
@@ -1024,6 +1055,7 @@ mod tests {
                 max_resident_images: bound,
                 all_or_nothing: false,
                 features: None,
+                intrinsics: None,
             };
             let written = Arc::new(Mutex::new(Vec::new()));
             let camera = |_: &Path, _: &Features| Ok((None, false));

@@ -3346,3 +3346,220 @@ fn match_shards_or_runs_of_two_features_sets_of_one_names_do_not_mix() {
         });
     }
 }
+
+/// Hostile round of 8827b8d, H-2 (high): the intrinsics given to `match` (an essential
+/// matrix's) were not in the match plan: shards with other `--intrinsics` into one folder, and
+/// two whole runs at once, all exited 0 over a mix of pair files verified with either. The plan
+/// records the camera (`MatchPlan::camera`): the other shard is refused before any matching,
+/// and the second run while the first writes.
+#[test]
+fn match_shards_or_runs_of_other_intrinsics_do_not_mix() {
+    use descl::io::plan::MATCH_PLAN_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, feats) = twelve_images_with_features(dir.path());
+    let essential = |k: &str| ["--geometry", "essential", "--intrinsics", k].map(String::from);
+    let (a, b) = (essential("200,200,100,60"), essential("300,300,110,60"));
+    let args = |v: &[String], more: &[&str]| -> Vec<String> {
+        v.iter()
+            .cloned()
+            .chain(more.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    let m = dir.path().join("m");
+    let with = |v: Vec<String>| v;
+    let run_shard = |v: Vec<String>| {
+        match_set(
+            &feats,
+            &m,
+            &v.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    };
+    let (ok, err) = run_shard(with(args(&a, &["--shard", "0/2"])));
+    assert!(ok, "{err}");
+    let before = pair_files(&m);
+    let (ok, err) = run_shard(with(args(&b, &["--shard", "1/2"])));
+    assert!(
+        !ok && err.contains(&m.join(MATCH_PLAN_FILE).display().to_string())
+            && err.contains("camera"),
+        "a shard of other intrinsics: {err}"
+    );
+    assert_eq!(pair_files(&m), before, "a refused shard changed the folder");
+    let (ok, err) = run_shard(with(args(&a, &["--shard", "1/2"])));
+    assert!(ok, "the other shard of the same intrinsics: {err}");
+    for round in 0..3 {
+        let out = dir.path().join(format!("together{round}"));
+        let cmd = |k: &[String]| {
+            let mut c = descl();
+            c.args(["match", "--exhaustive", "--images"])
+                .arg(&feats)
+                .arg("--out-dir")
+                .arg(&out)
+                .args(k);
+            c
+        };
+        let some_pairs = |names: &[String]| names.iter().filter(|n| n.contains("__")).count() >= 2;
+        let results = while_running_once(&mut cmd(&a), &out, &mut cmd(&b), some_pairs);
+        assert_serialised(&results, || {
+            let (ok, _, err) = run(descl()
+                .args(["sfm", "merge", "--features"])
+                .arg(&feats)
+                .arg("--matches")
+                .arg(&out)
+                .arg("--database")
+                .arg(dir.path().join(format!("merged{round}.db"))));
+            (ok, err)
+        });
+    }
+}
+
+/// Hostile round of 8827b8d, H-3 (high): features files that record no identity of their
+/// own (an older descl's) went unidentified in the match plan, so shards over two such
+/// folders of one set's names mixed as before the H-1 fix. Their identity is now computed.
+#[test]
+fn features_without_a_recorded_identity_are_identified_in_the_plan() {
+    use descl::io::features::read_features_meta;
+    use descl::io::npz::{read_npz, write_npz, NpyArray};
+    use descl::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
+    let dir = tempfile::tempdir().unwrap();
+    let (imgs, feats) = twelve_images_with_features(dir.path());
+    let mirrored = mirrored_pictures(&imgs, &dir.path().join("mirrored"));
+    let other = dir.path().join("other");
+    let (ok, err) = extract(&mirrored, &other, &[]);
+    assert!(ok, "{err}");
+    // Each folder as an older descl wrote it: no `content` in the files' metadata.
+    let stripped = |from: &Path, to: &str| {
+        let to = dir.path().join(to);
+        std::fs::create_dir(&to).unwrap();
+        std::fs::copy(from.join(EXTRACT_PLAN_FILE), to.join(EXTRACT_PLAN_FILE)).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension() == Some("npz".as_ref()) {
+                let mut meta = read_features_meta(&path).unwrap();
+                meta.content = None;
+                let meta = NpyArray::unicode_scalar(&serde_json::to_string(&meta).unwrap());
+                let members: Vec<(String, NpyArray)> = read_npz(&path)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(name, a)| match name.as_str() {
+                        "meta" => (name, meta.clone()),
+                        _ => (name, a),
+                    })
+                    .collect();
+                let named: Vec<(&str, &NpyArray)> =
+                    members.iter().map(|(n, a)| (n.as_str(), a)).collect();
+                let file = to.join(path.file_name().unwrap());
+                write_npz(std::fs::File::create(&file).unwrap(), &named, &file).unwrap();
+            }
+        }
+        to
+    };
+    let (old_feats, old_other) = (stripped(&feats, "old-feats"), stripped(&other, "old-other"));
+    assert!(
+        descl::io::features::read_features_meta(&old_feats.join("0000.npz"))
+            .unwrap()
+            .content
+            .is_none()
+    );
+    let m = dir.path().join("m");
+    let (ok, err) = match_set(&old_feats, &m, &["--shard", "0/2"]);
+    assert!(ok, "{err}");
+    let (ok, err) = match_set(&old_other, &m, &["--shard", "1/2"]);
+    assert!(
+        !ok && err.contains(&m.join(MATCH_PLAN_FILE).display().to_string())
+            && err.contains("content of 0000.png"),
+        "a shard over another features set without recorded identities: {err}"
+    );
+    let (ok, err) = match_set(&old_feats, &m, &["--shard", "1/2"]);
+    assert!(ok, "the other shard of the same features: {err}");
+}
+
+/// Hostile round of 8827b8d, H-1 (high): `descl sfm` read an image's EXIF focal length in a
+/// read of its own, after extraction: a picture renamed over the image during the run gave the
+/// database the old picture's features and hash with the new one's focal length, marked as
+/// known, and `--reconstruct` mapped with it, exit 0. The EXIF is now read from bytes held to
+/// the hash the features record (`Intrinsics::from_exif_of`): the run fails naming the file,
+/// or the database's camera is that of the picture its features are of. The same pixels with
+/// another EXIF focal length are renamed over the image at twelve moments of a run.
+#[test]
+fn a_database_camera_is_of_the_picture_its_features_are_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    let mut jpeg = Vec::new();
+    image::DynamicImage::ImageLuma8(common::gray_image(1600, 1200, false))
+        .write_to(
+            &mut std::io::Cursor::new(&mut jpeg),
+            image::ImageFormat::Jpeg,
+        )
+        .unwrap();
+    let (short, long) = (
+        common::with_exif_focal(&jpeg, 24),
+        common::with_exif_focal(&jpeg, 100),
+    );
+    let focal = |f35: f64| f35 / 35.0 * 1600.0;
+    let sha = descl::identity::sha256_bytes;
+    let x = imgs.join("x.jpg");
+    std::fs::write(&x, &short).unwrap();
+    let db = dir.path().join("db.db");
+    let started = std::time::Instant::now();
+    let (ok, _, err) = run(descl()
+        .arg("sfm")
+        .arg(&imgs)
+        .arg("--database")
+        .arg(&db)
+        .args(SIFT));
+    assert!(ok, "{err}");
+    let run_length = started.elapsed();
+    let camera_and_hash = || {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let params: Vec<u8> = c
+            .query_row("SELECT params FROM cameras", [], |r| r.get(0))
+            .unwrap();
+        let hash: String = c
+            .query_row("SELECT image_sha256 FROM descl_image_sha256", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        (f64::from_le_bytes(params[..8].try_into().unwrap()), hash)
+    };
+    let (f, hash) = camera_and_hash();
+    assert!(
+        (f - focal(24.0)).abs() < 1e-6 && hash == sha(&short),
+        "{f} {hash}"
+    );
+    const MOMENTS: u32 = 12;
+    for k in 1..=MOMENTS {
+        std::fs::write(&x, &short).unwrap();
+        let child = descl()
+            .arg("sfm")
+            .arg(&imgs)
+            .arg("--database")
+            .arg(&db)
+            .arg("--overwrite")
+            .args(SIFT)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(run_length * k / MOMENTS);
+        let replacement = dir.path().join("replacement.jpg");
+        std::fs::write(&replacement, &long).unwrap();
+        std::fs::rename(&replacement, &x).unwrap();
+        let done = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&done.stderr);
+        if !done.status.success() {
+            assert!(err.contains("x.jpg"), "moment {k}: {err}");
+            continue;
+        }
+        let (f, hash) = camera_and_hash();
+        let wanted = if hash == sha(&short) {
+            focal(24.0)
+        } else {
+            focal(100.0)
+        };
+        assert!(
+            (f - wanted).abs() < 1e-6,
+            "moment {k}/{MOMENTS}: the database holds the features of one picture with the focal length {f} of the other: {err}"
+        );
+    }
+}

@@ -597,9 +597,15 @@ pub fn match_camera(
             return Ok((given, true));
         }
         let exif = match image_of(input, f)? {
-            Some(image) => Intrinsics::from_exif(&image, f.meta.image_width, f.meta.image_height)
-                .ok()
-                .flatten(),
+            Some(image) => Intrinsics::from_exif_of(
+                &image,
+                f.meta.image_width,
+                f.meta.image_height,
+                f.meta
+                    .provenance
+                    .as_ref()
+                    .and_then(|p| p.image_sha256.as_deref()),
+            )?,
             None => None,
         };
         Ok((exif, exif.is_some()))
@@ -651,10 +657,11 @@ impl Load for FeatureLoader<'_> {
             .flatten()
     }
 
-    /// A features file's recorded identity, or an image's content.
+    /// A features file's identity (recorded, else of its features loaded), or an image's
+    /// content.
     fn input_id(&self, path: &Path) -> Option<String> {
         match is_features_input(path) {
-            true => self.identity(path).map(|id| id.sha256),
+            true => descl::image_set::features_input_id(self, path),
             false => descl::image_set::image_input_id(path),
         }
     }

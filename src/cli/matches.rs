@@ -439,6 +439,7 @@ fn set_config(args: &Args, pairs: PairMode, inputs: &[SetInput]) -> anyhow::Resu
         // A folder of pair files keeps what succeeded (a rerun does the rest).
         all_or_nothing: false,
         features: None,
+        intrinsics: args.intrinsics.given()?,
     })
 }
 

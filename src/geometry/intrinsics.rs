@@ -192,11 +192,55 @@ impl Intrinsics {
     /// f = f35 / 35 · max(width, height) as COLMAP computes it ([`EXIF_35MM_FOCAL_DIVISOR_MM`]),
     /// principal point at the image centre.
     pub fn from_exif(path: &Path, width: u32, height: u32) -> Result<Option<Self>> {
-        use image::ImageDecoder;
         let reader = image::ImageReader::open(path)
             .map_err(|e| Error::io(path, e))?
             .with_guessed_format()
             .map_err(|e| Error::io(path, e))?;
+        Self::from_exif_reader(reader, path, width, height)
+    }
+
+    /// [`Intrinsics::from_exif`] of the picture whose features record `image_sha256`: the
+    /// file is read once, its bytes hashed and held to that hash, and the EXIF taken from the
+    /// same bytes. Another picture at `path` now (renamed over it since its features were
+    /// extracted) is an error naming the file, never its camera beside the other's features
+    /// (hostile round of 8827b8d, H-1). A file that cannot be read or has no readable EXIF
+    /// gives None, as [`Intrinsics::from_exif`]'s callers take its errors.
+    pub fn from_exif_of(
+        path: &Path,
+        width: u32,
+        height: u32,
+        image_sha256: Option<&str>,
+    ) -> Result<Option<Self>> {
+        let Ok(bytes) = crate::image::read_image_file(path) else {
+            return Ok(None);
+        };
+        if let Some(recorded) = image_sha256 {
+            let now = crate::identity::sha256_bytes(&bytes);
+            if !now.eq_ignore_ascii_case(recorded) {
+                return Err(Error::InvalidInput(format!(
+                    "{}: not the picture its features were extracted from (SHA-256 {now}, the features record {recorded}): it was replaced during the run or since; extract it again (`descl extract --resume`, or run again)",
+                    path.display()
+                )));
+            }
+        }
+        let Ok(reader) =
+            image::ImageReader::new(std::io::Cursor::new(&bytes[..])).with_guessed_format()
+        else {
+            return Ok(None);
+        };
+        Ok(Self::from_exif_reader(reader, path, width, height)
+            .ok()
+            .flatten())
+    }
+
+    /// The EXIF focal length of the image `reader` reads (`path` names it in errors).
+    fn from_exif_reader<R: std::io::BufRead + std::io::Seek>(
+        reader: image::ImageReader<R>,
+        path: &Path,
+        width: u32,
+        height: u32,
+    ) -> Result<Option<Self>> {
+        use image::ImageDecoder;
         let mut decoder = reader.into_decoder().map_err(|e| Error::Image {
             path: path.into(),
             reason: e.to_string(),

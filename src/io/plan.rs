@@ -69,6 +69,14 @@ pub struct MatchPlan {
     /// plans written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<serde_json::Value>,
+    /// The camera an essential matrix is verified with: the intrinsics given for every image
+    /// (`{fx, fy, cx, cy}`), `"exif"` (each image's EXIF), or `"unused"` (a geometry that uses
+    /// none; `crate::image_set::PLAN_CAMERA_EXIF`, `PLAN_CAMERA_UNUSED`). A shard of another is
+    /// refused ([`refuse_other_match_run`]), and two runs of two at once do not share the
+    /// folder's claim (hostile round of 8827b8d, H-2: their pair files mixed, both exit 0).
+    /// Absent in plans written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub camera: Option<serde_json::Value>,
 }
 
 /// How many items a message names before `…`.
@@ -374,7 +382,7 @@ pub fn refuse_other_plan<T: Serialize>(dir: &Path, file: &str, plan: &T) -> Resu
 /// The fields of a match plan that say how its pair files are made (the pair settings and the
 /// features'), as opposed to which pairs it holds (`inputs`, `pairs`): what
 /// [`refuse_other_match_run`] compares.
-const MATCH_RUN_FIELDS: [&str; 3] = ["config", "features", "selection"];
+const MATCH_RUN_FIELDS: [&str; 4] = ["config", "features", "selection", "camera"];
 
 /// Refuses a match shard (a whole run replaces the plan instead, `descl match`'s caller
 /// decides: [`crate::io::writer::Writer::replace_other_plan`]) into `dir` whose `plan` differs from
@@ -666,6 +674,7 @@ mod tests {
             config: PairConfig::default(),
             features: None,
             selection: Some(serde_json::json!({ "sequential": 2 })),
+            camera: Some("unused".into()),
         };
         write_plan(dir.path(), MATCH_PLAN_FILE, &plan).unwrap();
         assert_eq!(

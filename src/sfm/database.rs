@@ -58,7 +58,14 @@ impl SfmSummary {
 /// 1.2·max(w, h) prior.
 pub fn colmap_camera(path: &Path, f: &Features) -> Result<image_set::CameraInfo> {
     let (w, h) = (f.meta.image_width, f.meta.image_height);
-    let exif = Intrinsics::from_exif(path, w, h).ok().flatten();
+    // Held to the picture the features were extracted from: a file renamed over it during the
+    // run gave the new picture's focal length beside the old one's features.
+    let recorded = f
+        .meta
+        .provenance
+        .as_ref()
+        .and_then(|p| p.image_sha256.as_deref());
+    let exif = Intrinsics::from_exif_of(path, w, h, recorded)?;
     Ok((
         Some(exif.unwrap_or_else(|| Intrinsics::default_prior(w, h))),
         exif.is_some(),
@@ -152,6 +159,7 @@ where
         all_or_nothing: true,
         // A database records no match plan.
         features: None,
+        intrinsics: None,
     };
     let run = image_set::run(&inputs, &set, extract, camera, Box::new(writer), progress)?;
     Ok(summary(run, pair_config))
