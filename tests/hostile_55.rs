@@ -3563,3 +3563,75 @@ fn a_database_camera_is_of_the_picture_its_features_are_of() {
         );
     }
 }
+
+/// Hostile round of c619326, H-1 (high): `match --geometry essential` takes each image's camera
+/// from its EXIF; over features that record no SHA-256 of their image (an older descl's, made
+/// by hand) nothing held the EXIF read to the picture the features are of, so an EXIF edited
+/// between two shards of one plan (same pixels, same features) gave pair files verified with
+/// two focal lengths of one image, both exit 0. Such features are refused for an essential
+/// matrix from EXIF, naming the file and the way out (the camera given); other geometries and
+/// given intrinsics still match them.
+#[test]
+fn an_essential_matrix_from_exif_needs_features_held_to_their_image() {
+    use descl::io::features::read_features_meta;
+    use descl::io::npz::{read_npz, write_npz, NpyArray};
+    use descl::io::plan::EXTRACT_PLAN_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    for (i, name) in ["0000.jpg", "0001.jpg", "0002.jpg"].iter().enumerate() {
+        let mut jpeg = Vec::new();
+        image::DynamicImage::ImageLuma8(common::gray_image(320 + 16 * i as u32, 240, false))
+            .write_to(
+                &mut std::io::Cursor::new(&mut jpeg),
+                image::ImageFormat::Jpeg,
+            )
+            .unwrap();
+        std::fs::write(imgs.join(name), common::with_exif_focal(&jpeg, 24)).unwrap();
+    }
+    let feats = dir.path().join("feats");
+    let (ok, err) = extract(&imgs, &feats, &[]);
+    assert!(ok, "{err}");
+    // The folder as features that record no image hash.
+    let old = dir.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    std::fs::copy(feats.join(EXTRACT_PLAN_FILE), old.join(EXTRACT_PLAN_FILE)).unwrap();
+    for name in ["0000.npz", "0001.npz", "0002.npz"] {
+        let mut meta = read_features_meta(&feats.join(name)).unwrap();
+        meta.provenance.as_mut().unwrap().image_sha256 = None;
+        let meta = NpyArray::unicode_scalar(&serde_json::to_string(&meta).unwrap());
+        let members: Vec<(String, NpyArray)> = read_npz(&feats.join(name))
+            .unwrap()
+            .into_iter()
+            .map(|(n, a)| {
+                if n == "meta" {
+                    (n, meta.clone())
+                } else {
+                    (n, a)
+                }
+            })
+            .collect();
+        let named: Vec<(&str, &NpyArray)> = members.iter().map(|(n, a)| (n.as_str(), a)).collect();
+        let file = old.join(name);
+        write_npz(std::fs::File::create(&file).unwrap(), &named, &file).unwrap();
+    }
+    let matched = |features: &Path, out: &str, args: &[&str]| {
+        match_set(features, &dir.path().join(out), args)
+    };
+    let essential = ["--geometry", "essential"];
+    let (ok, err) = matched(&feats, "m-recorded", &essential);
+    assert!(ok, "features held to their images: {err}");
+    let (ok, err) = matched(&old, "m-old", &essential);
+    assert!(
+        !ok && err.contains("0000.npz") && err.contains("--intrinsics"),
+        "an essential matrix from the EXIF of images not held to their features: {err}"
+    );
+    let (ok, err) = matched(
+        &old,
+        "m-given",
+        &[&essential[..], &["--intrinsics", "300,300,160,120"]].concat(),
+    );
+    assert!(ok, "the camera given: {err}");
+    let (ok, err) = matched(&old, "m-fundamental", &["--geometry", "fundamental"]);
+    assert!(ok, "a geometry that uses no camera: {err}");
+}

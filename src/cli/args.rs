@@ -579,9 +579,13 @@ pub fn is_features_input(path: &Path) -> bool {
 }
 
 /// Camera knowledge for `descl match`: the flags' intrinsics, else EXIF of the image, else
-/// none.
+/// none. Where an essential matrix is verified with the EXIF (`essential`), the features must
+/// record the SHA-256 of their image: else nothing holds the EXIF read now to the picture they
+/// are of, and shards of one plan read two cameras of one image after an EXIF edit (hostile
+/// round of c619326, H-1).
 pub fn match_camera(
     given: Option<Intrinsics>,
+    essential: bool,
 ) -> impl Fn(&Path, &Features) -> descl::Result<CameraInfo> + Sync {
     move |input: &Path, f: &Features| {
         if let Some(k) = given {
@@ -596,15 +600,24 @@ pub fn match_camera(
             })?;
             return Ok((given, true));
         }
+        let recorded = f
+            .meta
+            .provenance
+            .as_ref()
+            .and_then(|p| p.image_sha256.as_deref());
         let exif = match image_of(input, f)? {
+            Some(image) if essential && recorded.is_none() && is_features_input(input) => {
+                return Err(descl::Error::InvalidInput(format!(
+                    "{}: records no SHA-256 of its image {}, so that image's EXIF focal length cannot be held to the picture these features are of (features of an older descl, or made by hand): give the camera (--intrinsics or --intrinsics-file), or extract the images again",
+                    input.display(),
+                    image.display()
+                )))
+            }
             Some(image) => Intrinsics::from_exif_of(
                 &image,
                 f.meta.image_width,
                 f.meta.image_height,
-                f.meta
-                    .provenance
-                    .as_ref()
-                    .and_then(|p| p.image_sha256.as_deref()),
+                recorded,
             )?,
             None => None,
         };

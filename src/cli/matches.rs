@@ -146,7 +146,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         descl::io::viz::check_replaceable_drawing(picture)?;
     }
     let loader = FeatureLoader::new(&args.describe);
-    let camera = match_camera(args.intrinsics.given()?);
+    let camera = match_camera(
+        args.intrinsics.given()?,
+        cfg.geometry == Some(descl::geometry::ModelKind::Essential),
+    );
     let load = |p: &Path| -> anyhow::Result<(Features, descl::image_set::CameraInfo)> {
         let f = loader
             .load(p)
@@ -295,7 +298,10 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         writer.replace_other_plan();
     }
     record_extract_plan(args, writer.as_mut(), &inputs)?;
-    let camera = match_camera(args.intrinsics.given()?);
+    let camera = match_camera(
+        args.intrinsics.given()?,
+        cfg.pair.geometry == Some(descl::geometry::ModelKind::Essential),
+    );
     let bar = Bar::new(true);
     let summary = image_set::run(&inputs, &cfg, &loader, camera, writer, &bar)?;
     // Features files are read again where the set is larger than --max-resident-images: an
