@@ -195,5 +195,5 @@ fn hex(bytes: &[u8]) -> String {
 /// SHA-256 of `bytes` in lowercase hex (a pairs file in a match plan; files are hashed by
 /// [`crate::model::card::sha256_file`]).
 pub fn sha256_bytes(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    crate::model::card::sha256_bytes(bytes)
 }

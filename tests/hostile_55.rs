@@ -3635,3 +3635,91 @@ fn an_essential_matrix_from_exif_needs_features_held_to_their_image() {
     let (ok, err) = matched(&old, "m-fundamental", &["--geometry", "fundamental"]);
     assert!(ok, "a geometry that uses no camera: {err}");
 }
+
+/// Hostile round of 8b8c880, H-1 (high): a model given as a file was hashed in one read
+/// (`model::resolve`) and loaded in another (`Engine::load_with`): a file replaced between the
+/// two (an exporter's or rsync's rename as a job starts) gave features of one model recorded
+/// under the other's SHA-256, exit 0, and `extract --resume` kept them. The bytes loaded are
+/// now held to the hash resolved. Two models of one architecture are renamed over `x.onnx`
+/// in turn every 2 ms while twelve extractions start; each run fails naming the file, or
+/// writes the descriptors of the model whose hash it records.
+#[test]
+fn features_record_the_hash_of_the_model_that_described_them() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = small_images(dir.path(), &NAMES[..1]);
+    let mdl = dir.path().join("mdl");
+    std::fs::create_dir(&mdl).unwrap();
+    let (a, b) = (mdl.join("a.onnx"), mdl.join("b.onnx"));
+    std::fs::copy(models.join("descl-l2net-w0.5-hardnet-mix.onnx"), &a).unwrap();
+    std::fs::copy(models.join("descl-l2net-w0.5-real25-pj.onnx"), &b).unwrap();
+    let x = mdl.join("x.onnx");
+    let extract_with = |model: &Path, out: &Path| {
+        descl()
+            .arg("extract")
+            .arg(&imgs)
+            .arg("--out")
+            .arg(out)
+            .arg("-m")
+            .arg(model)
+            .args(["--max-keypoints", "100"])
+            .output()
+            .unwrap()
+    };
+    let features = |out: &Path| descl::io::features::read_features(&out.join("0000.npz")).unwrap();
+    let clean = |model: &Path, name: &str| {
+        let out = dir.path().join(name);
+        assert!(extract_with(model, &out).status.success());
+        let f = features(&out);
+        (f.meta.model_sha256.clone().unwrap(), f.descriptors)
+    };
+    let (sha_a, desc_a) = clean(&a, "clean-a");
+    let (sha_b, desc_b) = clean(&b, "clean-b");
+    assert_ne!(desc_a, desc_b);
+    std::fs::copy(&a, &x).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, a, b, x, tmp) = (
+            stop.clone(),
+            a.clone(),
+            b.clone(),
+            x.clone(),
+            mdl.join("swap.tmp"),
+        );
+        std::thread::spawn(move || {
+            let mut k = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::copy(if k.is_multiple_of(2) { &b } else { &a }, &tmp).unwrap();
+                std::fs::rename(&tmp, &x).unwrap();
+                k += 1;
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        })
+    };
+    let mut mixed = Vec::new();
+    for k in 0..12 {
+        let out = dir.path().join(format!("out{k}"));
+        let done = extract_with(&x, &out);
+        if !done.status.success() {
+            continue;
+        }
+        let f = features(&out);
+        let recorded = f.meta.model_sha256.clone().unwrap_or_default();
+        let truth = if recorded == sha_a {
+            &desc_a
+        } else if recorded == sha_b {
+            &desc_b
+        } else {
+            panic!("run {k}: the hash {recorded} of neither model")
+        };
+        if f.descriptors != *truth {
+            mixed.push(k);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(
+        mixed.is_empty(),
+        "runs {mixed:?} recorded one model's hash beside the other's descriptors"
+    );
+}

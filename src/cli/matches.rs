@@ -298,8 +298,11 @@ fn run_set(args: &Args) -> anyhow::Result<()> {
         writer.replace_other_plan();
     }
     record_extract_plan(args, writer.as_mut(), &inputs)?;
+    // The intrinsics read once, by `set_config`: the plan records the camera that verifies
+    // (a file read twice could record one camera and verify with another: hostile round of
+    // 8b8c880, M-1).
     let camera = match_camera(
-        args.intrinsics.given()?,
+        cfg.intrinsics,
         cfg.pair.geometry == Some(descl::geometry::ModelKind::Essential),
     );
     let bar = Bar::new(true);

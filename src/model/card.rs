@@ -235,6 +235,15 @@ impl ModelCard {
     }
 }
 
+/// SHA-256 of `bytes` in lowercase hex (what cards store; [`sha256_file`] of a file).
+pub fn sha256_bytes(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// SHA-256 of a file in lowercase hex (what cards store).
 pub fn sha256_file(path: &Path) -> Result<String> {
     use sha2::{Digest, Sha256};

@@ -161,7 +161,7 @@ impl Engine {
     /// Loads a model without a card: its metadata ([`crate::model::metadata`]) says the output
     /// kind; a model without metadata is read as float with 128 outputs, binary with 256.
     pub fn load(path: &Path, device: Device) -> Result<Engine> {
-        Self::load_with(path, device, None)
+        Self::load_with(path, device, None, None)
     }
 
     /// Loads a resolved model; its card (if any) decides the output kind and must agree with
@@ -171,10 +171,20 @@ impl Engine {
             &model.onnx,
             device,
             model.card.as_ref().map(|(c, p)| (c, p.as_path())),
+            Some(&model.sha256),
         )
     }
 
-    fn load_with(path: &Path, device: Device, card: Option<(&ModelCard, &Path)>) -> Result<Engine> {
+    /// `sha256`: the model's SHA-256 as resolved (its card's, or its file's), which its
+    /// features record: the bytes loaded are held to it, so that a file replaced between
+    /// resolving and loading never describes features recorded under the other's hash
+    /// (hostile round of 8b8c880, H-1).
+    fn load_with(
+        path: &Path,
+        device: Device,
+        card: Option<(&ModelCard, &Path)>,
+        sha256: Option<&str>,
+    ) -> Result<Engine> {
         let model_err = |reason: String| Error::Model {
             path: path.to_path_buf(),
             reason,
@@ -182,6 +192,14 @@ impl Engine {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
         if bytes.is_empty() {
             return Err(model_err("empty file".into()));
+        }
+        if let Some(resolved) = sha256 {
+            let loaded = crate::model::card::sha256_bytes(&bytes);
+            if !loaded.eq_ignore_ascii_case(resolved) {
+                return Err(model_err(format!(
+                    "SHA-256 {loaded} differs from {resolved}, which the model was resolved with: the file was replaced while descl loaded it; run again"
+                )));
+            }
         }
         let env = ort_environment()?;
         let (mut session, device) = match device {
