@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{descl, run, small_images};
+use common::{descl, merged, run, small_images};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -931,14 +931,7 @@ fn two_match_runs_of_other_settings_into_one_folder_do_not_both_win() {
         let results = together(&mut cmd("15"), &mut cmd("16"));
         // A consistent folder merges: every pair file of the plan's settings.
         assert_serialised(&results, || {
-            let (ok, _, err) = run(descl()
-                .args(["sfm", "merge", "--features"])
-                .arg(&feats)
-                .arg("--matches")
-                .arg(&out)
-                .arg("--database")
-                .arg(dir.path().join(format!("merged{round}.db"))));
-            (ok, err)
+            merged(&feats, &out, &dir.path().join(format!("merged{round}.db")))
         });
     }
 }
@@ -1147,6 +1140,29 @@ fn match_set(feats: &Path, out: &Path, args: &[&str]) -> (bool, String) {
         .arg(out)
         .args(args));
     (ok, err)
+}
+
+/// The features file `from` written again as `to` with its metadata edited by `edit` and its
+/// arrays as they were (as an older descl, or a hand, wrote a file: `write_features` would
+/// record the identity again).
+fn with_meta(from: &Path, to: &Path, edit: impl FnOnce(&mut descl::features::FeatureMeta)) {
+    use descl::io::npz::{read_npz, write_npz, NpyArray};
+    let mut meta = descl::io::features::read_features_meta(from).unwrap();
+    edit(&mut meta);
+    let meta = NpyArray::unicode_scalar(&serde_json::to_string(&meta).unwrap());
+    let members: Vec<(String, NpyArray)> = read_npz(from)
+        .unwrap()
+        .into_iter()
+        .map(|(n, a)| {
+            if n == "meta" {
+                (n, meta.clone())
+            } else {
+                (n, a)
+            }
+        })
+        .collect();
+    let named: Vec<(&str, &NpyArray)> = members.iter().map(|(n, a)| (n.as_str(), a)).collect();
+    write_npz(std::fs::File::create(to).unwrap(), &named, to).unwrap();
 }
 
 /// The pair files of `dir` with their bytes (what a refused run must leave as it was).
@@ -1462,13 +1478,7 @@ fn an_h5_match_beside_a_running_npz_run_does_not_both_win() {
     let [(ok, err), b] = while_running(&mut npz_match, &out, &mut h5_match(&out));
     assert!(ok, "{err}");
     refused(&b, &out);
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "merge", "--features"])
-        .arg(&feats)
-        .arg("--matches")
-        .arg(&out)
-        .arg("--database")
-        .arg(dir.path().join("m.db")));
+    let (ok, err) = merged(&feats, &out, &dir.path().join("m.db"));
     assert!(ok, "the npz run's results are gone: {err}");
     let plan = std::fs::read_to_string(out.join(MATCH_PLAN_FILE)).unwrap();
     assert!(plan.contains("\"min_inliers\":15"), "{plan}");
@@ -2265,6 +2275,17 @@ fn mirrored_pictures(imgs: &Path, into: &Path) -> PathBuf {
             .unwrap();
     }
     into.to_path_buf()
+}
+
+/// [`twelve_images_with_features`] in `dir/feats`, and the same settings' features of their
+/// mirrored pictures in `dir/other`: two features sets of one set's names.
+fn two_features_sets_of_one_names(dir: &Path) -> (PathBuf, PathBuf) {
+    let (imgs, feats) = twelve_images_with_features(dir);
+    let mirrored = mirrored_pictures(&imgs, &dir.join("mirrored"));
+    let other = dir.join("other");
+    let (ok, err) = extract(&mirrored, &other, &[]);
+    assert!(ok, "{err}");
+    (feats, other)
 }
 
 /// 40 images extracted into `feats` (1000 keypoints) and again into `other`: with 60
@@ -3298,11 +3319,7 @@ fn features_record_the_hash_of_the_picture_they_were_extracted_from() {
 fn match_shards_or_runs_of_two_features_sets_of_one_names_do_not_mix() {
     use descl::io::plan::MATCH_PLAN_FILE;
     let dir = tempfile::tempdir().unwrap();
-    let (imgs, feats) = twelve_images_with_features(dir.path());
-    let mirrored = mirrored_pictures(&imgs, &dir.path().join("mirrored"));
-    let other = dir.path().join("other");
-    let (ok, err) = extract(&mirrored, &other, &[]);
-    assert!(ok, "{err}");
+    let (feats, other) = two_features_sets_of_one_names(dir.path());
     let m = dir.path().join("m");
     let (ok, err) = match_set(&feats, &m, &["--shard", "0/2"]);
     assert!(ok, "{err}");
@@ -3332,17 +3349,12 @@ fn match_shards_or_runs_of_two_features_sets_of_one_names_do_not_mix() {
         let some_pairs = |names: &[String]| names.iter().filter(|n| n.contains("__")).count() >= 2;
         let results = while_running_once(&mut cmd(&feats), &out, &mut cmd(&other), some_pairs);
         assert_serialised(&results, || {
-            let merged = |features: &Path, db: &str| {
-                run(descl()
-                    .args(["sfm", "merge", "--features"])
-                    .arg(features)
-                    .arg("--matches")
-                    .arg(&out)
-                    .arg("--database")
-                    .arg(dir.path().join(format!("{db}{round}.db"))))
-            };
-            let (a, b) = (merged(&feats, "feats"), merged(&other, "other"));
-            (a.0 || b.0, format!("{}\n{}", a.2, b.2))
+            let db = |name: &str| dir.path().join(format!("{name}{round}.db"));
+            let (a, b) = (
+                merged(&feats, &out, &db("feats")),
+                merged(&other, &out, &db("other")),
+            );
+            (a.0 || b.0, format!("{}\n{}", a.1, b.1))
         });
     }
 }
@@ -3400,14 +3412,7 @@ fn match_shards_or_runs_of_other_intrinsics_do_not_mix() {
         let some_pairs = |names: &[String]| names.iter().filter(|n| n.contains("__")).count() >= 2;
         let results = while_running_once(&mut cmd(&a), &out, &mut cmd(&b), some_pairs);
         assert_serialised(&results, || {
-            let (ok, _, err) = run(descl()
-                .args(["sfm", "merge", "--features"])
-                .arg(&feats)
-                .arg("--matches")
-                .arg(&out)
-                .arg("--database")
-                .arg(dir.path().join(format!("merged{round}.db"))));
-            (ok, err)
+            merged(&feats, &out, &dir.path().join(format!("merged{round}.db")))
         });
     }
 }
@@ -3417,15 +3422,9 @@ fn match_shards_or_runs_of_other_intrinsics_do_not_mix() {
 /// folders of one set's names mixed as before the H-1 fix. Their identity is now computed.
 #[test]
 fn features_without_a_recorded_identity_are_identified_in_the_plan() {
-    use descl::io::features::read_features_meta;
-    use descl::io::npz::{read_npz, write_npz, NpyArray};
     use descl::io::plan::{EXTRACT_PLAN_FILE, MATCH_PLAN_FILE};
     let dir = tempfile::tempdir().unwrap();
-    let (imgs, feats) = twelve_images_with_features(dir.path());
-    let mirrored = mirrored_pictures(&imgs, &dir.path().join("mirrored"));
-    let other = dir.path().join("other");
-    let (ok, err) = extract(&mirrored, &other, &[]);
-    assert!(ok, "{err}");
+    let (feats, other) = two_features_sets_of_one_names(dir.path());
     // Each folder as an older descl wrote it: no `content` in the files' metadata.
     let stripped = |from: &Path, to: &str| {
         let to = dir.path().join(to);
@@ -3434,21 +3433,9 @@ fn features_without_a_recorded_identity_are_identified_in_the_plan() {
         for entry in std::fs::read_dir(from).unwrap() {
             let path = entry.unwrap().path();
             if path.extension() == Some("npz".as_ref()) {
-                let mut meta = read_features_meta(&path).unwrap();
-                meta.content = None;
-                let meta = NpyArray::unicode_scalar(&serde_json::to_string(&meta).unwrap());
-                let members: Vec<(String, NpyArray)> = read_npz(&path)
-                    .unwrap()
-                    .into_iter()
-                    .map(|(name, a)| match name.as_str() {
-                        "meta" => (name, meta.clone()),
-                        _ => (name, a),
-                    })
-                    .collect();
-                let named: Vec<(&str, &NpyArray)> =
-                    members.iter().map(|(n, a)| (n.as_str(), a)).collect();
-                let file = to.join(path.file_name().unwrap());
-                write_npz(std::fs::File::create(&file).unwrap(), &named, &file).unwrap();
+                with_meta(&path, &to.join(path.file_name().unwrap()), |m| {
+                    m.content = None
+                });
             }
         }
         to
@@ -3573,8 +3560,6 @@ fn a_database_camera_is_of_the_picture_its_features_are_of() {
 /// given intrinsics still match them.
 #[test]
 fn an_essential_matrix_from_exif_needs_features_held_to_their_image() {
-    use descl::io::features::read_features_meta;
-    use descl::io::npz::{read_npz, write_npz, NpyArray};
     use descl::io::plan::EXTRACT_PLAN_FILE;
     let dir = tempfile::tempdir().unwrap();
     let imgs = dir.path().join("images");
@@ -3597,23 +3582,9 @@ fn an_essential_matrix_from_exif_needs_features_held_to_their_image() {
     std::fs::create_dir(&old).unwrap();
     std::fs::copy(feats.join(EXTRACT_PLAN_FILE), old.join(EXTRACT_PLAN_FILE)).unwrap();
     for name in ["0000.npz", "0001.npz", "0002.npz"] {
-        let mut meta = read_features_meta(&feats.join(name)).unwrap();
-        meta.provenance.as_mut().unwrap().image_sha256 = None;
-        let meta = NpyArray::unicode_scalar(&serde_json::to_string(&meta).unwrap());
-        let members: Vec<(String, NpyArray)> = read_npz(&feats.join(name))
-            .unwrap()
-            .into_iter()
-            .map(|(n, a)| {
-                if n == "meta" {
-                    (n, meta.clone())
-                } else {
-                    (n, a)
-                }
-            })
-            .collect();
-        let named: Vec<(&str, &NpyArray)> = members.iter().map(|(n, a)| (n.as_str(), a)).collect();
-        let file = old.join(name);
-        write_npz(std::fs::File::create(&file).unwrap(), &named, &file).unwrap();
+        with_meta(&feats.join(name), &old.join(name), |m| {
+            m.provenance.as_mut().unwrap().image_sha256 = None
+        });
     }
     let matched = |features: &Path, out: &str, args: &[&str]| {
         match_set(features, &dir.path().join(out), args)

@@ -117,17 +117,6 @@ fn match_set(feats: &Path, out: &Path, shard: Option<u32>) -> bool {
     run(&mut cmd).0
 }
 
-fn merge(feats: &Path, matches: &Path, db: &Path) -> (bool, String) {
-    let (ok, _, err) = run(descl()
-        .args(["sfm", "merge", "--features"])
-        .arg(feats)
-        .arg("--matches")
-        .arg(matches)
-        .arg("--database")
-        .arg(db));
-    (ok, err)
-}
-
 /// The settings every features file in `feats` records (None when mixed or empty).
 fn features_settings(feats: &Path) -> Option<Settings> {
     let mut found: Option<Settings> = None;
@@ -180,7 +169,7 @@ fn any_sequence_of_staged_runs_is_refused_or_equals_a_clean_run() {
                 );
                 assert!(extract(&imgs, &f, s, None, false));
                 assert!(match_set(&f, &m, None));
-                let (ok, err) = merge(&f, &m, &db);
+                let (ok, err) = common::merged(&f, &m, &db);
                 assert!(ok, "clean merge: {err}");
                 db
             })
@@ -234,7 +223,7 @@ fn any_sequence_of_staged_runs_is_refused_or_equals_a_clean_run() {
                         continue;
                     }
                     let db = run_dir.join(format!("step{k}.db"));
-                    let (ok, err) = merge(&f, &m, &db);
+                    let (ok, err) = common::merged(&f, &m, &db);
                     if !ok {
                         assert!(
                             !must_merge,

@@ -343,3 +343,19 @@ pub fn with_exif_focal(jpeg: &[u8], f35: u16) -> Vec<u8> {
     out.extend(&jpeg[2..]);
     out
 }
+
+/// `descl sfm merge --features FEATS --matches MATCHES --database DB`: (success, stderr).
+pub fn merged(
+    feats: &std::path::Path,
+    matches: &std::path::Path,
+    db: &std::path::Path,
+) -> (bool, String) {
+    let (ok, _, err) = run(descl()
+        .args(["sfm", "merge", "--features"])
+        .arg(feats)
+        .arg("--matches")
+        .arg(matches)
+        .arg("--database")
+        .arg(db));
+    (ok, err)
+}
