@@ -9,6 +9,7 @@ use crate::describe::Descriptors;
 use crate::detect::DetectorConfig;
 use crate::error::{Error, Result};
 use crate::frame::Frame;
+use crate::hash::hex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -188,12 +189,8 @@ impl SetIdentity {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// SHA-256 of `bytes` in lowercase hex (a pairs file in a match plan; files are hashed by
 /// [`crate::model::card::sha256_file`]).
 pub fn sha256_bytes(bytes: &[u8]) -> String {
-    crate::model::card::sha256_bytes(bytes)
+    crate::hash::sha256_bytes(bytes)
 }

@@ -82,11 +82,10 @@ pub fn load_gray(path: &Path) -> Result<GrayImage> {
 /// [`load_gray`] and the SHA-256 of the very bytes decoded (lowercase hex): the hash a features
 /// file records. Hashing the file in a second read would record a picture put in its place
 /// between the two reads beside the features of the one decoded.
-#[cfg(feature = "full")]
 pub fn load_gray_hashed(path: &Path) -> Result<(GrayImage, String)> {
     let bytes = read_image_file(path)?;
     let img = decode_gray(&bytes, path)?;
-    Ok((img, crate::identity::sha256_bytes(&bytes)))
+    Ok((img, crate::hash::sha256_bytes(&bytes)))
 }
 
 /// The bytes of the image file at `path`, within [`MAX_IMAGE_FILE_BYTES`]; regular files only.

@@ -23,6 +23,7 @@ pub mod features;
 pub mod frame;
 #[cfg(feature = "full")]
 pub mod geometry;
+pub mod hash;
 #[cfg(feature = "full")]
 pub mod identity;
 pub mod image;

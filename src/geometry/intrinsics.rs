@@ -215,7 +215,7 @@ impl Intrinsics {
             return Ok(None);
         };
         if let Some(recorded) = image_sha256 {
-            let now = crate::identity::sha256_bytes(&bytes);
+            let now = crate::hash::sha256_bytes(&bytes);
             if !now.eq_ignore_ascii_case(recorded) {
                 return Err(Error::InvalidInput(format!(
                     "{}: not the picture its features were extracted from (SHA-256 {now}, the features record {recorded}): it was replaced during the run or since; extract it again (`descl extract --resume`, or run again)",

@@ -235,35 +235,8 @@ impl ModelCard {
     }
 }
 
-/// SHA-256 of `bytes` in lowercase hex (what cards store; [`sha256_file`] of a file).
-pub fn sha256_bytes(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// SHA-256 of a file in lowercase hex (what cards store).
-pub fn sha256_file(path: &Path) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
+// The hashes cards store, defined once (`crate::hash`).
+pub use crate::hash::{sha256_bytes, sha256_file};
 
 /// A card for unit tests of the modules that read cards (TFeat-like, 32-px patches).
 #[cfg(test)]

@@ -194,7 +194,7 @@ impl Engine {
             return Err(model_err("empty file".into()));
         }
         if let Some(resolved) = sha256 {
-            let loaded = crate::model::card::sha256_bytes(&bytes);
+            let loaded = crate::hash::sha256_bytes(&bytes);
             if !loaded.eq_ignore_ascii_case(resolved) {
                 return Err(model_err(format!(
                     "SHA-256 {loaded} differs from {resolved}, which the model was resolved with: the file was replaced while descl loaded it; run again"
