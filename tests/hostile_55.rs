@@ -3230,6 +3230,27 @@ fn a_models_folder_that_cannot_be_made_is_refused_before_any_work() {
     assert!(!db.exists(), "{err}");
 }
 
+/// Runs `cmd`, and `after` its start renames a file of `bytes` over `file` (as an editor or
+/// rsync replaces one); its output once it ends.
+fn replaced_during(
+    cmd: &mut Command,
+    after: std::time::Duration,
+    bytes: &[u8],
+    file: &Path,
+) -> std::process::Output {
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let mut replacement = file.as_os_str().to_owned();
+    replacement.push(".replacement");
+    std::fs::write(&replacement, bytes).unwrap();
+    std::fs::rename(&replacement, file).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Hostile round of 83bb825, C-1 (critical): `extract` (and `sfm`, through the same extractor)
 /// decoded an image, detected and described it, and only then read the file again to hash it.
 /// A picture put in its place meanwhile (an editor's or rsync's rename) had its hash recorded
@@ -3270,21 +3291,17 @@ fn features_record_the_hash_of_the_picture_they_were_extracted_from() {
     const MOMENTS: u32 = 12;
     for k in 1..=MOMENTS {
         let _ = std::fs::remove_dir_all(&out);
-        let child = descl()
-            .arg("extract")
-            .arg(&imgs)
-            .arg("--out")
-            .arg(&out)
-            .args(SIFT)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(run_length * k / MOMENTS);
-        let replacement = dir.path().join("replacement.png");
-        std::fs::copy(mirrored.join("x.png"), &replacement).unwrap();
-        std::fs::rename(&replacement, imgs.join("x.png")).unwrap();
-        let done = child.wait_with_output().unwrap();
+        let done = replaced_during(
+            descl()
+                .arg("extract")
+                .arg(&imgs)
+                .arg("--out")
+                .arg(&out)
+                .args(SIFT),
+            run_length * k / MOMENTS,
+            &std::fs::read(mirrored.join("x.png")).unwrap(),
+            &imgs.join("x.png"),
+        );
         let err = String::from_utf8_lossy(&done.stderr);
         if let Ok(written) = descl::io::features::read_features(&out.join("x.npz")) {
             let recorded = written
@@ -3517,22 +3534,18 @@ fn a_database_camera_is_of_the_picture_its_features_are_of() {
     const MOMENTS: u32 = 12;
     for k in 1..=MOMENTS {
         std::fs::write(&x, &short).unwrap();
-        let child = descl()
-            .arg("sfm")
-            .arg(&imgs)
-            .arg("--database")
-            .arg(&db)
-            .arg("--overwrite")
-            .args(SIFT)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(run_length * k / MOMENTS);
-        let replacement = dir.path().join("replacement.jpg");
-        std::fs::write(&replacement, &long).unwrap();
-        std::fs::rename(&replacement, &x).unwrap();
-        let done = child.wait_with_output().unwrap();
+        let done = replaced_during(
+            descl()
+                .arg("sfm")
+                .arg(&imgs)
+                .arg("--database")
+                .arg(&db)
+                .arg("--overwrite")
+                .args(SIFT),
+            run_length * k / MOMENTS,
+            &long,
+            &x,
+        );
         let err = String::from_utf8_lossy(&done.stderr);
         if !done.status.success() {
             assert!(err.contains("x.jpg"), "moment {k}: {err}");
