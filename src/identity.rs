@@ -189,8 +189,5 @@ impl SetIdentity {
     }
 }
 
-/// SHA-256 of `bytes` in lowercase hex (a pairs file in a match plan; files are hashed by
-/// [`crate::model::card::sha256_file`]).
-pub fn sha256_bytes(bytes: &[u8]) -> String {
-    crate::hash::sha256_bytes(bytes)
-}
+// SHA-256 of bytes (a pairs file in a match plan), defined once in `crate::hash`.
+pub use crate::hash::sha256_bytes;

@@ -986,14 +986,14 @@ impl Writer for HlocFolder {
         }
     }
 
+    fn records_plan(&self) -> bool {
+        true
+    }
     /// Refuses, before any work, pairs that hloc's keys cannot tell apart (`claim_pair_key`);
     /// then records the plan as an npz folder does ([`crate::io::plan::record_match_plan`]:
     /// the folder claimed, another run's plan of other settings refused unless
     /// [`Writer::replace_other_plan`]), and the extract plan of the features stored from
     /// images beside it.
-    fn records_plan(&self) -> bool {
-        true
-    }
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         for [a, b] in &plan.pairs {
             self.claim_pair_key(a, b)?;

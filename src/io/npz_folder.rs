@@ -304,15 +304,15 @@ impl Writer for NpzFolder {
         }
     }
 
+    fn records_plan(&self) -> bool {
+        true
+    }
     /// Refuses, before any work, names that would give one file two meanings: a pair file
     /// that is also an input's features file (`a__b.jpg` beside `a.jpg` and `b.jpg`), or one
     /// file for two pairs (`a__b` + `c` and `a` + `b__c`); and, with the folder claimed (so no
     /// run of another plan writes between the check and the write), a plan of another run's
     /// settings already there ([`crate::io::plan::refuse_other_match_run`]) unless
     /// [`Writer::replace_other_plan`].
-    fn records_plan(&self) -> bool {
-        true
-    }
     fn record_plan(&mut self, plan: &MatchPlan) -> Result<()> {
         let mut meaning: HashMap<PathBuf, String> = HashMap::new();
         for name in &plan.inputs {
